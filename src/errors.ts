@@ -1,0 +1,63 @@
+// The error catalogue: stable codes for start-up failures and the JSON-RPC error type with EIP-1474 codes.
+// Leaf module: imports nothing from the project.
+
+/** JSON-RPC error codes used by the daemon (EIP-1474 plus the revert code 3). */
+export const RpcCode = {
+  PARSE_ERROR: -32700,
+  INVALID_REQUEST: -32600,
+  METHOD_NOT_FOUND: -32601,
+  INVALID_PARAMS: -32602,
+  INTERNAL_ERROR: -32603,
+  SERVER_ERROR: -32000,
+  RESOURCE_NOT_FOUND: -32001,
+  RESOURCE_UNAVAILABLE: -32002,
+  LIMIT_EXCEEDED: -32005,
+  TIMEOUT: -32008,
+  EXECUTION_REVERTED: 3,
+} as const;
+
+/** An error a JSON-RPC handler throws; only the dispatcher turns it into an error envelope. */
+export class RpcError extends Error {
+  readonly code: number;
+  readonly data: unknown;
+  constructor(code: number, message: string, data?: unknown) {
+    super(message);
+    this.name = 'RpcError';
+    this.code = code;
+    this.data = data;
+  }
+}
+
+/** Start-up error codes: stable strings operators can grep for; `main` exits non-zero on any of them. */
+export const StartupCode = {
+  CONFIG_INVALID: 'E_CONFIG',
+  NATIVE_MISSING: 'E_NATIVE',
+  PORT_IN_USE: 'E_LISTEN',
+} as const;
+export type StartupCode = (typeof StartupCode)[keyof typeof StartupCode];
+
+/** A start-up failure: bad configuration, a port that cannot be bound, a native binary that did not load. */
+export class StartupError extends Error {
+  readonly code: StartupCode;
+  constructor(code: StartupCode, message: string) {
+    super(message);
+    this.name = 'StartupError';
+    this.code = code;
+  }
+}
+
+/** The error table the README documents; a test keeps README and this list in sync. */
+export const ERROR_TABLE: ReadonlyArray<{ code: number | string; meaning: string }> = [
+  { code: RpcCode.PARSE_ERROR, meaning: 'body is not valid JSON (or nested deeper than the limit)' },
+  { code: RpcCode.INVALID_REQUEST, meaning: 'not a JSON-RPC 2.0 request object; empty batch; batch too large' },
+  { code: RpcCode.METHOD_NOT_FOUND, meaning: 'unknown method, or a namespace refused by default (admin_, debug_, ...)' },
+  { code: RpcCode.INVALID_PARAMS, meaning: 'wrong parameter count, type or hex shape; the message names the parameter' },
+  { code: RpcCode.INTERNAL_ERROR, meaning: 'unexpected failure inside the daemon (details in the log, never in the reply)' },
+  { code: RpcCode.SERVER_ERROR, meaning: 'the node answered with an error, or could not be reached' },
+  { code: RpcCode.LIMIT_EXCEEDED, meaning: 'response larger than the configured cap' },
+  { code: RpcCode.TIMEOUT, meaning: 'the node did not answer within the timeout; eth_sendRawTransactionSync timed out' },
+  { code: RpcCode.EXECUTION_REVERTED, meaning: 'execution reverted (passed through from the node with its data)' },
+  { code: StartupCode.CONFIG_INVALID, meaning: 'start-up: a flag or environment variable is invalid; the message says which' },
+  { code: StartupCode.NATIVE_MISSING, meaning: 'start-up: a native binary (uWebSockets.js, secp256k1, keccak) did not load' },
+  { code: StartupCode.PORT_IN_USE, meaning: 'start-up: a port could not be bound' },
+];

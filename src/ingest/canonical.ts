@@ -1,0 +1,143 @@
+// Canonical head tracking: follows the node's head (newHeads over WebSocket when configured, else polling) and
+// settles pending blocks that became canonical. Knows the node only through NodeClient and a ws URL.
+import WebSocket from 'ws';
+import type { Logger } from '../log.js';
+import { redactUrl } from '../log.js';
+import type { NodeClient } from '../node/client.js';
+import { NodeError } from '../node/client.js';
+
+export interface CanonicalOptions {
+  pollMs: number;
+  /** ws:// URL for eth_subscribe newHeads; '' = poll only. */
+  wsUrl: string;
+  /** How many blocks back a jump is settled one by one (beyond that, settled at once without reorg checks). */
+  maxCatchUpBlocks: number;
+}
+
+/** What the tracker drives: the pipeline's settle() and what it holds. */
+export interface CanonicalSink {
+  settle(n: number, canonicalTxHashes: ReadonlySet<string> | null): void;
+  /** Whether a preconfirmed block at this height is held (only then are its canonical hashes fetched). */
+  holds(n: number): boolean;
+  /** The head settled so far (-1 at start). */
+  canonical(): number;
+}
+
+/** Follows the canonical head. */
+export class CanonicalTracker {
+  private timer: NodeJS.Timeout | null = null;
+  private ws: WebSocket | null = null;
+  private busy = false;
+  private stopped = false;
+  private wanted = -1;
+  /** Last time the node answered (performance.now()), for readiness. */
+  lastOkMs = 0;
+  /** Head the node reported last. */
+  head = -1;
+  private wsRetryMs = 500;
+
+  constructor(
+    private readonly node: NodeClient,
+    private readonly sink: CanonicalSink,
+    private readonly opts: CanonicalOptions,
+    private readonly log: Logger,
+  ) {}
+
+  /** Starts polling (and the newHeads subscription when a WebSocket URL is set). */
+  start(): void {
+    if (!this.node.enabled) return;
+    this.timer = setInterval(() => void this.poll(), this.opts.pollMs);
+    this.timer.unref();
+    void this.poll();
+    if (this.opts.wsUrl !== '') this.connectWs();
+  }
+
+  /** Stops everything; no further node calls. */
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    this.timer = null;
+    this.ws?.terminate();
+    this.ws = null;
+  }
+
+  private connectWs(): void {
+    if (this.stopped) return;
+    const ws = new WebSocket(this.opts.wsUrl, { perMessageDeflate: false, handshakeTimeout: 3000 });
+    this.ws = ws;
+    ws.on('open', () => {
+      this.wsRetryMs = 500;
+      ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['newHeads'] }));
+      this.log.info('node newHeads subscription open', { url: redactUrl(this.opts.wsUrl) });
+    });
+    ws.on('message', (data: Buffer) => {
+      try {
+        const msg = JSON.parse(data.toString('utf8')) as { params?: { result?: { number?: string } } };
+        const num = msg.params?.result?.number;
+        if (typeof num === 'string') this.advance(Number.parseInt(num.slice(2), 16));
+      } catch {
+        /* not ours to judge: polling still runs */
+      }
+    });
+    ws.on('error', () => {});
+    ws.on('close', () => {
+      if (this.stopped) return;
+      const delay = this.wsRetryMs;
+      this.wsRetryMs = Math.min(this.wsRetryMs * 2, 10_000);
+      this.log.limited('warn', 'newheads-close', 10_000, `node newHeads subscription closed; reconnecting in ${delay} ms (polling continues)`);
+      setTimeout(() => this.connectWs(), delay).unref();
+    });
+  }
+
+  private async poll(): Promise<void> {
+    try {
+      const hex = await this.node.call<string>('eth_blockNumber', [], Math.max(this.opts.pollMs * 10, 1000));
+      this.lastOkMs = performance.now();
+      this.advance(Number.parseInt(hex.slice(2), 16));
+    } catch (e) {
+      const why = e instanceof NodeError ? e.message : String(e);
+      this.log.limited('warn', 'canonical-poll', 10_000, 'canonical head poll failed; pending state keeps serving', { error: why });
+    }
+  }
+
+  /** Notes a new head and settles the blocks up to it, one at a time, in order. */
+  advance(n: number): void {
+    if (!Number.isSafeInteger(n) || n <= this.wanted) return;
+    this.wanted = n;
+    this.head = n;
+    this.lastOkMs = performance.now();
+    if (!this.busy) void this.catchUp();
+  }
+
+  private async catchUp(): Promise<void> {
+    this.busy = true;
+    try {
+      while (!this.stopped && this.sink.canonical() < this.wanted) {
+        const from = this.sink.canonical();
+        const target = this.wanted;
+        if (from < 0 || target - from > this.opts.maxCatchUpBlocks) {
+          // First head, or a jump too long to check block by block: settle all but the newest without reorg checks.
+          const floor = target - 1;
+          if (floor > from) {
+            this.sink.settle(floor, null);
+            continue;
+          }
+        }
+        const k = from + 1;
+        let hashes: Set<string> | null = null;
+        if (this.sink.holds(k)) {
+          try {
+            const block = await this.node.call<{ transactions: string[] } | null>('eth_getBlockByNumber', ['0x' + k.toString(16), false]);
+            if (block === null) break; // the node's view is behind its own head report: retry next poll
+            hashes = new Set(block.transactions.map((h) => h.toLowerCase()));
+          } catch (e) {
+            this.log.limited('warn', 'canonical-fetch', 10_000, 'could not fetch canonical block; settling without reorg check', { block: k, error: (e as Error).message });
+          }
+        }
+        this.sink.settle(k, hashes);
+      }
+    } finally {
+      this.busy = false;
+    }
+  }
+}

@@ -1,0 +1,220 @@
+// The per-frame pipeline: decode → hedge de-duplication → sequence verdict → apply to state → notify. Single writer
+// of PendingState. Per-frame problems are values: counted by reason, logged with block/index, never thrown.
+import { performance } from 'node:perf_hooks';
+import type { Logger } from '../log.js';
+import type { PendingState } from '../state/pending.js';
+import type { PendingBlock, RawFrame } from '../state/block.js';
+import { decodeFrame, type DecodeErrorReason, type Flashblock } from './frame.js';
+import { classify, ReorderBuffer, type SequenceView, type Verdict } from './sequence.js';
+import type { UpstreamFrame } from './upstream.js';
+
+/** Verdict labels as counted (the sequence verdicts plus what the reorder buffer decided). */
+export type VerdictLabel = Exclude<Verdict, 'gap' | 'broken'> | 'gap_buffered' | 'gap_filled' | 'gap_skipped';
+
+/** Where the pipeline reports what happened (metrics in production, counters in tests). */
+export interface IngestObserver {
+  frame(upstream: number, isBinary: boolean, bytes: number): void;
+  decodeError(reason: DecodeErrorReason): void;
+  /** A flashblock copy from `upstream`: the first seen (`first`) or a later copy dropped. */
+  copy(upstream: number, first: boolean): void;
+  verdict(v: VerdictLabel): void;
+  /** A flashblock was applied; `seconds` = parse + apply time of the frame that carried it. */
+  applied(fb: Flashblock, block: PendingBlock, seconds: number, receivedAtMs: number): void;
+  reorg(hashes: string[], blockNumber: number): void;
+  brokenBlock(blockNumber: number): void;
+}
+
+/** Who else hears of applied flashblocks (raw stream publish, subscriptions). Called synchronously, in order. */
+export type AppliedListener = (block: PendingBlock, fb: Flashblock, frame: RawFrame) => void;
+
+export interface PipelineOptions {
+  maxFrameBytes: number;
+  gapWindowFrames: number;
+  gapTimeoutMs: number;
+  /** Time slice for sender recovery between frames. */
+  recoverSliceMs?: number;
+}
+
+interface Held {
+  fb: Flashblock;
+  frame: RawFrame;
+}
+
+const HEDGE_MEMORY = 4096;
+
+/** The ingest pipeline; feed it frames with `handleFrame`, canonical heads with `settle`, time with `tick`. */
+export class IngestPipeline {
+  private readonly reorder: ReorderBuffer<Held>;
+  private readonly listeners: AppliedListener[] = [];
+  /** (payload_id:index) → upstream that delivered it first; a ring bounds memory. */
+  private readonly firstCopy = new Map<string, number>();
+  private readonly ring: string[] = new Array(HEDGE_MEMORY);
+  private ringPos = 0;
+  private recoverScheduled = false;
+  private readonly view: SequenceView;
+
+  constructor(
+    readonly state: PendingState,
+    private readonly opts: PipelineOptions,
+    private readonly log: Logger,
+    private readonly observer: IngestObserver | null = null,
+  ) {
+    this.reorder = new ReorderBuffer<Held>(opts.gapWindowFrames, opts.gapTimeoutMs);
+    this.view = {
+      canonical: -1,
+      height: (n) => {
+        const b = state.block(n);
+        return b === undefined ? undefined : { payloadId: b.payloadId, nextIndex: b.nextIndex, broken: b.broken };
+      },
+    };
+  }
+
+  /** Registers a listener for applied flashblocks. */
+  onApplied(fn: AppliedListener): void {
+    this.listeners.push(fn);
+  }
+
+  /** Frames held while waiting for a missing predecessor. */
+  get bufferedFrames(): number {
+    return this.reorder.size;
+  }
+
+  /** Handles one upstream frame end to end. Never throws. */
+  handleFrame(f: UpstreamFrame): void {
+    const t0 = performance.now();
+    this.observer?.frame(f.upstream, f.isBinary, f.data.length);
+    const r = decodeFrame(f.data, this.opts.maxFrameBytes);
+    if (!r.ok) {
+      this.observer?.decodeError(r.reason);
+      this.log.limited('warn', 'decode:' + r.reason, 1000, 'flashblock dropped: ' + r.reason, {
+        upstream: f.upstream,
+        block: r.blockNumber,
+        index: r.index,
+        detail: r.detail,
+      });
+      return;
+    }
+    const fb = r.fb;
+    const key = fb.payloadId + ':' + fb.index;
+    const first = this.firstCopy.get(key);
+    if (first !== undefined) {
+      this.observer?.copy(f.upstream, false);
+      if (first === f.upstream) this.observer?.verdict('duplicate');
+      return;
+    }
+    this.rememberCopy(key, f.upstream);
+    this.observer?.copy(f.upstream, true);
+    const frame: RawFrame = { data: f.data, isBinary: f.isBinary, blockNumber: fb.blockNumber, index: fb.index, receivedAtMs: f.receivedAtMs };
+    this.process(fb, frame, t0);
+  }
+
+  private rememberCopy(key: string, upstream: number): void {
+    const old = this.ring[this.ringPos];
+    if (old !== undefined) this.firstCopy.delete(old);
+    this.ring[this.ringPos] = key;
+    this.ringPos = (this.ringPos + 1) % HEDGE_MEMORY;
+    this.firstCopy.set(key, upstream);
+  }
+
+  private process(fb: Flashblock, frame: RawFrame, t0: number): void {
+    this.view.canonical = this.state.canonical;
+    const v = classify(fb, this.view);
+    switch (v) {
+      case 'stale':
+      case 'duplicate':
+        this.observer?.verdict(v);
+        return;
+      case 'broken':
+        this.observer?.verdict('gap_skipped');
+        return;
+      case 'gap':
+      case 'out_of_order': {
+        this.observer?.verdict(v === 'gap' ? 'gap_buffered' : 'out_of_order');
+        this.log.limited('info', 'gap', 1000, 'flashblock ahead of sequence; buffered', { block: fb.blockNumber, index: fb.index, verdict: v });
+        const evicted = this.reorder.hold(fb, { fb, frame }, frame.receivedAtMs);
+        if (evicted !== undefined) this.giveUp(evicted.item.fb, 'reorder window full');
+        return;
+      }
+      case 'new_block':
+      case 'replaced_payload':
+      case 'next':
+        this.observer?.verdict(v);
+        if (v === 'replaced_payload') this.log.info('builder restarted the block; new payload replaces the old', { block: fb.blockNumber, payloadId: fb.payloadId });
+        this.apply(fb, frame, t0);
+        this.drain(fb);
+        return;
+    }
+  }
+
+  private apply(fb: Flashblock, frame: RawFrame, t0: number): void {
+    const now = performance.now();
+    const block = fb.index === 0 ? this.state.startBlock(fb, frame, now) : this.state.appendFlashblock(fb, frame, now);
+    this.observer?.applied(fb, block, (performance.now() - t0) / 1000, frame.receivedAtMs);
+    for (let i = 0; i < this.listeners.length; i++) {
+      try {
+        this.listeners[i]!(block, fb, frame);
+      } catch (e) {
+        this.log.limited('error', 'listener', 1000, 'applied-listener failed', { error: (e as Error).message });
+      }
+    }
+    this.scheduleRecovery();
+  }
+
+  /** Applies buffered successors that became contiguous. */
+  private drain(after: Flashblock): void {
+    let payloadId = after.payloadId;
+    let index = after.index + 1;
+    for (;;) {
+      const held = this.reorder.take(payloadId, index);
+      if (held === undefined) return;
+      this.view.canonical = this.state.canonical;
+      if (classify(held.fb, this.view) !== 'next') return;
+      this.observer?.verdict('gap_filled');
+      this.apply(held.fb, held.frame, performance.now());
+      payloadId = held.fb.payloadId;
+      index++;
+    }
+  }
+
+  private giveUp(fb: Flashblock, why: string): void {
+    this.observer?.verdict('gap_skipped');
+    const b = this.state.block(fb.blockNumber);
+    if (b !== undefined && this.state.markBroken(fb.blockNumber, why)) {
+      this.observer?.brokenBlock(fb.blockNumber);
+      this.log.warn('pending block marked broken; pending answers fall back to the node until the next block', {
+        block: fb.blockNumber,
+        missingIndex: b.payloadId === fb.payloadId ? b.nextIndex : 0,
+        reason: why,
+      });
+    }
+  }
+
+  /** Expires gaps that stayed open too long. Call every few tens of ms. */
+  tick(nowMs: number = performance.now()): void {
+    for (const h of this.reorder.expire(nowMs)) this.giveUp(h.item.fb, 'missing flashblock never arrived');
+  }
+
+  /** Settles canonical block `n` (with its transaction hashes when known): counts preconfirmation reorgs, prunes. */
+  settle(n: number, canonicalTxHashes: ReadonlySet<string> | null): void {
+    if (n <= this.state.canonical) return;
+    const res = this.state.settleCanonical(n, canonicalTxHashes);
+    this.reorder.dropUpTo(n);
+    if (res.reorged.length > 0) {
+      this.observer?.reorg(res.reorged, n);
+      this.log.warn('preconfirmation reorg: preconfirmed transactions missing from the canonical block', {
+        block: n,
+        count: res.reorged.length,
+        hashes: res.reorged.slice(0, 10),
+      });
+    }
+  }
+
+  private scheduleRecovery(): void {
+    if (this.recoverScheduled || this.state.unrecoveredCount === 0) return;
+    this.recoverScheduled = true;
+    setImmediate(() => {
+      this.recoverScheduled = false;
+      if (this.state.recoverSenders(this.opts.recoverSliceMs ?? 2) > 0) this.scheduleRecovery();
+    });
+  }
+}

@@ -1,0 +1,84 @@
+// A pending block: its flashblocks' cumulative diffs, transactions in order with their receipts, balances, raw
+// frames. Mutated only by PendingState (the single writer); everything else reads.
+import type { DecodedTx } from '../chain/types.js';
+import type { FlashReceipt, FlashblockBase, FlashblockDiff } from '../ingest/frame.js';
+
+/** One upstream frame as received: rebroadcast byte for byte, replayed to late subscribers. */
+export interface RawFrame {
+  data: Buffer;
+  isBinary: boolean;
+  blockNumber: number;
+  index: number;
+  receivedAtMs: number;
+}
+
+/** A transaction in the pending chain, with what is known of its receipt. */
+export class TxRecord {
+  /** Per-tx gas, derived from the difference of cumulative gas; null when the receipt is unknown. */
+  gasUsed: bigint | null;
+  constructor(
+    readonly tx: DecodedTx,
+    readonly block: PendingBlock,
+    /** transactionIndex within the block. */
+    readonly position: number,
+    readonly flashblockIndex: number,
+    /** The receipt from metadata; null when the stream carried none (post-Azul) or it lacked cumulativeGasUsed. */
+    readonly receipt: FlashReceipt | null,
+    /** logIndex of this transaction's first log within the block. */
+    readonly firstLogIndex: number,
+    gasUsed: bigint | null,
+  ) {
+    this.gasUsed = gasUsed;
+  }
+}
+
+/** The state of one block number while it is pending. */
+export class PendingBlock {
+  readonly diffs: FlashblockDiff[] = [];
+  /** Number of transactions after flashblock i was applied. */
+  readonly txCountAt: number[] = [];
+  readonly txs: TxRecord[] = [];
+  readonly frames: RawFrame[] = [];
+  /** Balances after the latest flashblock (cumulative within the block). */
+  readonly balances = new Map<string, bigint>();
+  logCount = 0;
+  /** Cumulative gas of the last transaction with a known receipt. */
+  lastCumulativeGas: bigint | null = 0n;
+  /** True while every transaction so far has a usable receipt. */
+  receiptsComplete = true;
+  /** True once a flashblock arrived without metadata receipts (post-Azul shape). */
+  noMetadata = false;
+  broken = false;
+  brokenReason = '';
+  /** Bumped on every applied flashblock; readers cache derived JSON by it. */
+  version = 0;
+  lastAppliedMs = 0;
+  /** Derived data cached per flashblock index (transactionsRoot, size, ...). */
+  readonly derived = new Map<string, unknown>();
+
+  constructor(
+    readonly number: number,
+    readonly payloadId: string,
+    readonly base: FlashblockBase,
+  ) {}
+
+  /** The index the next flashblock must have. */
+  get nextIndex(): number {
+    return this.diffs.length;
+  }
+
+  /** Index of the latest applied flashblock. */
+  get lastIndex(): number {
+    return this.diffs.length - 1;
+  }
+
+  /** The latest cumulative diff. */
+  get diff(): FlashblockDiff {
+    return this.diffs[this.diffs.length - 1] as FlashblockDiff;
+  }
+
+  /** The block hash as of the latest flashblock. */
+  get hash(): string {
+    return this.diff.blockHash;
+  }
+}

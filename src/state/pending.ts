@@ -1,0 +1,266 @@
+// The pending chain: blocks by number, indexes by tx hash, flashblock hash, sender nonce and balance. The only
+// writer is the ingest pipeline (synchronously per flashblock); readers never see half a flashblock.
+import { recoverSender } from '../chain/sender.js';
+import { TX_DEPOSIT } from '../chain/types.js';
+import type { Flashblock } from '../ingest/frame.js';
+import { PendingBlock, TxRecord, type RawFrame } from './block.js';
+
+export interface PendingOptions {
+  /** Pending blocks kept; the oldest is dropped beyond this. */
+  maxPendingBlocks: number;
+}
+
+/** What settling a canonical block found. */
+export interface SettleResult {
+  /** Preconfirmed transactions of that height missing from the canonical block. */
+  reorged: string[];
+  /** Pending blocks dropped. */
+  dropped: number;
+}
+
+interface NonceEntry {
+  next: bigint;
+  blockNumber: number;
+}
+
+/** The in-memory pending state. */
+export class PendingState {
+  private readonly blocks = new Map<number, PendingBlock>();
+  private readonly txByHash = new Map<string, TxRecord>();
+  private readonly byFlashblockHash = new Map<string, { block: PendingBlock; index: number }>();
+  private readonly nonces = new Map<string, NonceEntry>();
+  /** Signed transactions whose sender is not recovered yet (recovered in slices or on demand). */
+  private unrecovered: TxRecord[] = [];
+  private highest = -1;
+  /** Held blocks newest first; rebuilt lazily after a block is added or removed. */
+  private orderCache: PendingBlock[] | null = null;
+  canonical = -1;
+  /** performance.now() of the last applied flashblock. */
+  lastAppliedMs = 0;
+
+  constructor(private readonly opts: PendingOptions) {}
+
+  // ---- writes (ingest only) ----
+
+  /** Starts a new block from an index-0 flashblock, replacing any build held at that height and above it. */
+  startBlock(fb: Flashblock, frame: RawFrame, nowMs: number): PendingBlock {
+    if (fb.base === null) throw new Error('startBlock needs index 0 with base');
+    if (this.blocks.has(fb.blockNumber)) this.removeFrom(fb.blockNumber);
+    const block = new PendingBlock(fb.blockNumber, fb.payloadId, fb.base);
+    this.blocks.set(fb.blockNumber, block);
+    this.orderCache = null;
+    if (fb.blockNumber > this.highest) this.highest = fb.blockNumber;
+    this.appendTo(block, fb, frame, nowMs);
+    while (this.blocks.size > this.opts.maxPendingBlocks) this.removeBlock(this.lowestNumber());
+    return block;
+  }
+
+  /** Appends the next flashblock of a held build. The caller has classified it as 'next'. */
+  appendFlashblock(fb: Flashblock, frame: RawFrame, nowMs: number): PendingBlock {
+    const block = this.blocks.get(fb.blockNumber);
+    if (block === undefined || block.payloadId !== fb.payloadId || block.nextIndex !== fb.index) {
+      throw new Error(`appendFlashblock: ${fb.blockNumber}/${fb.index} is not next`);
+    }
+    this.appendTo(block, fb, frame, nowMs);
+    return block;
+  }
+
+  private appendTo(block: PendingBlock, fb: Flashblock, frame: RawFrame, nowMs: number): void {
+    const txs = fb.txs;
+    for (let i = 0; i < txs.length; i++) {
+      const tx = txs[i]!;
+      const receipt = fb.receipts === null ? null : (fb.receipts.get(tx.hash) ?? null);
+      let gasUsed: bigint | null = null;
+      if (receipt !== null && receipt.cumulativeGasUsed !== null && block.lastCumulativeGas !== null) {
+        gasUsed = receipt.cumulativeGasUsed - block.lastCumulativeGas;
+        block.lastCumulativeGas = receipt.cumulativeGasUsed;
+      } else {
+        block.receiptsComplete = false;
+        block.lastCumulativeGas = null;
+      }
+      const usable = receipt !== null && gasUsed !== null ? receipt : null;
+      const rec = new TxRecord(tx, block, block.txs.length, fb.index, usable, block.logCount, gasUsed);
+      block.logCount += usable === null ? 0 : usable.logs.length;
+      block.txs.push(rec);
+      this.txByHash.set(tx.hash, rec);
+      if (tx.type === TX_DEPOSIT) this.noteNonce(rec);
+      else if (tx.from !== null) this.noteNonce(rec);
+      else this.unrecovered.push(rec);
+    }
+    if (fb.receipts === null) block.noMetadata = true;
+    if (fb.balances !== null) for (const [a, b] of fb.balances) block.balances.set(a, b);
+    block.diffs.push(fb.diff);
+    block.txCountAt.push(block.txs.length);
+    block.frames.push(frame);
+    block.version++;
+    block.lastAppliedMs = nowMs;
+    block.derived.clear();
+    this.byFlashblockHash.set(fb.diff.blockHash, { block, index: fb.index });
+    this.lastAppliedMs = nowMs;
+  }
+
+  private noteNonce(rec: TxRecord): void {
+    const from = rec.tx.from;
+    if (from === null) return;
+    // Deposits carry their nonce in the receipt (depositNonce); signed txs in the tx itself.
+    const n = rec.tx.type === TX_DEPOSIT ? rec.receipt?.depositNonce ?? null : rec.tx.nonce;
+    if (n === null) return;
+    const cur = this.nonces.get(from);
+    if (cur === undefined || n + 1n > cur.next) this.nonces.set(from, { next: n + 1n, blockNumber: rec.block.number });
+  }
+
+  /** Marks the build at a height broken (a gap that never filled): its answers fall back to the node. */
+  markBroken(blockNumber: number, reason: string): boolean {
+    const b = this.blocks.get(blockNumber);
+    if (b === undefined || b.broken) return false;
+    b.broken = true;
+    b.brokenReason = reason;
+    b.version++;
+    b.derived.clear();
+    return true;
+  }
+
+  /**
+   * Settles canonical block `n`: compares its transaction hashes (when given) with the preconfirmed ones, then drops
+   * every pending block ≤ n.
+   */
+  settleCanonical(n: number, canonicalTxHashes: ReadonlySet<string> | null): SettleResult {
+    const reorged: string[] = [];
+    const held = this.blocks.get(n);
+    if (held !== undefined && canonicalTxHashes !== null && !held.broken) {
+      for (const rec of held.txs) if (!canonicalTxHashes.has(rec.tx.hash)) reorged.push(rec.tx.hash);
+    }
+    let dropped = 0;
+    for (const num of [...this.blocks.keys()]) {
+      if (num <= n) {
+        this.removeBlock(num);
+        dropped++;
+      }
+    }
+    if (n > this.canonical) this.canonical = n;
+    return { reorged, dropped };
+  }
+
+  private removeFrom(n: number): void {
+    for (const num of [...this.blocks.keys()]) if (num >= n) this.removeBlock(num);
+    this.rebuildNonces();
+  }
+
+  private removeBlock(n: number): void {
+    const b = this.blocks.get(n);
+    if (b === undefined) return;
+    this.blocks.delete(n);
+    this.orderCache = null;
+    for (const rec of b.txs) if (this.txByHash.get(rec.tx.hash) === rec) this.txByHash.delete(rec.tx.hash);
+    for (const d of b.diffs) if (this.byFlashblockHash.get(d.blockHash)?.block === b) this.byFlashblockHash.delete(d.blockHash);
+    // The highest nonce of a sender lives in the newest block holding its txs, so dropping from the bottom only
+    // removes entries whose newest tx was in the dropped block.
+    for (const [addr, e] of this.nonces) if (e.blockNumber === n) this.nonces.delete(addr);
+    if (this.unrecovered.length > 0) this.unrecovered = this.unrecovered.filter((r) => r.block !== b);
+    if (n === this.highest) {
+      this.highest = -1;
+      for (const k of this.blocks.keys()) if (k > this.highest) this.highest = k;
+    }
+  }
+
+  private rebuildNonces(): void {
+    this.nonces.clear();
+    const nums = [...this.blocks.keys()].sort((a, b) => a - b);
+    for (const num of nums) for (const rec of this.blocks.get(num)!.txs) if (rec.tx.from !== null) this.noteNonce(rec);
+  }
+
+  private lowestNumber(): number {
+    let min = Infinity;
+    for (const k of this.blocks.keys()) if (k < min) min = k;
+    return min;
+  }
+
+  /**
+   * Recovers senders of pending transactions for at most `budgetMs` (or all when undefined). Returns how many are
+   * still waiting. The pipeline calls it in slices after each flashblock so the event loop is never held long.
+   */
+  recoverSenders(budgetMs?: number): number {
+    const q = this.unrecovered;
+    if (q.length === 0) return 0;
+    const end = budgetMs === undefined ? Infinity : performance.now() + budgetMs;
+    let i = 0;
+    for (; i < q.length; i++) {
+      const rec = q[i]!;
+      recoverSender(rec.tx);
+      this.noteNonce(rec);
+      if ((i & 7) === 7 && performance.now() >= end) {
+        i++;
+        break;
+      }
+    }
+    this.unrecovered = i >= q.length ? [] : q.slice(i);
+    return this.unrecovered.length;
+  }
+
+  // ---- reads ----
+
+  /** The block `pending` means: the highest held block, or null when it is broken or none is held. */
+  pendingBlock(): PendingBlock | null {
+    const b = this.blocks.get(this.highest);
+    return b === undefined || b.broken ? null : b;
+  }
+
+  /** Highest block number held (even if broken), or -1. */
+  get highestNumber(): number {
+    return this.highest;
+  }
+
+  /** The held block at a height, or undefined. */
+  block(n: number): PendingBlock | undefined {
+    return this.blocks.get(n);
+  }
+
+  /** All held blocks in ascending order. */
+  heldBlocks(): PendingBlock[] {
+    return [...this.descending()].reverse();
+  }
+
+  /** A flashblock's block hash → the block as of that flashblock. */
+  blockByFlashblockHash(hash: string): { block: PendingBlock; index: number } | undefined {
+    return this.byFlashblockHash.get(hash);
+  }
+
+  /** A preconfirmed transaction by hash (lower-case). Transactions of broken blocks are not served. */
+  tx(hash: string): TxRecord | undefined {
+    const r = this.txByHash.get(hash);
+    return r === undefined || r.block.broken ? undefined : r;
+  }
+
+  /** The next nonce of `address` after the pending transactions, or null when it has none pending. */
+  nextNonce(address: string): bigint | null {
+    this.recoverSenders();
+    return this.nonces.get(address)?.next ?? null;
+  }
+
+  /** The balance of `address` after the pending state, or null when no held block reports it. */
+  balance(address: string): bigint | null {
+    const order = this.descending();
+    for (let i = 0; i < order.length; i++) {
+      const b = order[i]!;
+      if (b.broken) return null;
+      const v = b.balances.get(address);
+      if (v !== undefined) return v;
+    }
+    return null;
+  }
+
+  private descending(): PendingBlock[] {
+    if (this.orderCache === null) this.orderCache = [...this.blocks.values()].sort((a, b) => b.number - a.number);
+    return this.orderCache;
+  }
+
+  /** Count of indexed transactions (tests and metrics). */
+  get txCount(): number {
+    return this.txByHash.size;
+  }
+
+  /** Count of senders awaiting recovery. */
+  get unrecoveredCount(): number {
+    return this.unrecovered.length;
+  }
+}
