@@ -1,0 +1,322 @@
+// The upstream WebSocket client pool: one independent `ws` connection per URL, liveness, stall detection, backoff.
+// Hands frames over untouched (never decodes or parses them) and never lets a socket error escape the pool.
+import { performance } from 'node:perf_hooks';
+import WebSocket from 'ws';
+import { redactUrl, type Logger } from '../log.js';
+
+/** One frame exactly as the upstream sent it. */
+export interface UpstreamFrame {
+  /** The original bytes: rebroadcast these, never a re-serialisation. */
+  data: Buffer;
+  isBinary: boolean;
+  /** Index of the upstream in `UpstreamOptions.urls`. */
+  upstream: number;
+  /** `performance.now()` when the frame was handed over. */
+  receivedAtMs: number;
+}
+
+/** Connection lifecycle events, for metrics and health. */
+export type UpstreamEvent =
+  | { kind: 'connected'; upstream: number }
+  | { kind: 'disconnected'; upstream: number; code: number; reason: string; retryInMs: number; attempt: number }
+  | { kind: 'stalled'; upstream: number; silentMs: number }
+  | { kind: 'oversized'; upstream: number };
+
+export interface UpstreamOptions {
+  urls: string[];
+  pingIntervalMs: number;
+  /** No frame and no pong for this long → the socket is terminated and reconnected (usually 1000). */
+  stallTimeoutMs: number;
+  backoffInitialMs: number;
+  backoffMaxMs: number;
+  /** A connection that stayed up this long resets the backoff attempt counter. */
+  healthyResetMs: number;
+  maxFrameBytes: number;
+  connectTimeoutMs: number;
+}
+
+export interface UpstreamHandlers {
+  /** Called synchronously for every frame. Must not throw (a throw is caught and logged, the frame is lost). */
+  onFrame(f: UpstreamFrame): void;
+  onEvent?(e: UpstreamEvent): void;
+}
+
+/** How long `stop()` waits for a closing handshake before destroying the socket. */
+const CLOSE_GRACE_MS = 500;
+const MAX_PAYLOAD_ERROR = 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
+
+/** Per-URL connection state; every field is set here so the shape stays stable. */
+class Slot {
+  ws: WebSocket | null = null;
+  open = false;
+  /** Consecutive connections that failed or did not stay up `healthyResetMs`. */
+  attempt = 0;
+  openedAtMs = 0;
+  lastActivityMs = 0;
+  lastPingMs = 0;
+  healthy = false;
+  oversized = false;
+  lastError = '';
+  ticker: NodeJS.Timeout | null = null;
+  retryTimer: NodeJS.Timeout | null = null;
+  constructor(
+    readonly index: number,
+    readonly url: string,
+    readonly safeUrl: string,
+    readonly log: Logger,
+  ) {}
+}
+
+/**
+ * Keeps one WebSocket connection open to every upstream URL, each reconnecting on its own with capped exponential
+ * backoff (full jitter over [initial, ceiling]) and passing every frame to `handlers.onFrame` as received.
+ */
+export class UpstreamPool {
+  private readonly slots: Slot[];
+  private readonly tickMs: number;
+  private stopped = false;
+  private started = false;
+
+  /** Validates the options (throws RangeError on nonsense, naming only redacted URLs); connects nothing yet. */
+  constructor(
+    private readonly opts: UpstreamOptions,
+    private readonly handlers: UpstreamHandlers,
+    log: Logger,
+  ) {
+    validate(opts);
+    this.slots = opts.urls.map((url, i) => {
+      const safeUrl = redactUrl(url);
+      return new Slot(i, url, safeUrl, log.child({ upstream: i, url: safeUrl }));
+    });
+    // One cheap check per socket every tick: precision of stall detection and pings is one tick.
+    this.tickMs = Math.max(5, Math.min(250, Math.floor(Math.min(opts.pingIntervalMs, opts.stallTimeoutMs) / 4)));
+    if (opts.pingIntervalMs >= opts.stallTimeoutMs) {
+      log.warn('pingIntervalMs >= stallTimeoutMs: a quiet but healthy upstream will be reported stalled', {
+        pingIntervalMs: opts.pingIntervalMs,
+        stallTimeoutMs: opts.stallTimeoutMs,
+      });
+    }
+  }
+
+  /** Connects to all upstreams at once; each one then lives and reconnects independently. Idempotent. */
+  start(): void {
+    if (this.started || this.stopped) return;
+    this.started = true;
+    for (const slot of this.slots) this.connect(slot);
+  }
+
+  /** Closes every socket and cancels every timer; resolves once all sockets are closed. No reconnects afterwards. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    const closing: Promise<void>[] = [];
+    for (const slot of this.slots) {
+      if (slot.retryTimer !== null) clearTimeout(slot.retryTimer);
+      slot.retryTimer = null;
+      this.stopTicker(slot);
+      const ws = slot.ws;
+      if (ws === null || ws.readyState === WebSocket.CLOSED) continue;
+      closing.push(
+        new Promise<void>((resolve) => {
+          ws.once('close', () => resolve());
+          if (ws.readyState === WebSocket.OPEN) {
+            ws.close(1001, 'shutting down');
+            const kill = setTimeout(() => ws.terminate(), CLOSE_GRACE_MS);
+            ws.once('close', () => clearTimeout(kill));
+          } else {
+            ws.terminate();
+          }
+        }),
+      );
+    }
+    await Promise.all(closing);
+  }
+
+  /** Number of upstreams with an open connection. */
+  connectedCount(): number {
+    let n = 0;
+    for (const slot of this.slots) if (slot.open) n++;
+    return n;
+  }
+
+  /** Whether upstream `i` (index in `urls`) has an open connection. */
+  isConnected(i: number): boolean {
+    return this.slots[i]?.open ?? false;
+  }
+
+  private connect(slot: Slot): void {
+    slot.retryTimer = null;
+    if (this.stopped) return;
+    slot.oversized = false;
+    slot.lastError = '';
+    let ws: WebSocket;
+    try {
+      ws = new WebSocket(slot.url, {
+        perMessageDeflate: false,
+        skipUTF8Validation: true, // frames are parsed by JSON.parse downstream; invalid UTF-8 fails there
+        maxPayload: this.opts.maxFrameBytes,
+        handshakeTimeout: this.opts.connectTimeoutMs,
+        followRedirects: false,
+      });
+    } catch (err) {
+      // Unreachable after validate(), but a throw here must still become a retry, not a crash.
+      slot.lastError = safeMessage(err, slot);
+      this.scheduleRetry(slot, 1006, '');
+      return;
+    }
+    ws.binaryType = 'nodebuffer';
+    slot.ws = ws;
+    const index = slot.index;
+    const onFrame = this.handlers.onFrame;
+
+    ws.on('open', () => {
+      const now = performance.now();
+      slot.open = true;
+      slot.healthy = false;
+      slot.openedAtMs = now;
+      slot.lastActivityMs = now;
+      slot.lastPingMs = now;
+      slot.ticker = setInterval(() => this.tick(slot), this.tickMs);
+      slot.log.info('upstream connected', { attempt: slot.attempt });
+      this.emit({ kind: 'connected', upstream: index });
+    });
+    // Hot path: one clock read, one field write, one object for the handler.
+    ws.on('message', (data, isBinary) => {
+      const now = performance.now();
+      slot.lastActivityMs = now;
+      try {
+        onFrame({ data: data as Buffer, isBinary, upstream: index, receivedAtMs: now });
+      } catch (err) {
+        slot.log.limited('error', `upstream-onframe-${index}`, 5000, 'frame handler threw; frame dropped', {
+          err: err instanceof Error ? err.message : String(err),
+        });
+      }
+    });
+    ws.on('pong', () => {
+      slot.lastActivityMs = performance.now();
+    });
+    ws.on('error', (err: Error & { code?: string }) => {
+      slot.lastError = safeMessage(err, slot);
+      if (err.code === MAX_PAYLOAD_ERROR && !slot.oversized) {
+        slot.oversized = true;
+        slot.log.warn(`upstream sent a frame larger than ${this.opts.maxFrameBytes} bytes; closing (1009)`);
+        this.emit({ kind: 'oversized', upstream: index });
+      }
+    });
+    ws.on('close', (code: number, reason: Buffer) => {
+      this.stopTicker(slot);
+      slot.open = false;
+      if (slot.ws === ws) slot.ws = null;
+      // Our own 1009 close: the peer's reply is never read, so ws reports 1006.
+      this.scheduleRetry(slot, slot.oversized ? 1009 : code, reason.toString());
+    });
+  }
+
+  private tick(slot: Slot): void {
+    const ws = slot.ws;
+    if (ws === null || !slot.open) return;
+    const now = performance.now();
+    const silentMs = now - slot.lastActivityMs;
+    if (silentMs >= this.opts.stallTimeoutMs) {
+      slot.log.warn(`upstream silent for ${Math.round(silentMs)} ms (no frame, no pong); reconnecting`);
+      this.emit({ kind: 'stalled', upstream: slot.index, silentMs });
+      slot.lastError = 'stalled';
+      this.stopTicker(slot);
+      ws.terminate();
+      return;
+    }
+    if (now - slot.lastPingMs >= this.opts.pingIntervalMs) {
+      slot.lastPingMs = now;
+      ws.ping(undefined, undefined, noop);
+    }
+    if (!slot.healthy && now - slot.openedAtMs >= this.opts.healthyResetMs) {
+      slot.healthy = true;
+      slot.attempt = 0;
+    }
+  }
+
+  private scheduleRetry(slot: Slot, code: number, reason: string): void {
+    if (this.stopped) {
+      slot.log.debug(`upstream closed (${code}) on stop`);
+      return;
+    }
+    slot.attempt++;
+    const retryInMs = backoffDelayMs(slot.attempt, this.opts.backoffInitialMs, this.opts.backoffMaxMs);
+    const fields: Record<string, unknown> = { code, attempt: slot.attempt, retryInMs };
+    if (reason !== '') fields.reason = reason;
+    if (slot.lastError !== '') fields.err = slot.lastError;
+    slot.log.warn(`upstream closed (${code}); reconnecting in ${retryInMs} ms (attempt ${slot.attempt})`, fields);
+    slot.retryTimer = setTimeout(() => this.connect(slot), retryInMs);
+    this.emit({ kind: 'disconnected', upstream: slot.index, code, reason, retryInMs, attempt: slot.attempt });
+  }
+
+  private stopTicker(slot: Slot): void {
+    if (slot.ticker !== null) clearInterval(slot.ticker);
+    slot.ticker = null;
+  }
+
+  private emit(e: UpstreamEvent): void {
+    const onEvent = this.handlers.onEvent;
+    if (onEvent === undefined) return;
+    try {
+      onEvent.call(this.handlers, e);
+    } catch (err) {
+      this.slots[e.upstream]?.log.error('upstream event handler threw', {
+        kind: e.kind,
+        err: err instanceof Error ? err.message : String(err),
+      });
+    }
+  }
+}
+
+/**
+ * Delay before reconnect attempt `attempt` (1-based): uniformly random in [initialMs, ceiling], where the ceiling
+ * doubles from initialMs per attempt and is capped at maxMs. The floor keeps a flapping upstream from being hammered.
+ */
+export function backoffDelayMs(attempt: number, initialMs: number, maxMs: number): number {
+  const ceiling = Math.min(maxMs, initialMs * 2 ** Math.min(Math.max(attempt - 1, 0), 30));
+  return Math.round(initialMs + Math.random() * (ceiling - initialMs));
+}
+
+function validate(o: UpstreamOptions): void {
+  if (o.urls.length === 0) throw new RangeError('upstream: at least one URL is required');
+  for (const url of o.urls) {
+    let u: URL;
+    try {
+      u = new URL(url);
+    } catch {
+      throw new RangeError(`upstream: not a URL: ${redactUrl(url)}`);
+    }
+    if (u.protocol !== 'ws:' && u.protocol !== 'wss:') {
+      throw new RangeError(`upstream: URL must be ws:// or wss://: ${redactUrl(url)}`);
+    }
+  }
+  const positive: (keyof UpstreamOptions)[] = [
+    'pingIntervalMs',
+    'stallTimeoutMs',
+    'backoffInitialMs',
+    'backoffMaxMs',
+    'healthyResetMs',
+    'maxFrameBytes',
+    'connectTimeoutMs',
+  ];
+  for (const k of positive) {
+    const v = o[k];
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) {
+      throw new RangeError(`upstream: ${k} must be a positive number, got ${String(v)}`);
+    }
+  }
+  if (o.backoffInitialMs > o.backoffMaxMs) throw new RangeError('upstream: backoffInitialMs > backoffMaxMs');
+}
+
+/** An error's message with the raw URL and its secrets replaced (ws and node put addresses into messages). */
+function safeMessage(err: unknown, slot: Slot): string {
+  let msg = err instanceof Error ? err.message : String(err);
+  if (msg.includes(slot.url)) msg = msg.split(slot.url).join(slot.safeUrl);
+  const u = new URL(slot.url);
+  for (const secret of [u.password, u.username, u.search]) {
+    if (secret.length > 1 && msg.includes(secret)) msg = msg.split(secret).join('redacted');
+  }
+  return msg;
+}
+
+function noop(): void {}
