@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '../log.js';
 import type { PendingState } from '../state/pending.js';
 import type { PendingBlock, RawFrame } from '../state/block.js';
+import { StateEvents } from '../state/events.js';
 import { decodeFrame, type DecodeErrorReason, type Flashblock } from './frame.js';
 import { classify, ReorderBuffer, type SequenceView, type Verdict } from './sequence.js';
 import type { UpstreamFrame } from './upstream.js';
@@ -24,8 +25,6 @@ export interface IngestObserver {
   brokenBlock(blockNumber: number): void;
 }
 
-/** Who else hears of applied flashblocks (raw stream publish, subscriptions). Called synchronously, in order. */
-export type AppliedListener = (block: PendingBlock, fb: Flashblock, frame: RawFrame) => void;
 
 export interface PipelineOptions {
   maxFrameBytes: number;
@@ -45,7 +44,6 @@ const HEDGE_MEMORY = 4096;
 /** The ingest pipeline; feed it frames with `handleFrame`, canonical heads with `settle`, time with `tick`. */
 export class IngestPipeline {
   private readonly reorder: ReorderBuffer<Held>;
-  private readonly listeners: AppliedListener[] = [];
   /** (payload_id:index) → upstream that delivered it first; a ring bounds memory. */
   private readonly firstCopy = new Map<string, number>();
   private readonly ring: string[] = new Array(HEDGE_MEMORY);
@@ -58,6 +56,8 @@ export class IngestPipeline {
     private readonly opts: PipelineOptions,
     private readonly log: Logger,
     private readonly observer: IngestObserver | null = null,
+    /** Where applied flashblocks and settled heads are announced (stream, subscriptions, RPC waiters). */
+    readonly events: StateEvents = new StateEvents(),
   ) {
     this.reorder = new ReorderBuffer<Held>(opts.gapWindowFrames, opts.gapTimeoutMs);
     this.view = {
@@ -67,11 +67,6 @@ export class IngestPipeline {
         return b === undefined ? undefined : { payloadId: b.payloadId, nextIndex: b.nextIndex, broken: b.broken };
       },
     };
-  }
-
-  /** Registers a listener for applied flashblocks. */
-  onApplied(fn: AppliedListener): void {
-    this.listeners.push(fn);
   }
 
   /** Frames held while waiting for a missing predecessor. */
@@ -150,13 +145,7 @@ export class IngestPipeline {
     const now = performance.now();
     const block = fb.index === 0 ? this.state.startBlock(fb, frame, now) : this.state.appendFlashblock(fb, frame, now);
     this.observer?.applied(fb, block, (performance.now() - t0) / 1000, frame.receivedAtMs);
-    for (let i = 0; i < this.listeners.length; i++) {
-      try {
-        this.listeners[i]!(block, fb, frame);
-      } catch (e) {
-        this.log.limited('error', 'listener', 1000, 'applied-listener failed', { error: (e as Error).message });
-      }
-    }
+    this.events.emitApplied(block, fb, frame, this.onListenerError);
     this.scheduleRecovery();
   }
 
@@ -194,11 +183,16 @@ export class IngestPipeline {
     for (const h of this.reorder.expire(nowMs)) this.giveUp(h.item.fb, 'missing flashblock never arrived');
   }
 
+  private readonly onListenerError = (e: unknown): void => {
+    this.log.limited('error', 'listener', 1000, 'state listener failed', { error: (e as Error).message, stack: (e as Error).stack });
+  };
+
   /** Settles canonical block `n` (with its transaction hashes when known): counts preconfirmation reorgs, prunes. */
   settle(n: number, canonicalTxHashes: ReadonlySet<string> | null): void {
     if (n <= this.state.canonical) return;
     const res = this.state.settleCanonical(n, canonicalTxHashes);
     this.reorder.dropUpTo(n);
+    this.events.emitCanonical(n, this.onListenerError);
     if (res.reorged.length > 0) {
       this.observer?.reorg(res.reorged, n);
       this.log.warn('preconfirmation reorg: preconfirmed transactions missing from the canonical block', {

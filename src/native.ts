@@ -1,0 +1,45 @@
+// Start-up checks that the native binaries loaded: uWebSockets.js (which silently falls back to a slow pure-JS
+// server), secp256k1 and keccak (which silently fall back to JS). Refuses to start when uWS is not native.
+import { createRequire } from 'node:module';
+import { StartupCode, StartupError } from './errors.js';
+import { keccakIsNative } from './chain/keccak.js';
+import { secp256k1IsNative } from './chain/sender.js';
+import type { Logger } from './log.js';
+
+const require = createRequire(import.meta.url);
+
+/** What loaded natively. */
+export interface NativeReport {
+  uws: boolean;
+  secp256k1: boolean;
+  keccak: boolean;
+}
+
+/** True when the uWebSockets.js module in use is the native addon, not the package's JS fallback. */
+export function uwsIsNative(mod: unknown): boolean {
+  const m = mod as { App?: unknown; getParts?: unknown };
+  return typeof m.getParts === 'function' && typeof m.App === 'function' && /\[native code\]/.test(String(m.App));
+}
+
+/**
+ * Checks the native modules. uWS not native → StartupError E_NATIVE (the fallback is an order of magnitude slower);
+ * secp256k1/keccak not native → a loud warning (correct, but slower sender recovery and hashing).
+ */
+export function checkNative(uwsModule: unknown, log: Logger): NativeReport {
+  const report: NativeReport = { uws: uwsIsNative(uwsModule), secp256k1: secp256k1IsNative, keccak: keccakIsNative };
+  if (!report.uws) {
+    throw new StartupError(
+      StartupCode.NATIVE_MISSING,
+      `uWebSockets.js native binary did not load for node ${process.versions.node} (ABI ${process.versions.modules}, ${process.platform}-${process.arch}); ` +
+        'refusing to run on the slow JS fallback. Reinstall with `npm ci` on a supported platform (glibc ≥ 2.28, x64/arm64).',
+    );
+  }
+  if (!report.secp256k1) log.warn('secp256k1 native binding did not load; sender recovery uses @noble/curves (about 20x slower)');
+  if (!report.keccak) log.warn('keccak native binding did not load; hashing uses @noble/hashes (about 2.5x slower)');
+  return report;
+}
+
+/** Loads uWebSockets.js (CommonJS) through require so the fallback check sees the real module object. */
+export function loadUws(): typeof import('uWebSockets.js') {
+  return require('uWebSockets.js') as typeof import('uWebSockets.js');
+}
