@@ -1,0 +1,496 @@
+// Every flashblocksd metric, defined once: names, help, units, buckets, closed label sets, pre-resolved handles.
+// A leaf module: it imports nothing of the daemon and decides nothing; callers record, /metrics reads.
+
+import { Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+
+// ── Closed label sets ──────────────────────────────────────────────────────────────────────────────────────────
+
+export const FRAME_KINDS = ['text', 'binary'] as const;
+export type FrameKind = (typeof FRAME_KINDS)[number];
+
+export const DECODE_ERROR_REASONS = ['too_large', 'brotli', 'json', 'schema', 'transaction'] as const;
+export type DecodeErrorReason = (typeof DECODE_ERROR_REASONS)[number];
+
+export const SEQUENCE_VERDICTS = [
+  'next', 'new_block', 'duplicate', 'gap_buffered', 'gap_filled', 'out_of_order', 'replaced_payload', 'stale',
+  'gap_skipped',
+] as const;
+export type SequenceVerdictLabel = (typeof SEQUENCE_VERDICTS)[number];
+
+export const BUDGET_MISS_SOURCES = ['interval', 'timestamp'] as const;
+export type BudgetMissSource = (typeof BUDGET_MISS_SOURCES)[number];
+
+export const PENDING_FALLBACK_REASONS = ['stale', 'broken', 'disabled', 'no_metadata'] as const;
+export type PendingFallbackReason = (typeof PENDING_FALLBACK_REASONS)[number];
+
+export const RPC_SOURCES = ['state', 'node', 'error'] as const;
+export type RpcSource = (typeof RPC_SOURCES)[number];
+
+export const NODE_ERROR_REASONS = ['timeout', 'connect', 'http', 'rpc'] as const;
+export type NodeErrorReason = (typeof NODE_ERROR_REASONS)[number];
+
+export const STREAM_REFUSAL_REASONS = ['global_limit', 'ip_limit', 'bad_key', 'key_limit', 'resume_too_old'] as const;
+export type StreamRefusalReason = (typeof STREAM_REFUSAL_REASONS)[number];
+
+/** eth_subscribe kinds: the standard four, Base's flashblocks kinds, and `other` for anything else. */
+export const WS_SUBSCRIPTION_KINDS = [
+  'newHeads', 'logs', 'newPendingTransactions', 'syncing', 'newFlashblocks', 'newFlashblockTransactions', 'pendingLogs',
+  'other',
+] as const;
+export type WsSubscriptionKind = (typeof WS_SUBSCRIPTION_KINDS)[number];
+
+/**
+ * Every RPC method name that gets its own `method` label: the spec's methods, every eth_/net_/web3_ method of the
+ * execution-apis OpenRPC document, and the submission/subscription methods. Anything else is labelled `other`.
+ */
+export const RPC_METHOD_LABELS = [
+  'eth_accounts', 'eth_baseFee', 'eth_blobBaseFee', 'eth_blockNumber', 'eth_call', 'eth_capabilities', 'eth_chainId',
+  'eth_coinbase', 'eth_config', 'eth_createAccessList', 'eth_estimateGas', 'eth_feeHistory', 'eth_fillTransaction',
+  'eth_gasPrice', 'eth_getBalance', 'eth_getBlockAccessList', 'eth_getBlockByHash', 'eth_getBlockByNumber',
+  'eth_getBlockReceipts', 'eth_getBlockTransactionCountByHash', 'eth_getBlockTransactionCountByNumber', 'eth_getCode',
+  'eth_getFilterChanges', 'eth_getFilterLogs', 'eth_getLogs', 'eth_getProof', 'eth_getRawTransactionByHash',
+  'eth_getStorageAt', 'eth_getStorageValues', 'eth_getTransactionByBlockHashAndIndex',
+  'eth_getTransactionByBlockNumberAndIndex', 'eth_getTransactionByHash', 'eth_getTransactionCount',
+  'eth_getTransactionReceipt', 'eth_maxPriorityFeePerGas', 'eth_newBlockFilter', 'eth_newFilter',
+  'eth_newPendingTransactionFilter', 'eth_sendRawTransaction', 'eth_sendRawTransactionSync', 'eth_sendTransaction',
+  'eth_sign', 'eth_signTransaction', 'eth_simulateV1', 'eth_subscribe', 'eth_syncing', 'eth_uninstallFilter',
+  'eth_unsubscribe', 'net_listening', 'net_peerCount', 'net_version', 'web3_clientVersion', 'web3_sha3',
+] as const;
+export type RpcMethodLabel = (typeof RPC_METHOD_LABELS)[number] | 'other';
+
+const KNOWN_METHODS: ReadonlySet<string> = new Set<string>(RPC_METHOD_LABELS);
+
+/** The `method` label for a wire method name: the name itself when it is in RPC_METHOD_LABELS, else `other`. */
+export function methodLabel(name: string): RpcMethodLabel {
+  return KNOWN_METHODS.has(name) ? (name as RpcMethodLabel) : 'other';
+}
+
+/** The `kind` label for an eth_subscribe kind: the kind itself when known, else `other`. */
+export function subscriptionKindLabel(kind: string): WsSubscriptionKind {
+  return (WS_SUBSCRIPTION_KINDS as readonly string[]).includes(kind) ? (kind as WsSubscriptionKind) : 'other';
+}
+
+// ── Budgets and buckets ────────────────────────────────────────────────────────────────────────────────────────
+
+/** The preconfirmation interval: one flashblock every 200 ms. */
+export const FLASHBLOCK_INTERVAL_MS = 200;
+
+/**
+ * How late a flashblock arrived, in seconds (negative = early). A block with timestamp T is built during
+ * [T − blockTime, T] (the builder schedules its flashblocks to finish by the payload timestamp), so flashblock
+ * `index` is due at T − blockTime + index × interval. Arrival is our wall clock, so clock skew is included.
+ */
+export function flashblockLatenessSeconds(
+  arrivalUnixMs: number,
+  blockTimestampS: number,
+  index: number,
+  blockTimeMs: number,
+  intervalMs: number = FLASHBLOCK_INTERVAL_MS,
+): number {
+  return (arrivalUnixMs - (blockTimestampS * 1000 - blockTimeMs + index * intervalMs)) / 1000;
+}
+
+const PROCESSING_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+  0.05, 0.1];
+const INTERARRIVAL_BUCKETS = [0.01, 0.05, 0.1, 0.15, 0.18, 0.19, 0.2, 0.21, 0.22, 0.25, 0.3, 0.4, 0.5, 1, 2];
+const LATENESS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 1, 2, 5];
+const RPC_BUCKETS = [0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+  0.5, 1, 2.5, 5, 10];
+
+// ── Cells: what the hot paths touch ───────────────────────────────────────────────────────────────────────────
+// prom-client's labelled children hash their labels on every call: ~0.9 µs and garbage per observe+inc (5 M calls,
+// this machine). Cells are plain fields read only at scrape: rpcHandle + inc + observe ~30 ns, no allocation.
+
+/** A counter series. Recording allocates nothing. */
+export class CounterCell {
+  value = 0;
+  /** Adds `by` (default 1); zero, negative and NaN amounts are ignored so the counter never goes down. */
+  inc(by = 1): void {
+    if (by > 0) this.value += by;
+  }
+}
+
+/** A gauge series. Recording allocates nothing. */
+export class GaugeCell {
+  value = 0;
+  set(v: number): void {
+    this.value = v;
+  }
+  inc(by = 1): void {
+    this.value += by;
+  }
+  dec(by = 1): void {
+    this.value -= by;
+  }
+}
+
+/** A histogram series with fixed buckets (per-bucket counts, last slot is +Inf). Recording allocates nothing. */
+export class HistogramCell {
+  readonly counts: Float64Array;
+  sum = 0;
+  count = 0;
+  constructor(readonly bounds: Float64Array) {
+    this.counts = new Float64Array(bounds.length + 1);
+  }
+  /** Records one observation in seconds (or the family's unit); NaN is ignored. */
+  observe(v: number): void {
+    if (v !== v) return;
+    const b = this.bounds;
+    let i = 0;
+    while (i < b.length && v > b[i]!) i++;
+    this.counts[i] = this.counts[i]! + 1;
+    this.sum += v;
+    this.count++;
+  }
+}
+
+type Cell = CounterCell | GaugeCell | HistogramCell;
+type Labels = Record<string, string | number>;
+interface Sample {
+  value: number;
+  labels: Labels;
+  metricName?: string;
+}
+
+/**
+ * One metric family backed by cells, registered in a prom-client Registry. It implements the part of prom-client's
+ * metric contract the Registry reads (name, help, type, aggregator, get, reset), so exposition stays prom-client's.
+ */
+class Family<C extends Cell> {
+  name: string; // not readonly: prom-client's Registry strips `_total` from counters in OpenMetrics mode
+  readonly aggregator = 'sum';
+  private readonly children: { labels: Labels; bucketLabels: Labels[]; cell: C }[] = [];
+
+  constructor(
+    registry: Registry,
+    readonly type: 'counter' | 'gauge' | 'histogram',
+    name: string,
+    readonly help: string,
+    readonly labelNames: readonly string[],
+    private readonly make: () => C,
+    private readonly omitUnused = false,
+  ) {
+    this.name = name;
+    // The one cast: Family satisfies what Registry reads from a metric, not prom-client's class types.
+    registry.registerMetric(this as unknown as Metric);
+  }
+
+  /** The cell for these label values, created on first request (start-up only; it searches linearly). */
+  child(...values: string[]): C {
+    if (values.length !== this.labelNames.length) {
+      throw new Error(`${this.name}: expected ${this.labelNames.length} label values, got ${values.length}`);
+    }
+    const labels: Labels = {};
+    this.labelNames.forEach((n, i) => (labels[n] = values[i]!));
+    for (const c of this.children) if (this.labelNames.every((n) => c.labels[n] === labels[n])) return c.cell;
+    const cell = this.make();
+    const bucketLabels = cell instanceof HistogramCell ? Array.from(cell.bounds, (le) => ({ ...labels, le })) : [];
+    this.children.push({ labels, bucketLabels, cell });
+    return cell;
+  }
+
+  async get(): Promise<{ name: string; help: string; type: string; aggregator: string; values: Sample[] }> {
+    const values: Sample[] = [];
+    for (const { labels, bucketLabels, cell } of this.children) {
+      if (cell instanceof HistogramCell) {
+        if (this.omitUnused && cell.count === 0) continue;
+        let acc = 0;
+        for (let i = 0; i < cell.bounds.length; i++) {
+          acc += cell.counts[i]!;
+          values.push({ metricName: `${this.name}_bucket`, labels: bucketLabels[i]!, value: acc });
+        }
+        values.push({ metricName: `${this.name}_bucket`, labels: { ...labels, le: '+Inf' }, value: cell.count });
+        values.push({ metricName: `${this.name}_sum`, labels, value: cell.sum });
+        values.push({ metricName: `${this.name}_count`, labels, value: cell.count });
+      } else {
+        if (this.omitUnused && cell.value === 0) continue;
+        values.push({ labels, value: cell.value });
+      }
+    }
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values };
+  }
+
+  reset(): void {
+    for (const { cell } of this.children) {
+      if (cell instanceof HistogramCell) {
+        cell.counts.fill(0);
+        cell.sum = 0;
+        cell.count = 0;
+      } else {
+        cell.value = 0;
+      }
+    }
+  }
+}
+
+// ── The handles callers hold ──────────────────────────────────────────────────────────────────────────────────
+
+/** All series of one upstream (its index in the configured URL list), resolved at start-up. */
+export interface UpstreamMetrics {
+  readonly frames: Readonly<Record<FrameKind, CounterCell>>;
+  readonly bytes: CounterCell;
+  readonly firstCopies: CounterCell;
+  readonly duplicateCopies: CounterCell;
+  readonly reconnects: CounterCell;
+  readonly stalls: CounterCell;
+  readonly connected: GaugeCell;
+}
+
+/** The two series of one RPC method × source. */
+export interface RpcHandle {
+  readonly counter: CounterCell;
+  readonly histogram: HistogramCell;
+}
+
+export interface Metrics {
+  readonly registry: Registry;
+  readonly upstreamCount: number;
+  /** Indexed by upstream (0 … upstreamCount − 1). */
+  readonly upstreamFrames: readonly Readonly<Record<FrameKind, CounterCell>>[];
+  readonly upstreamBytes: readonly CounterCell[];
+  readonly upstreamFirstCopies: readonly CounterCell[];
+  readonly upstreamDuplicateCopies: readonly CounterCell[];
+  readonly upstreamReconnects: readonly CounterCell[];
+  readonly upstreamStalls: readonly CounterCell[];
+  readonly upstreamConnected: readonly GaugeCell[];
+  /** The series of upstream `i`; throws RangeError outside 0 … upstreamCount − 1 (call it at start-up). */
+  forUpstream(i: number): UpstreamMetrics;
+
+  readonly decodeErrors: Readonly<Record<DecodeErrorReason, CounterCell>>;
+  readonly sequenceVerdicts: Readonly<Record<SequenceVerdictLabel, CounterCell>>;
+  readonly processingSeconds: HistogramCell;
+  readonly interarrivalSeconds: HistogramCell;
+  readonly latenessSeconds: HistogramCell;
+  readonly earlyFlashblocks: CounterCell;
+  readonly budgetMisses: Readonly<Record<BudgetMissSource, CounterCell>>;
+  /** Records lateness (see flashblockLatenessSeconds): early arrivals count in earlyFlashblocks and observe 0;
+   *  lateness above one interval counts a `timestamp` budget miss. */
+  observeLateness(seconds: number): void;
+  /** Records the gap since the previous flashblock; above one interval + tolerance counts an `interval` miss. */
+  observeInterarrival(seconds: number): void;
+
+  readonly pendingBlock: GaugeCell;
+  readonly pendingIndex: GaugeCell;
+  readonly canonicalBlock: GaugeCell;
+  readonly preconfReorgs: CounterCell;
+  readonly pendingFallbacks: Readonly<Record<PendingFallbackReason, CounterCell>>;
+
+  readonly rpcRequests: Readonly<Record<RpcMethodLabel, Readonly<Record<RpcSource, CounterCell>>>>;
+  readonly rpcSeconds: Readonly<Record<RpcMethodLabel, Readonly<Record<RpcSource, HistogramCell>>>>;
+  /** Pre-resolved series for a wire method name (unknown names share `other`); allocates nothing. */
+  rpcHandle(method: string, source: RpcSource): RpcHandle;
+
+  readonly nodeSeconds: HistogramCell;
+  readonly nodeErrors: Readonly<Record<NodeErrorReason, CounterCell>>;
+
+  readonly streamSubscribers: GaugeCell;
+  readonly streamFramesSent: CounterCell;
+  readonly streamFramesDropped: CounterCell;
+  readonly streamSlowCloses: CounterCell;
+  readonly streamRefusals: Readonly<Record<StreamRefusalReason, CounterCell>>;
+  readonly wsSubscriptions: Readonly<Record<WsSubscriptionKind, GaugeCell>>;
+
+  readonly buildInfo: GaugeCell;
+}
+
+export interface MetricsOptions {
+  version: string;
+  commit: string;
+  /** Number of configured upstream URLs (default 1): series exist for indexes 0 … upstreamCount − 1. */
+  upstreamCount?: number;
+  /** Jitter allowed above the 200 ms interval before an `interval` budget miss is counted (default 50 ms). */
+  intervalToleranceMs?: number;
+}
+
+const PREFIX = 'flashblocksd_';
+
+// prom-client exposes these as gauges named `_total`, which promtool rejects; each duplicates the sum of the
+// per-type gauge of the same name without the suffix, so they are dropped.
+const DROPPED_DEFAULTS = ['nodejs_active_handles_total', 'nodejs_active_requests_total',
+  'nodejs_active_resources_total'];
+
+function keyed<K extends string, V>(keys: readonly K[], make: (k: K) => V): Readonly<Record<K, V>> {
+  const out = {} as Record<K, V>;
+  for (const k of keys) out[k] = make(k);
+  return Object.freeze(out);
+}
+
+function range<V>(n: number, make: (i: number) => V): readonly V[] {
+  return Object.freeze(Array.from({ length: n }, (_, i) => make(i)));
+}
+
+/**
+ * Builds a fresh Registry holding every flashblocksd metric plus Node's process/heap/event-loop metrics, and
+ * returns pre-resolved handles. Each call is independent (tests may create several).
+ */
+export function createMetrics(opts: MetricsOptions): Metrics {
+  const upstreamCount = opts.upstreamCount ?? 1;
+  if (!Number.isInteger(upstreamCount) || upstreamCount < 1) {
+    throw new RangeError(`upstreamCount must be a positive integer, got ${upstreamCount}`);
+  }
+  const toleranceS = (opts.intervalToleranceMs ?? 50) / 1000;
+  const intervalS = FLASHBLOCK_INTERVAL_MS / 1000;
+
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: PREFIX, eventLoopMonitoringPrecision: 10 });
+  for (const n of DROPPED_DEFAULTS) registry.removeSingleMetric(PREFIX + n);
+
+  const counter = (name: string, help: string, labelNames: readonly string[] = [], omitUnused = false) =>
+    new Family(registry, 'counter', PREFIX + name, help, labelNames, () => new CounterCell(), omitUnused);
+  const gauge = (name: string, help: string, labelNames: readonly string[] = []) =>
+    new Family(registry, 'gauge', PREFIX + name, help, labelNames, () => new GaugeCell());
+  const histogram = (name: string, help: string, buckets: number[], labelNames: readonly string[] = [],
+    omitUnused = false) => {
+    const bounds = new Float64Array(buckets);
+    return new Family(registry, 'histogram', PREFIX + name, help, labelNames, () => new HistogramCell(bounds),
+      omitUnused);
+  };
+
+  // Upstreams
+  const up = ['upstream'];
+  const framesF = counter('upstream_frames_total', 'WebSocket frames received, by upstream index and frame kind.',
+    ['upstream', 'kind']);
+  const bytesF = counter('upstream_bytes_total', 'Bytes received in upstream frames (as sent, before decompression).',
+    up);
+  const firstF = counter('upstream_first_copies_total',
+    'Flashblocks this upstream delivered before any other upstream (hedged wins).', up);
+  const dupF = counter('upstream_duplicate_copies_total',
+    'Flashblocks this upstream delivered after another upstream already had (hedged losses).', up);
+  const reconnectsF = counter('upstream_reconnects_total', 'Reconnection attempts to the upstream.', up);
+  const stallsF = counter('upstream_stalls_total',
+    'Times the upstream connection was dropped for sending nothing within the stall timeout.', up);
+  const connectedF = gauge('upstream_connected', '1 while the upstream WebSocket is open, else 0.', up);
+  const upstreams: UpstreamMetrics[] = [];
+  for (let i = 0; i < upstreamCount; i++) {
+    const u = String(i);
+    upstreams.push(Object.freeze({
+      frames: keyed(FRAME_KINDS, (k) => framesF.child(u, k)),
+      bytes: bytesF.child(u),
+      firstCopies: firstF.child(u),
+      duplicateCopies: dupF.child(u),
+      reconnects: reconnectsF.child(u),
+      stalls: stallsF.child(u),
+      connected: connectedF.child(u),
+    }));
+  }
+  const at = (i: number): UpstreamMetrics => upstreams[i]!;
+
+  // Frames: decode, sequence, timing
+  const decodeF = counter('decode_errors_total', 'Upstream frames dropped as undecodable, by reason.', ['reason']);
+  const verdictF = counter('sequence_verdicts_total', 'Sequence verdicts given to decoded flashblocks.', ['verdict']);
+  const processingSeconds = histogram('flashblock_processing_seconds',
+    'Time to parse and apply one flashblock frame (decompression, JSON parse, validation, state apply).',
+    PROCESSING_BUCKETS).child();
+  const interarrivalSeconds = histogram('flashblock_interarrival_seconds',
+    'Time between consecutive flashblock arrivals (any upstream, duplicates excluded); the budget is 0.2 s.',
+    INTERARRIVAL_BUCKETS).child();
+  const latenessSeconds = histogram('flashblock_lateness_seconds',
+    'Arrival wall-clock time minus due time, due = block timestamp - block time + index * 0.2 s; ' +
+    'early arrivals are observed as 0 and counted in flashblocksd_flashblock_early_total.',
+    LATENESS_BUCKETS).child();
+  const earlyFlashblocks = counter('flashblock_early_total',
+    'Flashblocks that arrived before their due time (negative lateness: clock skew or builder send offset).').child();
+  const missF = counter('flashblock_budget_misses_total',
+    'Flashblocks that missed the 200 ms budget: source=interval when the gap since the previous one exceeded ' +
+    '0.2 s plus tolerance, source=timestamp when lateness exceeded 0.2 s.', ['source']);
+  const budgetMisses = keyed(BUDGET_MISS_SOURCES, (s) => missF.child(s));
+
+  // Pending state
+  const fallbackF = counter('pending_fallbacks_total',
+    'Pending-tag requests answered from the node\'s latest block instead of pending state, by reason.', ['reason']);
+
+  // RPC: every known method × source is resolved here; series appear on first use to keep the scrape small.
+  const rpcCountF = counter('rpc_requests_total', 'JSON-RPC requests by method and where the answer came from.',
+    ['method', 'source'], true);
+  const rpcSecondsF = histogram('rpc_request_seconds',
+    'JSON-RPC request handling time by method and where the answer came from.', RPC_BUCKETS, ['method', 'source'],
+    true);
+  const allMethods: readonly RpcMethodLabel[] = [...RPC_METHOD_LABELS, 'other'];
+  const rpcRequests = keyed(allMethods, (m) => keyed(RPC_SOURCES, (s) => rpcCountF.child(m, s)));
+  const rpcSeconds = keyed(allMethods, (m) => keyed(RPC_SOURCES, (s) => rpcSecondsF.child(m, s)));
+  const rpcHandles = new Map<string, Readonly<Record<RpcSource, RpcHandle>>>();
+  for (const m of allMethods) {
+    rpcHandles.set(m, keyed(RPC_SOURCES, (s) =>
+      Object.freeze({ counter: rpcRequests[m][s], histogram: rpcSeconds[m][s] })));
+  }
+  const otherHandles = rpcHandles.get('other')!;
+
+  // Node
+  const nodeErrF = counter('node_errors_total', 'Failed calls to the node, by reason.', ['reason']);
+
+  // Stream
+  const refusalF = counter('stream_refusals_total', 'Stream connections refused, by reason.', ['reason']);
+  const subsF = gauge('ws_subscriptions', 'Active eth_subscribe subscriptions, by kind.', ['kind']);
+
+  const buildInfo = gauge('build_info', 'Always 1; labels carry the daemon version, Node.js version and git commit.',
+    ['version', 'node', 'commit']).child(opts.version, process.version, opts.commit);
+  buildInfo.set(1);
+
+  const metrics: Metrics = {
+    registry,
+    upstreamCount,
+    upstreamFrames: range(upstreamCount, (i) => at(i).frames),
+    upstreamBytes: range(upstreamCount, (i) => at(i).bytes),
+    upstreamFirstCopies: range(upstreamCount, (i) => at(i).firstCopies),
+    upstreamDuplicateCopies: range(upstreamCount, (i) => at(i).duplicateCopies),
+    upstreamReconnects: range(upstreamCount, (i) => at(i).reconnects),
+    upstreamStalls: range(upstreamCount, (i) => at(i).stalls),
+    upstreamConnected: range(upstreamCount, (i) => at(i).connected),
+    forUpstream(i) {
+      const u = upstreams[i];
+      if (u === undefined) throw new RangeError(`no upstream ${i}: metrics were created for ${upstreamCount}`);
+      return u;
+    },
+
+    decodeErrors: keyed(DECODE_ERROR_REASONS, (r) => decodeF.child(r)),
+    sequenceVerdicts: keyed(SEQUENCE_VERDICTS, (v) => verdictF.child(v)),
+    processingSeconds,
+    interarrivalSeconds,
+    latenessSeconds,
+    earlyFlashblocks,
+    budgetMisses,
+    observeLateness(seconds) {
+      if (seconds < 0) {
+        earlyFlashblocks.inc();
+        latenessSeconds.observe(0);
+        return;
+      }
+      latenessSeconds.observe(seconds);
+      if (seconds > intervalS) budgetMisses.timestamp.inc();
+    },
+    observeInterarrival(seconds) {
+      interarrivalSeconds.observe(seconds);
+      if (seconds > intervalS + toleranceS) budgetMisses.interval.inc();
+    },
+
+    pendingBlock: gauge('pending_block_number', 'Block number of the newest pending (preconfirmed) block.').child(),
+    pendingIndex: gauge('pending_flashblock_index', 'Index of the newest flashblock applied to the pending block.')
+      .child(),
+    canonicalBlock: gauge('canonical_block_number', 'Newest canonical block number reported by the node.').child(),
+    preconfReorgs: counter('preconfirmation_reorgs_total',
+      'Canonical blocks that did not contain a transaction we had preconfirmed for that block.').child(),
+    pendingFallbacks: keyed(PENDING_FALLBACK_REASONS, (r) => fallbackF.child(r)),
+
+    rpcRequests,
+    rpcSeconds,
+    rpcHandle(method, source) {
+      return (rpcHandles.get(method) ?? otherHandles)[source];
+    },
+
+    nodeSeconds: histogram('node_request_seconds', 'Round-trip time of calls forwarded to the node.', RPC_BUCKETS)
+      .child(),
+    nodeErrors: keyed(NODE_ERROR_REASONS, (r) => nodeErrF.child(r)),
+
+    streamSubscribers: gauge('stream_subscribers', 'Open raw-stream (/flashblocks) subscriber connections.').child(),
+    streamFramesSent: counter('stream_frames_sent_total', 'Frames published to raw-stream subscribers.').child(),
+    streamFramesDropped: counter('stream_frames_dropped_total',
+      'Frames not delivered to a subscriber because its send buffer was over the backpressure cap.').child(),
+    streamSlowCloses: counter('stream_slow_closes_total',
+      'Raw-stream subscribers closed for falling behind (backpressure over the cap).').child(),
+    streamRefusals: keyed(STREAM_REFUSAL_REASONS, (r) => refusalF.child(r)),
+    wsSubscriptions: keyed(WS_SUBSCRIPTION_KINDS, (k) => subsF.child(k)),
+
+    buildInfo,
+  };
+  return Object.freeze(metrics);
+}

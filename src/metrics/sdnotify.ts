@@ -1,0 +1,80 @@
+// systemd notifications (READY, STOPPING, WATCHDOG) sent through the systemd-notify binary when NOTIFY_SOCKET is set.
+// Never throws and never blocks start-up: a failed notification is logged and reported as `false`.
+//
+// Why a child process: sd_notify is one datagram on an AF_UNIX SOCK_DGRAM socket, which Node cannot open without a
+// native addon. `systemd-notify` sends it for us; because the sender is then our child, the unit needs
+// NotifyAccess=all, and systemd-notify (v246+) waits on a BARRIER so systemd can still map the short-lived sender to
+// our cgroup. `--pid=<our pid>` adds MAINPID so systemd tracks this process, not the helper.
+// Alternatives: Type=exec (no helper, but "started" the moment the binary is exec'd, before the ports are bound, so
+// dependants and `systemctl start` return too early); a native sd-notify addon (one more binary to build and ship).
+
+import { execFile } from 'node:child_process';
+import type { Logger } from '../log.js';
+
+const NOTIFY_TIMEOUT_MS = 5_000;
+
+function notify(log: Logger, what: string, args: string[]): Promise<boolean> {
+  if (!process.env.NOTIFY_SOCKET) return Promise.resolve(false);
+  return new Promise<boolean>((resolve) => {
+    try {
+      execFile('systemd-notify', args, { timeout: NOTIFY_TIMEOUT_MS }, (err, _stdout, stderr) => {
+        if (err === null) {
+          log.debug('systemd notified', { what });
+          resolve(true);
+          return;
+        }
+        const code = (err as NodeJS.ErrnoException).code;
+        const hint = code === 'ENOENT' ? 'systemd-notify is not installed' : String(stderr).trim() || err.message;
+        log.warn(`systemd ${what} notification failed; check NotifyAccess=all in the unit`, { err: hint });
+        resolve(false);
+      });
+    } catch (err) {
+      log.warn(`systemd ${what} notification failed`, { err: err instanceof Error ? err.message : String(err) });
+      resolve(false);
+    }
+  });
+}
+
+/**
+ * Tells systemd the daemon is ready (call once every listener is bound and the first upstream connect was tried).
+ * Resolves true when the notification was delivered, false when not under systemd or it failed.
+ */
+export function notifyReady(log: Logger, status?: string): Promise<boolean> {
+  const args = ['--ready', `--pid=${process.pid}`];
+  if (status !== undefined) args.push(`--status=${status}`);
+  return notify(log, 'ready', args);
+}
+
+/** Tells systemd the daemon is shutting down (call first thing on SIGTERM). */
+export function notifyStopping(log: Logger): Promise<boolean> {
+  return notify(log, 'stopping', ['STOPPING=1']);
+}
+
+/** Pets systemd's watchdog (WatchdogSec=); only meaningful when watchdogIntervalMs() is not null. */
+export function notifyWatchdog(log: Logger): Promise<boolean> {
+  return notify(log, 'watchdog', ['WATCHDOG=1']);
+}
+
+/**
+ * How often to pet the watchdog: half of WATCHDOG_USEC when systemd enabled the watchdog for this process,
+ * else null.
+ */
+export function watchdogIntervalMs(env: NodeJS.ProcessEnv = process.env): number | null {
+  if (!env.NOTIFY_SOCKET) return null;
+  const usec = Number(env.WATCHDOG_USEC);
+  if (!Number.isFinite(usec) || usec <= 0) return null;
+  if (env.WATCHDOG_PID !== undefined && Number(env.WATCHDOG_PID) !== process.pid) return null;
+  return Math.max(1, Math.floor(usec / 2000));
+}
+
+/**
+ * Pets the watchdog at watchdogIntervalMs() from the event loop (so a stuck loop stops the pets) and returns a
+ * function that stops it. Does nothing when the watchdog is off.
+ */
+export function startWatchdog(log: Logger): () => void {
+  const ms = watchdogIntervalMs();
+  if (ms === null) return () => {};
+  const timer = setInterval(() => void notifyWatchdog(log), ms);
+  timer.unref();
+  return () => clearInterval(timer);
+}
