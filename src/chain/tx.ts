@@ -1,0 +1,318 @@
+// EIP-2718 transaction decoding (legacy, 0x01-0x04, OP deposit 0x7e) with strict consensus-encoding checks.
+// Returns values, never throws to callers; does not recover senders (sender.ts does that lazily).
+import type { AccessListEntry, Authorization, DecodedTx, DecodeTxResult } from './types.js';
+import { TX_DEPOSIT, TX_EIP1559, TX_EIP2930, TX_EIP4844, TX_EIP7702, TX_LEGACY } from './types.js';
+import { keccak256, keccak256Hex } from './keccak.js';
+import { decodeRlp, encodeRlp, rlpHeader, RlpError, stringHeaderLength, type RlpItem } from './rlp.js';
+import { bigIntToBytes } from './hex.js';
+
+/** secp256k1 group order and half of it (EIP-2: s must not exceed n/2 since Homestead). */
+export const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+export const SECP256K1_HALF_N = SECP256K1_N >> 1n;
+const U64_MAX = 0xffffffffffffffffn;
+
+/** Options for `decodeTransaction`. */
+export interface DecodeTxOptions {
+  /** The chain's id: signed transactions that name another chain are rejected. null/undefined = accept any. */
+  chainId?: bigint | null;
+}
+
+/** A rejection reason raised inside the decoder and turned into `{ ok: false }` at the boundary. */
+class Reject extends Error {}
+
+function reject(reason: string): never {
+  throw new Reject(reason);
+}
+
+function str(item: RlpItem | undefined, name: string): Buffer {
+  if (item === undefined || Array.isArray(item)) reject(`${name} must be a byte string, not a list`);
+  return item as Buffer;
+}
+
+function list(item: RlpItem | undefined, name: string): RlpItem[] {
+  if (!Array.isArray(item)) reject(`${name} must be a list`);
+  return item;
+}
+
+function toBigInt(b: Buffer): bigint {
+  const n = b.length;
+  if (n === 0) return 0n;
+  if (n <= 6) return BigInt(b.readUIntBE(0, n));
+  return BigInt('0x' + b.toString('hex'));
+}
+
+/** A canonical unsigned integer of at most `maxBytes` bytes. */
+function scalar(item: RlpItem | undefined, name: string, maxBytes: number): bigint {
+  const b = str(item, name);
+  if (b.length > 0 && b[0] === 0) reject(`${name} has leading zero bytes`);
+  if (b.length > maxBytes) reject(`${name} exceeds ${maxBytes * 8} bits`);
+  return toBigInt(b);
+}
+
+function hex(b: Buffer): string {
+  return '0x' + b.toString('hex');
+}
+
+function fixed(item: RlpItem | undefined, name: string, bytes: number): string {
+  const b = str(item, name);
+  if (b.length !== bytes) {
+    reject(`${name} must be ${bytes} bytes, got ${b.length} (${b.length < bytes ? 'too short' : 'too long'})`);
+  }
+  return hex(b);
+}
+
+/** `to`: 20 bytes, or empty for contract creation when `allowCreate`. */
+function toAddress(item: RlpItem | undefined, allowCreate: boolean): string | null {
+  const b = str(item, 'to');
+  if (b.length === 0) {
+    if (!allowCreate) reject('to is required for this transaction type (no contract creation)');
+    return null;
+  }
+  return fixed(b, 'to', 20);
+}
+
+function accessList(item: RlpItem | undefined): AccessListEntry[] {
+  const l = list(item, 'accessList');
+  const out: AccessListEntry[] = new Array(l.length);
+  for (let i = 0; i < l.length; i++) {
+    const e = l[i];
+    if (!Array.isArray(e) || e.length !== 2) reject('access list entry must be [address, storageKeys]');
+    const keys = list(e[1], 'access list storage keys');
+    const storageKeys: string[] = new Array(keys.length);
+    for (let k = 0; k < keys.length; k++) storageKeys[k] = fixed(keys[k], 'access list storage key', 32);
+    out[i] = { address: fixed(e[0], 'access list address', 20), storageKeys };
+  }
+  return out;
+}
+
+function blobHashes(item: RlpItem | undefined): string[] {
+  const l = list(item, 'blobVersionedHashes');
+  const out: string[] = new Array(l.length);
+  for (let i = 0; i < l.length; i++) out[i] = fixed(l[i], 'blob versioned hash', 32);
+  return out;
+}
+
+function authorizations(item: RlpItem | undefined): Authorization[] {
+  const l = list(item, 'authorizationList');
+  const out: Authorization[] = new Array(l.length);
+  for (let i = 0; i < l.length; i++) {
+    const a = list(l[i], 'authorization');
+    if (a.length !== 6) reject(`authorization must have 6 fields, got ${a.length}`);
+    out[i] = {
+      chainId: scalar(a[0], 'authorization chainId', 32),
+      address: fixed(a[1], 'authorization address', 20),
+      nonce: scalar(a[2], 'authorization nonce', 8),
+      yParity: Number(scalar(a[3], 'authorization yParity', 1)),
+      r: scalar(a[4], 'authorization r', 32),
+      s: scalar(a[5], 'authorization s', 32),
+    };
+  }
+  return out;
+}
+
+/** r and s in [1, n-1] with low s (EIP-2). */
+function checkSignature(r: bigint, s: bigint): void {
+  if (r === 0n || r >= SECP256K1_N) reject('signature r out of range [1, n-1]');
+  if (s === 0n || s >= SECP256K1_N) reject('signature s out of range [1, n-1]');
+  if (s > SECP256K1_HALF_N) reject('signature s above n/2 (EIP-2 malleability rule)');
+}
+
+function checkChain(chainId: bigint, opts: DecodeTxOptions | undefined): void {
+  if (chainId > U64_MAX) reject('chain id exceeds 64 bits');
+  const want = opts?.chainId;
+  if (want !== undefined && want !== null && chainId !== want) reject(`chain id ${chainId} is not this chain's (${want})`);
+}
+
+/** Length of the list header that opens `buf` at `pos` (the caller has decoded it already). */
+function listHeaderLength(buf: Buffer, pos: number): number {
+  const b = buf[pos] as number;
+  return b <= 0xf7 ? 1 : 1 + (b - 0xf7);
+}
+
+/** Offset in `raw` where the header of the scalar `field` (a view into `raw`) begins. */
+function fieldStart(raw: Buffer, field: Buffer): number {
+  return field.byteOffset - raw.byteOffset - stringHeaderLength(field);
+}
+
+/** keccak256 over prefix || listHeader(len) || raw[from, to) || suffix, where len covers body and suffix. */
+function hashReencoded(prefix: Buffer | null, raw: Buffer, from: number, to: number, suffix: Buffer | null): Buffer {
+  const body = raw.subarray(from, to);
+  const header = rlpHeader(body.length + (suffix === null ? 0 : suffix.length), 0xc0);
+  const parts = prefix === null ? [header, body] : [prefix, header, body];
+  if (suffix !== null) parts.push(suffix);
+  return keccak256(Buffer.concat(parts));
+}
+
+function newTx(type: number, hash: string, raw: string): DecodedTx {
+  return {
+    type, hash, raw, chainId: null, nonce: 0n, gasPrice: null, maxPriorityFeePerGas: null, maxFeePerGas: null,
+    maxFeePerBlobGas: null, gas: 0n, to: null, value: 0n, input: '0x', accessList: null, blobVersionedHashes: null,
+    authorizationList: null, v: 0n, r: 0n, s: 0n, signingHash: null, sourceHash: null, mint: null, isSystemTx: null,
+    from: null,
+  };
+}
+
+function decodeLegacy(raw: Buffer, tx: DecodedTx, opts: DecodeTxOptions | undefined): void {
+  const f = list(decodeRlp(raw), 'transaction');
+  if (f.length !== 9) reject(`legacy transaction must have 9 fields, got ${f.length}`);
+  tx.nonce = scalar(f[0], 'nonce', 8);
+  tx.gasPrice = scalar(f[1], 'gasPrice', 32);
+  tx.gas = scalar(f[2], 'gas', 8);
+  tx.to = toAddress(f[3], true);
+  tx.value = scalar(f[4], 'value', 32);
+  tx.input = hex(str(f[5], 'input'));
+  const vField = str(f[6], 'v');
+  tx.v = scalar(vField, 'v', 32);
+  tx.r = scalar(f[7], 'r', 32);
+  tx.s = scalar(f[8], 's', 32);
+  checkSignature(tx.r, tx.s);
+  const start = listHeaderLength(raw, 0);
+  const vStart = fieldStart(raw, vField);
+  if (tx.v === 27n || tx.v === 28n) {
+    tx.signingHash = hashReencoded(null, raw, start, vStart, null);
+  } else if (tx.v >= 35n) {
+    const chainId = (tx.v - 35n) >> 1n;
+    checkChain(chainId, opts);
+    tx.chainId = chainId;
+    const suffix = Buffer.concat([encodeRlp(bigIntToBytes(chainId)), Buffer.from([0x80, 0x80])]);
+    tx.signingHash = hashReencoded(null, raw, start, vStart, suffix);
+  } else {
+    reject(`legacy v must be 27, 28 or an EIP-155 value >= 35, got ${tx.v}`);
+  }
+}
+
+/** Field counts of the signed typed payloads (block form). */
+const FIELD_COUNT: Record<number, number> = { 1: 11, 2: 12, 3: 14, 4: 13 };
+
+function decodeTyped(raw: Buffer, tx: DecodedTx, opts: DecodeTxOptions | undefined): void {
+  const type = tx.type;
+  const f = list(decodeRlp(raw.subarray(1)), 'transaction payload');
+  if (type === TX_EIP4844 && Array.isArray(f[0])) {
+    reject('blob transaction in network form (with sidecar); only the block form is accepted');
+  }
+  const want = FIELD_COUNT[type] as number;
+  if (f.length !== want) reject(`type ${type} transaction must have ${want} fields, got ${f.length}`);
+  const chainId = scalar(f[0], 'chainId', 8);
+  checkChain(chainId, opts);
+  tx.chainId = chainId;
+  tx.nonce = scalar(f[1], 'nonce', 8);
+  let i = 2;
+  if (type === TX_EIP2930) {
+    tx.gasPrice = scalar(f[i++], 'gasPrice', 32);
+  } else {
+    tx.maxPriorityFeePerGas = scalar(f[i++], 'maxPriorityFeePerGas', 32);
+    tx.maxFeePerGas = scalar(f[i++], 'maxFeePerGas', 32);
+  }
+  tx.gas = scalar(f[i++], 'gas', 8);
+  tx.to = toAddress(f[i++], type === TX_EIP2930 || type === TX_EIP1559);
+  tx.value = scalar(f[i++], 'value', 32);
+  tx.input = hex(str(f[i++], 'input'));
+  tx.accessList = accessList(f[i++]);
+  if (type === TX_EIP4844) {
+    tx.maxFeePerBlobGas = scalar(f[i++], 'maxFeePerBlobGas', 32);
+    tx.blobVersionedHashes = blobHashes(f[i++]);
+  } else if (type === TX_EIP7702) {
+    tx.authorizationList = authorizations(f[i++]);
+  }
+  const vField = str(f[i], 'yParity');
+  tx.v = scalar(vField, 'yParity', 1);
+  if (tx.v > 1n) reject(`yParity must be 0 or 1, got ${tx.v}`);
+  tx.r = scalar(f[i + 1], 'r', 32);
+  tx.s = scalar(f[i + 2], 's', 32);
+  checkSignature(tx.r, tx.s);
+  tx.signingHash = hashReencoded(raw.subarray(0, 1), raw, 1 + listHeaderLength(raw, 1), fieldStart(raw, vField), null);
+}
+
+function decodeDeposit(raw: Buffer, tx: DecodedTx): void {
+  const f = list(decodeRlp(raw.subarray(1)), 'deposit payload');
+  if (f.length !== 8) reject(`deposit transaction must have 8 fields, got ${f.length}`);
+  tx.sourceHash = fixed(f[0], 'sourceHash', 32);
+  tx.from = fixed(f[1], 'from', 20);
+  tx.to = toAddress(f[2], true);
+  tx.mint = scalar(f[3], 'mint', 16);
+  tx.value = scalar(f[4], 'value', 32);
+  tx.gas = scalar(f[5], 'gas', 8);
+  const sys = str(f[6], 'isSystemTx');
+  if (sys.length > 1 || (sys.length === 1 && sys[0] !== 1)) reject('isSystemTx must be RLP false (0x80) or true (0x01)');
+  tx.isSystemTx = sys.length === 1;
+  tx.input = hex(str(f[7], 'input'));
+}
+
+/**
+ * Decodes one EIP-2718 transaction from 0x-hex. Checks canonical RLP, field counts and kinds, scalar sizes
+ * (nonce/gas/chainId < 2^64), address lengths, signature ranges (low s, yParity 0/1, legacy v) and, when
+ * `opts.chainId` is given, the chain id. Computes `hash` and `signingHash`; leaves `from` null except for deposits.
+ */
+export function decodeTransaction(rawHex: string, opts?: DecodeTxOptions): DecodeTxResult {
+  if (typeof rawHex !== 'string' || rawHex.length < 4 || rawHex.charCodeAt(0) !== 48 || rawHex.charCodeAt(1) !== 120) {
+    return { ok: false, reason: 'transaction must be non-empty 0x-prefixed hex' };
+  }
+  if ((rawHex.length & 1) !== 0) return { ok: false, reason: 'transaction hex has an odd number of digits' };
+  const raw = Buffer.from(rawHex.slice(2), 'hex');
+  if (raw.length * 2 !== rawHex.length - 2) return { ok: false, reason: 'transaction hex has non-hex characters' };
+  const first = raw[0] as number;
+  if (first >= 0x80 && first < 0xc0) return { ok: false, reason: 'not a transaction: starts with an RLP string' };
+  const type = first >= 0xc0 ? TX_LEGACY : first;
+  if (type !== TX_LEGACY && type !== TX_DEPOSIT && FIELD_COUNT[type] === undefined) {
+    return { ok: false, reason: `unsupported transaction type 0x${type.toString(16)}` };
+  }
+  const tx = newTx(type, keccak256Hex(raw), rawHex.toLowerCase());
+  try {
+    if (type === TX_LEGACY) decodeLegacy(raw, tx, opts);
+    else if (type === TX_DEPOSIT) decodeDeposit(raw, tx);
+    else decodeTyped(raw, tx, opts);
+  } catch (e) {
+    if (e instanceof Reject || e instanceof RlpError) return { ok: false, reason: e.message };
+    return { ok: false, reason: `internal decoder error: ${(e as Error).message}` };
+  }
+  return { ok: true, tx };
+}
+
+/** Intrinsic-gas constants (Istanbul calldata, Berlin access lists, Shanghai initcode, Prague authorizations). */
+const GAS = { tx: 21000n, create: 32000n, zeroByte: 4n, nonZeroByte: 16n, accessAddress: 2400n, accessKey: 1900n,
+  initcodeWord: 2n, authorization: 25000n } as const;
+const MAX_INITCODE_BYTES = 49152;
+const U256_LIMIT = 1n << 256n;
+
+/** Gas a transaction pays before execution (EIP-2028, EIP-2930, EIP-3860, EIP-7702); deposits return 0. */
+export function intrinsicGas(tx: DecodedTx): bigint {
+  if (tx.type === TX_DEPOSIT) return 0n;
+  const input = tx.input;
+  let zeros = 0;
+  for (let i = 2; i < input.length; i += 2) if (input.charCodeAt(i) === 48 && input.charCodeAt(i + 1) === 48) zeros++;
+  const bytes = (input.length - 2) / 2;
+  let gas = GAS.tx + BigInt(zeros) * GAS.zeroByte + BigInt(bytes - zeros) * GAS.nonZeroByte;
+  if (tx.to === null) gas += GAS.create + BigInt(Math.ceil(bytes / 32)) * GAS.initcodeWord;
+  const al = tx.accessList;
+  if (al !== null) for (const e of al) gas += GAS.accessAddress + BigInt(e.storageKeys.length) * GAS.accessKey;
+  if (tx.authorizationList !== null) gas += BigInt(tx.authorizationList.length) * GAS.authorization;
+  return gas;
+}
+
+/**
+ * Stateless validity rules a client applies after decoding (Cancun rules; the EIP-7623 calldata floor is not
+ * applied). Returns the reason a transaction can never be valid, or null. Deposits are exempt.
+ */
+export function validateTransaction(tx: DecodedTx): string | null {
+  if (tx.type === TX_DEPOSIT) return null;
+  if (tx.nonce === U64_MAX) return 'nonce 2^64-1 is not allowed (EIP-2681)';
+  const feeCap = tx.maxFeePerGas ?? tx.gasPrice ?? 0n;
+  if (tx.maxPriorityFeePerGas !== null && tx.maxPriorityFeePerGas > feeCap) {
+    return 'maxPriorityFeePerGas is above maxFeePerGas';
+  }
+  if (tx.gas * feeCap >= U256_LIMIT) return 'gas × fee cap overflows 256 bits';
+  if (tx.to === null && (tx.input.length - 2) / 2 > MAX_INITCODE_BYTES) {
+    return `initcode is larger than ${MAX_INITCODE_BYTES} bytes (EIP-3860)`;
+  }
+  const intrinsic = intrinsicGas(tx);
+  if (tx.gas < intrinsic) return `gas limit ${tx.gas} is below the intrinsic gas ${intrinsic}`;
+  if (tx.type === TX_EIP4844) {
+    const hashes = tx.blobVersionedHashes ?? [];
+    if (hashes.length === 0) return 'blob transaction carries no blob hashes';
+    for (const h of hashes) if (!h.startsWith('0x01')) return `blob versioned hash ${h} is not version 0x01`;
+  }
+  if (tx.type === TX_EIP7702 && (tx.authorizationList ?? []).length === 0) {
+    return 'set-code transaction has an empty authorization list';
+  }
+  return null;
+}
