@@ -58,6 +58,8 @@ export interface Config {
   trustedProxies: string[];
   replayRingFrames: number;
   shutdownGraceMs: number;
+  blockTimeMs: number;
+  readyMaxAgeMs: number;
 }
 
 const MiB = 1024 * 1024;
@@ -99,6 +101,8 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'api-keys', key: 'apiKeys', kind: 'list', def: '', secret: true, help: 'Optional API keys for /ws/<key> and /flashblocks/<key>; when set, keyless stream access is refused' },
   { flag: 'trusted-proxies', key: 'trustedProxies', kind: 'list', def: '', help: 'CIDRs whose X-Forwarded-For is honoured' },
   { flag: 'replay-ring-frames', key: 'replayRingFrames', kind: 'int', def: '256', min: 1, max: 100000, help: 'Recent frames kept for replay/resume' },
+  { flag: 'block-time-ms', key: 'blockTimeMs', kind: 'int', def: '2000', min: 100, max: 600000, help: 'L2 block time (Base, OP: 2000; Unichain: 1000); used for flashblock lateness' },
+  { flag: 'ready-max-age-ms', key: 'readyMaxAgeMs', kind: 'int', def: '2000', min: 100, max: 3600000, help: '/readyz fails when no flashblock was applied for this long' },
   { flag: 'shutdown-grace-ms', key: 'shutdownGraceMs', kind: 'int', def: '5000', min: 0, max: 600000, help: 'In-flight requests get this long after SIGTERM' },
 ];
 
