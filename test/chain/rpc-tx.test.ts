@@ -22,7 +22,7 @@ function decodeOk(raw: string): DecodedTx {
 
 /** Fixtures not copied into test/fixtures are read from the shared conformance folder when mounted, else skipped. */
 function locate(rel: string): string | null {
-  for (const p of [fixtures + rel, '/work/shared/conformance/' + rel]) if (existsSync(p)) return p;
+  for (const p of [fixtures + rel]) if (existsSync(p)) return p;
   return null;
 }
 
