@@ -1,0 +1,74 @@
+import t from 'tap';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CanonicalTracker } from '../../src/ingest/canonical.js';
+import { NodeClient } from '../../src/node/client.js';
+import { silentLogger } from '../../src/log.js';
+import { startAnvil, rpcCall } from '../../scripts/devnet/anvil.js';
+import { makePipeline, feed } from '../helpers/ingest.js';
+import { unichainMessages } from '../helpers/fixtures.js';
+
+async function until(cond: () => boolean, ms = 8000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await sleep(10);
+  }
+}
+
+/** The Unichain capture moved to height n (its transactions are not in anvil's block n). */
+function atHeight(n: number): Record<string, any>[] {
+  return unichainMessages().map((m) => {
+    const c = JSON.parse(JSON.stringify(m));
+    c.metadata.block_number = n;
+    c.payload_id = '0x' + n.toString(16).padStart(16, '0');
+    c.diff.block_hash = '0x' + n.toString(16).padStart(8, '0') + c.diff.block_hash.slice(10);
+    if (c.base) c.base.block_number = '0x' + n.toString(16);
+    return c;
+  });
+}
+
+for (const mode of ['polling', 'newHeads'] as const) {
+  t.test(`canonical head (${mode}) settles pending blocks and counts preconfirmation reorgs`, async (t) => {
+    const anvil = await startAnvil({});
+    const node = new NodeClient({ url: anvil.url, timeoutMs: 2000, maxSockets: 4 });
+    const { state, observer, pipeline } = makePipeline();
+    const tracker = new CanonicalTracker(
+      node,
+      { settle: (n, h) => pipeline.settle(n, h), holds: (n) => state.block(n) !== undefined, canonical: () => state.canonical },
+      { pollMs: mode === 'polling' ? 50 : 60_000, wsUrl: mode === 'newHeads' ? anvil.wsUrl : '', maxCatchUpBlocks: 8 },
+      silentLogger,
+    );
+    t.teardown(async () => {
+      tracker.stop();
+      node.close();
+      await anvil.stop();
+    });
+    tracker.start();
+    await until(() => state.canonical === 0);
+    t.equal(state.canonical, 0, 'starts at the node head');
+    for (const m of atHeight(1)) feed(pipeline, m);
+    for (const m of atHeight(2)) feed(pipeline, m);
+    t.same(state.heldBlocks().map((b) => b.number), [1, 2]);
+    await rpcCall(anvil.url, 'anvil_mine', ['0x1']);
+    await until(() => state.canonical === 1);
+    t.same(state.heldBlocks().map((b) => b.number), [2], 'block 1 pruned once canonical');
+    t.equal(observer.reorgs.length, 6, 'the six preconfirmed txs of block 1 are missing from canonical block 1');
+    await rpcCall(anvil.url, 'anvil_mine', ['0x3']);
+    await until(() => state.canonical === 4);
+    t.same(state.heldBlocks(), [], 'everything at or below the head is pruned');
+    t.equal(observer.reorgs.length, 12);
+  });
+}
+
+t.test('an unreachable node never throws; pending keeps serving', async (t) => {
+  const node = new NodeClient({ url: 'http://127.0.0.1:1/', timeoutMs: 200, maxSockets: 1 });
+  const { state, pipeline } = makePipeline();
+  const tracker = new CanonicalTracker(node, { settle: (n, h) => pipeline.settle(n, h), holds: () => false, canonical: () => state.canonical }, { pollMs: 20, wsUrl: '', maxCatchUpBlocks: 8 }, silentLogger);
+  tracker.start();
+  for (const m of atHeight(5)) feed(pipeline, m);
+  await sleep(200);
+  tracker.stop();
+  node.close();
+  t.equal(state.pendingBlock()?.number, 5);
+  t.equal(tracker.lastOkMs, 0);
+});
