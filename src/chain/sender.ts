@@ -3,11 +3,11 @@
 import { createRequire } from 'node:module';
 import { secp256k1 as noble } from '@noble/curves/secp256k1.js';
 import type { Authorization, DecodedTx } from './types.js';
-import { TX_LEGACY } from './types.js';
+import { TX_DEPOSIT, TX_LEGACY } from './types.js';
 import { keccak256 } from './keccak.js';
 import { encodeRlp } from './rlp.js';
 import { bigIntToBytes, hexToBytes } from './hex.js';
-import { SECP256K1_HALF_N, SECP256K1_N } from './tx.js';
+import { decodeTransaction, SECP256K1_HALF_N, SECP256K1_N } from './tx.js';
 
 interface NativeSecp256k1 {
   ecdsaRecover(sig: Uint8Array, recid: number, msg32: Uint8Array, compressed?: boolean): Uint8Array;
@@ -73,6 +73,11 @@ function yParityOf(tx: DecodedTx): number {
  */
 export function recoverSender(tx: DecodedTx, engine?: RecoveryEngine): string | null {
   if (tx.from !== null) return tx.from;
+  if (tx.signingHash === null && tx.type !== TX_DEPOSIT) {
+    // Decoded without its signing hash (ingest defers it): decode again with it; ~8 µs next to a 65 µs recovery.
+    const again = decodeTransaction(tx.raw);
+    if (again.ok) tx.signingHash = again.tx.signingHash;
+  }
   if (tx.signingHash === null) return null;
   const from = recoverAddress(tx.signingHash, yParityOf(tx), tx.r, tx.s, engine);
   if (from !== null) tx.from = from;

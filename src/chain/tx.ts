@@ -15,6 +15,11 @@ const U64_MAX = 0xffffffffffffffffn;
 export interface DecodeTxOptions {
   /** The chain's id: signed transactions that name another chain are rejected. null/undefined = accept any. */
   chainId?: bigint | null;
+  /**
+   * Compute `signingHash` now (default true). Ingest passes false: the hash is only needed for sender recovery,
+   * which runs later, off the critical path; `recoverSender` computes it then (bench/ingest.ts: ~1 keccak per tx).
+   */
+  signingHash?: boolean;
 }
 
 /** A rejection reason raised inside the decoder and turned into `{ ok: false }` at the boundary. */
@@ -168,14 +173,17 @@ function decodeLegacy(raw: Buffer, tx: DecodedTx, opts: DecodeTxOptions | undefi
   checkSignature(tx.r, tx.s);
   const start = listHeaderLength(raw, 0);
   const vStart = fieldStart(raw, vField);
+  const wantHash = opts?.signingHash !== false;
   if (tx.v === 27n || tx.v === 28n) {
-    tx.signingHash = hashReencoded(null, raw, start, vStart, null);
+    if (wantHash) tx.signingHash = hashReencoded(null, raw, start, vStart, null);
   } else if (tx.v >= 35n) {
     const chainId = (tx.v - 35n) >> 1n;
     checkChain(chainId, opts);
     tx.chainId = chainId;
-    const suffix = Buffer.concat([encodeRlp(bigIntToBytes(chainId)), Buffer.from([0x80, 0x80])]);
-    tx.signingHash = hashReencoded(null, raw, start, vStart, suffix);
+    if (wantHash) {
+      const suffix = Buffer.concat([encodeRlp(bigIntToBytes(chainId)), Buffer.from([0x80, 0x80])]);
+      tx.signingHash = hashReencoded(null, raw, start, vStart, suffix);
+    }
   } else {
     reject(`legacy v must be 27, 28 or an EIP-155 value >= 35, got ${tx.v}`);
   }
@@ -220,7 +228,9 @@ function decodeTyped(raw: Buffer, tx: DecodedTx, opts: DecodeTxOptions | undefin
   tx.r = scalar(f[i + 1], 'r', 32);
   tx.s = scalar(f[i + 2], 's', 32);
   checkSignature(tx.r, tx.s);
-  tx.signingHash = hashReencoded(raw.subarray(0, 1), raw, 1 + listHeaderLength(raw, 1), fieldStart(raw, vField), null);
+  if (opts?.signingHash !== false) {
+    tx.signingHash = hashReencoded(raw.subarray(0, 1), raw, 1 + listHeaderLength(raw, 1), fieldStart(raw, vField), null);
+  }
 }
 
 function decodeDeposit(raw: Buffer, tx: DecodedTx): void {

@@ -70,6 +70,8 @@ export type DecodeFrameResult =
 
 const RECEIPT_TAGS: Record<string, number> = { Legacy: 0, Eip2930: 1, Eip1559: 2, Eip4844: 3, Eip7702: 4, Deposit: 0x7e };
 const BLOOM_BYTES = 256;
+/** Sender recovery (and so the signing hash) is deferred off the ingest path; see DecodeTxOptions.signingHash. */
+const NO_SIGNING_HASH = { signingHash: false } as const;
 
 class SchemaError extends Error {}
 
@@ -275,7 +277,7 @@ export function validateFlashblock(root: unknown, json: string): DecodeFrameResu
     const { diff, txHex } = parseDiff(req(o, 'diff', 'frame'));
     const txs: DecodedTx[] = new Array(txHex.length);
     for (let i = 0; i < txHex.length; i++) {
-      const r = decodeTransaction(txHex[i] as string);
+      const r = decodeTransaction(txHex[i] as string, NO_SIGNING_HASH);
       if (!r.ok) return { ok: false, reason: 'transaction', detail: `diff.transactions[${i}]: ${r.reason}`, blockNumber, index };
       txs[i] = r.tx;
     }
