@@ -1,0 +1,360 @@
+// JSON-RPC 2.0 envelopes: parse, validate, batch, run handlers, forward misses to the node as one batch, reassemble
+// in request order. The only place error envelopes are built. Transport-agnostic: no sockets here.
+import { performance } from 'node:perf_hooks';
+import type { ServiceContext, SubscriberSink } from '../context.js';
+import { RpcCode, RpcError } from '../errors.js';
+import { NodeError } from '../node/client.js';
+import type { RpcSource } from '../metrics/metrics.js';
+import { ETH_METHODS } from './methods/eth.js';
+import { FORWARD_AS_IS, Forward, RawJson, type Handler, type MethodTable } from './methods/types.js';
+
+/** Deepest `[`/`{` nesting accepted; JSON.parse recurses, so deeper bodies are refused before parsing. */
+export const MAX_JSON_DEPTH = 64;
+
+/** Namespaces refused unless allowed by --allow-namespaces. */
+export const DENIED_NAMESPACES: readonly string[] = ['admin', 'debug', 'personal', 'miner', 'engine', 'txpool'];
+
+/** What a dispatch produces: the reply body, or null when nothing is sent back (notifications only). */
+export type Reply = string | Buffer | null;
+
+const PRE = '{"jsonrpc":"2.0","id":';
+const MID_RESULT = ',"result":';
+const MID_ERROR = ',"error":';
+
+function errorBody(code: number, message: string, data?: unknown): string {
+  return data === undefined ? JSON.stringify({ code, message }) : JSON.stringify({ code, message, data });
+}
+
+/** A complete error envelope with an already-serialised id. */
+export function errorEnvelope(idJson: string, code: number, message: string, data?: unknown): string {
+  return PRE + idJson + MID_ERROR + errorBody(code, message, data) + '}';
+}
+
+/** True when `s` nests arrays/objects deeper than `max` (strings are skipped; a linear scan, no allocation). */
+export function nestedDeeperThan(s: string, max: number): boolean {
+  let depth = 0;
+  let inStr = false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (inStr) {
+      if (c === 92) i++;
+      else if (c === 34) inStr = false;
+    } else if (c === 34) inStr = true;
+    else if (c === 91 || c === 123) {
+      if (++depth > max) return true;
+    } else if (c === 93 || c === 125) depth--;
+  }
+  return false;
+}
+
+/** One request of a call or batch, from validation to its serialised response. */
+class Item {
+  /** Serialised id; null for a notification (no reply). */
+  idJson: string | null = null;
+  /** A valid request without an id: run it, never answer it. */
+  notify = false;
+  method = '';
+  params: unknown[] = [];
+  /** The finished response envelope (or null while in progress / for notifications). */
+  out: string | null = null;
+  fwd: Forward | null = null;
+  source: RpcSource = 'state';
+  t0: number;
+  constructor(t0: number) {
+    this.t0 = t0;
+  }
+}
+
+const EMPTY: unknown[] = [];
+
+/** Parses and answers JSON-RPC bodies for any transport. */
+export class Dispatcher {
+  private readonly denied: Set<string>;
+
+  constructor(
+    private readonly ctx: ServiceContext,
+    private readonly methods: MethodTable = ETH_METHODS,
+  ) {
+    this.denied = new Set(DENIED_NAMESPACES.filter((ns) => !ctx.config.allowNamespaces.includes(ns)));
+  }
+
+  /**
+   * Answers one request body (single call or batch). Returns synchronously when every item was answered from
+   * state; a Promise when something had to wait for the node. `sink` is the WebSocket connection (null on HTTP).
+   * Never throws and never rejects.
+   */
+  handle(text: string, sink: SubscriberSink | null): Reply | Promise<Reply> {
+    const t0 = performance.now();
+    if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+      return errorEnvelope('null', RpcCode.PARSE_ERROR, `parse error: JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
+    }
+    let msg: unknown;
+    try {
+      msg = JSON.parse(text);
+    } catch (e) {
+      return errorEnvelope('null', RpcCode.PARSE_ERROR, 'parse error: ' + (e as Error).message);
+    }
+    if (Array.isArray(msg)) return this.batch(msg, sink, t0);
+    const item = this.prepare(msg, t0);
+    if (item.out === null) this.run(item, sink);
+    if (item.fwd !== null) return this.forwardSingle(item, text);
+    if (item.out === null) return this.finishLater([item], false, null);
+    this.record(item);
+    return this.capped(item.notify ? null : item.out);
+  }
+
+  private batch(list: unknown[], sink: SubscriberSink | null, t0: number): Reply | Promise<Reply> {
+    if (list.length === 0) return errorEnvelope('null', RpcCode.INVALID_REQUEST, 'invalid request: empty batch');
+    if (list.length > this.ctx.config.maxBatchItems) {
+      return errorEnvelope('null', RpcCode.INVALID_REQUEST, `batch too large: ${list.length} items, the limit is ${this.ctx.config.maxBatchItems}`);
+    }
+    const items: Item[] = new Array(list.length);
+    let fwds: Item[] | null = null;
+    let waiting = false;
+    for (let i = 0; i < list.length; i++) {
+      const item = this.prepare(list[i], t0);
+      if (item.out === null) this.run(item, sink);
+      if (item.fwd !== null) (fwds ??= []).push(item);
+      else if (item.out === null) waiting = true;
+      items[i] = item;
+    }
+    if (fwds === null && !waiting) return this.assemble(items);
+    return this.finishLater(items, true, fwds);
+  }
+
+  /** Validates an envelope. On failure `out` is already the error reply. */
+  private prepare(msg: unknown, t0: number): Item {
+    const item = new Item(t0);
+    if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) {
+      item.out = errorEnvelope('null', RpcCode.INVALID_REQUEST, 'invalid request: expected a JSON-RPC request object');
+      item.source = 'error';
+      return item;
+    }
+    const o = msg as Record<string, unknown>;
+    const id = o.id;
+    let idJson: string | null = null;
+    if (id !== undefined) {
+      if (typeof id === 'number') idJson = '' + id;
+      else if (typeof id === 'string' || id === null) idJson = JSON.stringify(id);
+      else return this.invalid(item, 'null', 'invalid request: id must be a string, number or null');
+    }
+    const reply = idJson ?? 'null';
+    if (o.jsonrpc !== '2.0') return this.invalid(item, reply, 'invalid request: "jsonrpc" must be "2.0"');
+    if (typeof o.method !== 'string' || o.method === '') return this.invalid(item, reply, 'invalid request: "method" must be a non-empty string');
+    item.method = o.method;
+    const p = o.params;
+    if (p === undefined || p === null) item.params = EMPTY;
+    else if (Array.isArray(p)) item.params = p;
+    else {
+      item.out = errorEnvelope(reply, RpcCode.INVALID_PARAMS, 'invalid params: "params" must be an array (by-name params are not supported)');
+      item.source = 'error';
+      return item;
+    }
+    item.idJson = idJson;
+    item.notify = idJson === null;
+    return item;
+  }
+
+  private invalid(item: Item, idJson: string, message: string): Item {
+    item.out = errorEnvelope(idJson, RpcCode.INVALID_REQUEST, message);
+    item.source = 'error';
+    return item;
+  }
+
+  /** Runs the handler: sets `out`, or `fwd`, or leaves both null while its Promise settles (tracked by finishLater). */
+  private run(item: Item, sink: SubscriberSink | null): void {
+    const m = item.method;
+    const us = m.indexOf('_');
+    if (us > 0 && this.denied.has(m.slice(0, us))) {
+      this.fail(item, new RpcError(RpcCode.METHOD_NOT_FOUND, `the method ${m} does not exist/is not available`));
+      return;
+    }
+    const h: Handler | undefined = this.methods.get(m);
+    if (h === undefined) {
+      item.fwd = FORWARD_AS_IS;
+      item.source = 'node';
+      return;
+    }
+    let r: unknown;
+    try {
+      r = h(this.ctx, item.params, sink);
+    } catch (e) {
+      this.fail(item, e);
+      return;
+    }
+    if (r instanceof Forward) {
+      item.fwd = r;
+      item.source = 'node';
+    } else if (r instanceof Promise) {
+      item.source = 'node';
+      pendingOf.set(
+        item,
+        r.then(
+          (v) => this.succeed(item, v),
+          (e) => this.fail(item, e),
+        ),
+      );
+    } else this.succeed(item, r);
+  }
+
+  private succeed(item: Item, r: unknown): void {
+    const json = r instanceof RawJson ? r.json : r === undefined ? 'null' : JSON.stringify(r);
+    item.out = PRE + (item.idJson ?? 'null') + MID_RESULT + json + '}';
+  }
+
+  private fail(item: Item, e: unknown): void {
+    item.source = 'error';
+    const idJson = item.idJson ?? 'null';
+    if (e instanceof RpcError) item.out = errorEnvelope(idJson, e.code, e.message, e.data);
+    else if (e instanceof NodeError) item.out = nodeErrorEnvelope(idJson, e, item.method);
+    else {
+      this.ctx.log.error('rpc handler failed', { method: item.method, error: (e as Error)?.stack ?? String(e) });
+      item.out = errorEnvelope(idJson, RpcCode.INTERNAL_ERROR, 'internal error');
+    }
+  }
+
+  /** A lone forwarded call: unchanged params go to the node byte for byte and its reply comes back as is. */
+  private async forwardSingle(item: Item, text: string): Promise<Reply> {
+    const fwd = item.fwd as Forward;
+    try {
+      if (fwd.params === null) {
+        const buf = await this.ctx.node.postRaw(text);
+        this.record(item);
+        return item.notify ? null : this.cappedBuffer(item, buf);
+      }
+      await this.forwardBatch([item], false);
+    } catch (e) {
+      this.fail(item, e);
+    }
+    this.record(item);
+    return this.capped(item.notify ? null : item.out);
+  }
+
+  /**
+   * Sends `items` to the node as one batch (or one object when `asBatch` is false), with ids 0…n-1 so duplicate
+   * client ids cannot collide, and sets each item's `out` from the matching answer.
+   */
+  private async forwardBatch(items: Item[], asBatch: boolean): Promise<void> {
+    const parts: string[] = new Array(items.length);
+    for (let i = 0; i < items.length; i++) {
+      const it = items[i]!;
+      const params = it.fwd!.params ?? it.params;
+      parts[i] = '{"jsonrpc":"2.0","id":' + i + ',"method":' + JSON.stringify(it.method) + ',"params":' + JSON.stringify(params) + '}';
+    }
+    let buf: Buffer;
+    try {
+      buf = await this.ctx.node.postRaw(asBatch ? '[' + parts.join(',') + ']' : (parts[0] as string));
+    } catch (e) {
+      for (const it of items) this.fail(it, e);
+      return;
+    }
+    let answer: unknown;
+    try {
+      answer = JSON.parse(buf.toString('utf8'));
+    } catch {
+      for (const it of items) this.fail(it, new NodeError('http', 'node answered with invalid JSON'));
+      return;
+    }
+    const list = Array.isArray(answer) ? answer : [answer];
+    for (const a of list) {
+      if (a === null || typeof a !== 'object') continue;
+      const r = a as { id?: unknown; result?: unknown; error?: unknown };
+      const it = typeof r.id === 'number' ? items[r.id] : list.length === 1 && !asBatch ? items[0] : undefined;
+      if (it === undefined || it.out !== null) continue;
+      const idJson = it.idJson ?? 'null';
+      if (r.error !== undefined && r.error !== null) {
+        it.out = PRE + idJson + MID_ERROR + JSON.stringify(r.error) + '}';
+      } else it.out = PRE + idJson + MID_RESULT + (r.result === undefined ? 'null' : JSON.stringify(r.result)) + '}';
+    }
+    // A batch refused as a whole (one error object, e.g. a rate limit) answers every item with that error.
+    const whole = !Array.isArray(answer) && asBatch ? (answer as { error?: unknown }).error : undefined;
+    for (const it of items) {
+      if (it.out !== null) continue;
+      it.source = 'error';
+      it.out = whole !== undefined && whole !== null
+        ? PRE + (it.idJson ?? 'null') + MID_ERROR + JSON.stringify(whole) + '}'
+        : errorEnvelope(it.idJson ?? 'null', RpcCode.SERVER_ERROR, 'node answered without a response for this request');
+    }
+  }
+
+  /** Waits for forwarded items (one upstream batch) and async handlers, then assembles the reply. */
+  private async finishLater(items: Item[], isBatch: boolean, fwds: Item[] | null): Promise<Reply> {
+    const waits: Promise<void>[] = [];
+    if (fwds !== null) waits.push(this.forwardBatch(fwds, true));
+    for (const it of items) {
+      const p = pendingOf.get(it);
+      if (p !== undefined) {
+        waits.push(p);
+        pendingOf.delete(it);
+      }
+    }
+    await Promise.all(waits);
+    if (!isBatch) {
+      const it = items[0]!;
+      this.record(it);
+      return this.capped(it.notify ? null : it.out);
+    }
+    return this.assemble(items);
+  }
+
+  private assemble(items: Item[]): Reply {
+    let out = '';
+    const cap = this.ctx.config.maxResponseBytes;
+    for (let i = 0; i < items.length; i++) {
+      const it = items[i]!;
+      this.record(it);
+      if (it.notify) continue;
+      let s = it.out as string;
+      if (out.length + s.length > cap) s = errorEnvelope(it.idJson ?? 'null', RpcCode.LIMIT_EXCEEDED, `response exceeds the ${cap}-byte limit`);
+      out = out.length === 0 ? s : out + ',' + s;
+    }
+    return out.length === 0 ? null : '[' + out + ']';
+  }
+
+  private capped(s: string | null): string | null {
+    const cap = this.ctx.config.maxResponseBytes;
+    if (s === null || s.length <= cap) return s;
+    return errorEnvelope(idOf(s), RpcCode.LIMIT_EXCEEDED, `response exceeds the ${cap}-byte limit`);
+  }
+
+  private cappedBuffer(item: Item, buf: Buffer): Reply {
+    const cap = this.ctx.config.maxResponseBytes;
+    if (buf.length <= cap) return buf;
+    item.source = 'error';
+    return errorEnvelope(item.idJson ?? 'null', RpcCode.LIMIT_EXCEEDED, `response exceeds the ${cap}-byte limit`);
+  }
+
+  private record(item: Item): void {
+    const h = this.ctx.metrics.rpcHandle(item.method, item.source);
+    h.counter.inc();
+    h.histogram.observe((performance.now() - item.t0) / 1000);
+  }
+}
+
+/** Handler Promises of items still running (kept off Item so the common synchronous path stays lean). */
+const pendingOf = new WeakMap<Item, Promise<void>>();
+
+/** The serialised id at the head of an envelope built here (for replacing an oversized reply). */
+function idOf(envelope: string): string {
+  const start = PRE.length;
+  const r = envelope.indexOf(MID_RESULT, start);
+  const e = envelope.indexOf(MID_ERROR, start);
+  const end = r === -1 ? e : e === -1 ? r : Math.min(r, e);
+  return end === -1 ? 'null' : envelope.slice(start, end);
+}
+
+/** A node failure as a JSON-RPC error: the node's own error passes through; transport failures are explained. */
+function nodeErrorEnvelope(idJson: string, e: NodeError, method: string): string {
+  switch (e.reason) {
+    case 'rpc':
+      return errorEnvelope(idJson, e.rpcCode ?? RpcCode.SERVER_ERROR, e.message, e.rpcData);
+    case 'timeout':
+      return errorEnvelope(idJson, RpcCode.TIMEOUT, `${method}: ${e.message}`);
+    case 'connect':
+      return errorEnvelope(idJson, RpcCode.SERVER_ERROR, `${method}: ${e.message}; pending-state methods still answer`);
+    case 'http':
+      return errorEnvelope(idJson, RpcCode.SERVER_ERROR, `${method}: ${e.message}`);
+    case 'disabled':
+      return errorEnvelope(idJson, RpcCode.SERVER_ERROR, `${method} needs the node and no --node-rpc-url is configured`);
+  }
+}

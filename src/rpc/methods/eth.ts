@@ -1,0 +1,231 @@
+// The eth_ method table: pending answers from state, everything else forwarded (with `pending` → `latest` when the
+// pending state is not usable). Handlers validate params and return values; they never build envelopes.
+//
+// By-hash lookups (transactions, receipts, flashblock block hashes) look in pending state first and forward on a
+// miss: held blocks are always above the canonical head, so the node cannot know them yet.
+// eth_blockNumber answers the pending height only when asked with ["pending"]; without params it is the node's
+// head, as every client expects (numeric tags of held pending heights are still answered from state).
+// eth_call / eth_estimateGas / eth_getCode / eth_getStorageAt / eth_createAccessList with `pending` are forwarded
+// with `latest`: the node's own notion of pending is not the flashblock state (exact execution: a later issue).
+import { toQuantity } from '../../chain/hex.js';
+import type { ServiceContext, SubscriberSink } from '../../context.js';
+import { RpcCode, RpcError } from '../../errors.js';
+import type { PendingBlock, TxRecord } from '../../state/block.js';
+import { receiptToRpc, txToRpc } from '../../state/view.js';
+import { blockJson, receiptJson, txJson } from './cache.js';
+import { ethGetLogs } from './logs.js';
+import { usablePending } from './pending.js';
+import { address, arity, blockParam, bool, hash32, quantity, withLatest, type BlockParam } from './params.js';
+import { ethSendRawTransactionSync } from './submit.js';
+import { FORWARD_AS_IS, Forward, RawJson, type Handler } from './types.js';
+
+/** A held, unbroken block at height `n` above the canonical head, else null. */
+function heldAbove(ctx: ServiceContext, n: number): PendingBlock | null {
+  const b = ctx.state.block(n);
+  return b !== undefined && !b.broken && n > ctx.state.canonical ? b : null;
+}
+
+/** A block param resolved against state: the block and flashblock index, or null (forward). */
+interface Target {
+  block: PendingBlock;
+  index: number;
+}
+
+function target(ctx: ServiceContext, bp: BlockParam): Target | null {
+  let b: PendingBlock | null = null;
+  if (bp.kind === 'pending') b = usablePending(ctx);
+  else if (bp.kind === 'number') b = heldAbove(ctx, bp.number);
+  else if (bp.kind === 'hash') {
+    const f = ctx.state.blockByFlashblockHash(bp.hash);
+    return f === undefined || f.block.broken ? null : { block: f.block, index: f.index };
+  }
+  return b === null ? null : { block: b, index: b.lastIndex };
+}
+
+/** What to forward when state cannot answer: `pending` → `latest` at argument `i`, else the params unchanged. */
+function miss(bp: BlockParam, params: unknown[], i: number): Forward {
+  return bp.kind === 'pending' ? new Forward(withLatest(params, i)) : FORWARD_AS_IS;
+}
+
+function txAt(t: Target, i: number): unknown {
+  if (i >= (t.block.txCountAt[t.index] as number)) return null;
+  const rec = t.block.txs[i] as TxRecord;
+  return t.index === t.block.lastIndex ? txJson(rec) : txToRpc(rec, t.block.diffs[t.index]!.blockHash);
+}
+
+const eth_blockNumber: Handler = (ctx, params) => {
+  arity(params, 0, 1);
+  if (params.length === 1 && blockParam(params, 0, false).kind === 'pending') {
+    const b = usablePending(ctx);
+    if (b !== null) return toQuantity(b.number);
+  }
+  return params.length === 0 ? FORWARD_AS_IS : new Forward([]);
+};
+
+const eth_getBlockByNumber: Handler = (ctx, params) => {
+  arity(params, 1, 2);
+  const bp = blockParam(params, 0, false);
+  const full = bool(params, 1, false);
+  const t = target(ctx, bp);
+  return t === null ? miss(bp, params, 0) : blockJson(t.block, full, t.index);
+};
+
+const eth_getBlockByHash: Handler = (ctx, params) => {
+  arity(params, 1, 2);
+  const h = hash32(params, 0);
+  const full = bool(params, 1, false);
+  const f = ctx.state.blockByFlashblockHash(h);
+  return f === undefined || f.block.broken ? FORWARD_AS_IS : blockJson(f.block, full, f.index);
+};
+
+const eth_getBlockReceipts: Handler = (ctx, params) => {
+  arity(params, 1, 1);
+  const bp = blockParam(params, 0, true);
+  const t = target(ctx, bp);
+  if (t === null) return miss(bp, params, 0);
+  const count = t.block.txCountAt[t.index] as number;
+  const latest = t.index === t.block.lastIndex;
+  const hash = t.block.diffs[t.index]!.blockHash;
+  const parts: string[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    const rec = t.block.txs[i] as TxRecord;
+    const r = latest ? receiptJson(rec) : receiptAsOf(rec, hash);
+    if (r === null) {
+      ctx.metrics.pendingFallbacks.no_metadata.inc();
+      return miss(bp, params, 0);
+    }
+    parts[i] = r.json;
+  }
+  return new RawJson('[' + parts.join(',') + ']');
+};
+
+/** A receipt positioned in an earlier flashblock of its block (blockHash of that flashblock). */
+function receiptAsOf(rec: TxRecord, blockHash: string): RawJson | null {
+  const r = receiptToRpc(rec);
+  if (r === null) return null;
+  r.blockHash = blockHash;
+  for (const l of r.logs as Record<string, unknown>[]) l.blockHash = blockHash;
+  return new RawJson(JSON.stringify(r));
+}
+
+const eth_getBlockTransactionCountByNumber: Handler = (ctx, params) => {
+  arity(params, 1, 1);
+  const bp = blockParam(params, 0, false);
+  const t = target(ctx, bp);
+  return t === null ? miss(bp, params, 0) : toQuantity(t.block.txCountAt[t.index] as number);
+};
+
+const eth_getBlockTransactionCountByHash: Handler = (ctx, params) => {
+  arity(params, 1, 1);
+  const f = ctx.state.blockByFlashblockHash(hash32(params, 0));
+  return f === undefined || f.block.broken ? FORWARD_AS_IS : toQuantity(f.block.txCountAt[f.index] as number);
+};
+
+const eth_getTransactionByHash: Handler = (ctx, params) => {
+  arity(params, 1, 1);
+  const rec = ctx.state.tx(hash32(params, 0));
+  return rec === undefined ? FORWARD_AS_IS : txJson(rec);
+};
+
+const eth_getRawTransactionByHash: Handler = (ctx, params) => {
+  arity(params, 1, 1);
+  const rec = ctx.state.tx(hash32(params, 0));
+  return rec === undefined ? FORWARD_AS_IS : rec.tx.raw;
+};
+
+const eth_getTransactionReceipt: Handler = (ctx, params) => {
+  arity(params, 1, 1);
+  const rec = ctx.state.tx(hash32(params, 0));
+  if (rec === undefined) return FORWARD_AS_IS;
+  const r = receiptJson(rec);
+  if (r === null) {
+    ctx.metrics.pendingFallbacks.no_metadata.inc();
+    return FORWARD_AS_IS;
+  }
+  return r;
+};
+
+const eth_getTransactionByBlockNumberAndIndex: Handler = (ctx, params) => {
+  arity(params, 2, 2);
+  const bp = blockParam(params, 0, false);
+  const i = quantity(params, 1);
+  const t = target(ctx, bp);
+  return t === null ? miss(bp, params, 0) : txAt(t, i);
+};
+
+const eth_getTransactionByBlockHashAndIndex: Handler = (ctx, params) => {
+  arity(params, 2, 2);
+  const h = hash32(params, 0);
+  const i = quantity(params, 1);
+  const f = ctx.state.blockByFlashblockHash(h);
+  return f === undefined || f.block.broken ? FORWARD_AS_IS : txAt(f, i);
+};
+
+const eth_getBalance: Handler = (ctx, params) => {
+  arity(params, 1, 2);
+  const a = address(params, 0);
+  const bp = blockParam(params, 1, true, true);
+  if (bp.kind !== 'pending') return FORWARD_AS_IS;
+  if (usablePending(ctx) !== null) {
+    const v = ctx.state.balance(a);
+    if (v !== null) return toQuantity(v);
+  }
+  return new Forward(withLatest(params, 1));
+};
+
+const eth_getTransactionCount: Handler = (ctx, params) => {
+  arity(params, 1, 2);
+  const a = address(params, 0);
+  const bp = blockParam(params, 1, true, true);
+  if (bp.kind !== 'pending') return FORWARD_AS_IS;
+  if (usablePending(ctx) !== null) {
+    const n = ctx.state.nextNonce(a);
+    if (n !== null) return toQuantity(n);
+  }
+  return new Forward(withLatest(params, 1));
+};
+
+/** A handler forwarding with argument `i` = `pending` replaced by `latest` (node-executed methods). */
+function pendingAsLatest(i: number): Handler {
+  return (_ctx, params) => (params[i] === 'pending' ? new Forward(withLatest(params, i)) : FORWARD_AS_IS);
+}
+
+const eth_subscribe: Handler = (ctx, params, sink: SubscriberSink | null) => {
+  if (sink === null) throw new RpcError(RpcCode.METHOD_NOT_FOUND, 'eth_subscribe needs a WebSocket connection');
+  if (ctx.subscriptions === null) throw new RpcError(RpcCode.METHOD_NOT_FOUND, 'subscriptions not available');
+  return ctx.subscriptions.subscribe(sink, params);
+};
+
+const eth_unsubscribe: Handler = (ctx, params, sink: SubscriberSink | null) => {
+  if (sink === null) throw new RpcError(RpcCode.METHOD_NOT_FOUND, 'eth_unsubscribe needs a WebSocket connection');
+  if (ctx.subscriptions === null) throw new RpcError(RpcCode.METHOD_NOT_FOUND, 'subscriptions not available');
+  arity(params, 1, 1);
+  if (typeof params[0] !== 'string') throw new RpcError(RpcCode.INVALID_PARAMS, 'invalid argument 0: expected a subscription id string');
+  return ctx.subscriptions.unsubscribe(sink, params[0]);
+};
+
+/** The method table, keyed by full wire name. Methods not in it are forwarded to the node unchanged. */
+export const ETH_METHODS: ReadonlyMap<string, Handler> = new Map<string, Handler>([
+  ['eth_blockNumber', eth_blockNumber],
+  ['eth_getBlockByNumber', eth_getBlockByNumber],
+  ['eth_getBlockByHash', eth_getBlockByHash],
+  ['eth_getBlockReceipts', eth_getBlockReceipts],
+  ['eth_getBlockTransactionCountByNumber', eth_getBlockTransactionCountByNumber],
+  ['eth_getBlockTransactionCountByHash', eth_getBlockTransactionCountByHash],
+  ['eth_getTransactionByHash', eth_getTransactionByHash],
+  ['eth_getRawTransactionByHash', eth_getRawTransactionByHash],
+  ['eth_getTransactionReceipt', eth_getTransactionReceipt],
+  ['eth_getTransactionByBlockNumberAndIndex', eth_getTransactionByBlockNumberAndIndex],
+  ['eth_getTransactionByBlockHashAndIndex', eth_getTransactionByBlockHashAndIndex],
+  ['eth_getBalance', eth_getBalance],
+  ['eth_getTransactionCount', eth_getTransactionCount],
+  ['eth_call', pendingAsLatest(1)],
+  ['eth_estimateGas', pendingAsLatest(1)],
+  ['eth_createAccessList', pendingAsLatest(1)],
+  ['eth_getCode', pendingAsLatest(1)],
+  ['eth_getStorageAt', pendingAsLatest(2)],
+  ['eth_getLogs', ethGetLogs],
+  ['eth_sendRawTransactionSync', ethSendRawTransactionSync],
+  ['eth_subscribe', eth_subscribe],
+  ['eth_unsubscribe', eth_unsubscribe],
+]);

@@ -1,0 +1,85 @@
+// eth_sendRawTransactionSync (EIP-7966): watch for the hash first, then forward, and answer with the receipt of the
+// first flashblock (or canonical block) that includes it; error code 4 with the hash on timeout. Never races: the
+// watchers are registered before the node sees the transaction, and state is checked right after registering.
+import { decodeTransaction } from '../../chain/tx.js';
+import type { ServiceContext } from '../../context.js';
+import { RpcCode, RpcError } from '../../errors.js';
+import type { PendingBlock } from '../../state/block.js';
+import { receiptToRpc } from '../../state/view.js';
+import { arity, hexData } from './params.js';
+import type { Handler } from './types.js';
+
+/** EIP-7966: the transaction was submitted but no receipt appeared within the timeout. */
+export const SYNC_TIMEOUT_CODE = 4;
+
+function timeoutParam(v: unknown, max: number): number {
+  let ms: number | null = null;
+  if (typeof v === 'number' && Number.isFinite(v)) ms = v;
+  else if (typeof v === 'string' && /^0x[0-9a-fA-F]{1,12}$/.test(v)) ms = Number.parseInt(v.slice(2), 16);
+  // EIP-7966: an invalid timeout falls back to the node-configured default; ours is also the maximum.
+  return ms === null || ms <= 0 || ms > max ? max : ms;
+}
+
+/** eth_sendRawTransactionSync(raw, timeoutMs?): see the file comment. */
+export const ethSendRawTransactionSync: Handler = (ctx: ServiceContext, params) => {
+  arity(params, 1, 2);
+  const raw = hexData(params, 0);
+  const d = decodeTransaction(raw);
+  if (!d.ok) throw new RpcError(RpcCode.INVALID_PARAMS, `invalid argument 0: transaction does not decode: ${d.reason}`);
+  const hash = d.tx.hash;
+  const timeoutMs = timeoutParam(params[1], ctx.config.sendRawSyncTimeoutMs);
+  return new Promise<unknown>((resolve, reject) => {
+    let done = false;
+    let polling = false;
+    const finish = (err: unknown, value?: unknown): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      offApplied();
+      offCanonical();
+      if (err !== null) reject(err);
+      else resolve(value);
+    };
+    const fromState = (): boolean => {
+      const rec = ctx.state.tx(hash);
+      if (rec === undefined) return false;
+      const r = receiptToRpc(rec);
+      if (r === null) return false;
+      finish(null, r);
+      return true;
+    };
+    const fromNode = (): void => {
+      if (done || polling) return;
+      polling = true;
+      ctx.node.call<unknown>('eth_getTransactionReceipt', [hash]).then(
+        (r) => {
+          polling = false;
+          if (r !== null && r !== undefined) finish(null, r);
+        },
+        () => {
+          polling = false;
+        },
+      );
+    };
+    const offApplied = ctx.events.onApplied((_block: PendingBlock, fb) => {
+      const txs = fb.txs;
+      for (let i = 0; i < txs.length; i++) {
+        if (txs[i]!.hash === hash) {
+          if (!fromState()) fromNode();
+          return;
+        }
+      }
+    });
+    const offCanonical = ctx.events.onCanonical(() => fromNode());
+    const timer = setTimeout(() => {
+      finish(new RpcError(SYNC_TIMEOUT_CODE, `The transaction was added to the transaction pool but wasn't processed in ${timeoutMs} ms.`, hash));
+    }, timeoutMs);
+    if (fromState()) return;
+    ctx.node.call<unknown>('eth_sendRawTransaction', [raw]).then(
+      () => {
+        if (!fromState()) fromNode();
+      },
+      (e: unknown) => finish(e),
+    );
+  });
+};

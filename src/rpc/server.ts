@@ -1,0 +1,252 @@
+// The JSON-RPC transports on the shared uWS app: HTTP POST on any path and WebSocket on `/`, both feeding the one
+// Dispatcher. Owns limits, CORS, Content-Type checks and draining; never interprets JSON-RPC itself.
+// uWS lifetimes: onAborted first, non-final body chunks copied, writes after an await corked, and nothing touches a
+// response after it was aborted or ended. The stream module owns /flashblocks*, /ws*; they are not registered here.
+import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
+import type { Mounted, ServiceContext, SubscriberSink } from '../context.js';
+import { RpcCode } from '../errors.js';
+import { Dispatcher, errorEnvelope, type Reply } from './dispatch.js';
+
+/** Media types accepted as JSON-RPC bodies (geth's list). Anything else, or none, is HTTP 415. */
+const JSON_TYPES: ReadonlySet<string> = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
+
+const JSON_HEADER = 'application/json';
+const BODY_415 = errorEnvelope('null', RpcCode.INVALID_REQUEST, 'invalid content type, only application/json is supported');
+const BODY_405 = errorEnvelope('null', RpcCode.INVALID_REQUEST, 'method not allowed: send JSON-RPC as HTTP POST (or over WebSocket on /)');
+const BODY_503 = errorEnvelope('null', RpcCode.SERVER_ERROR, 'server is shutting down; retry on another instance');
+
+/** True for a Content-Type whose media type (before parameters) is a JSON type. */
+export function isJsonContentType(header: string): boolean {
+  const semi = header.indexOf(';');
+  const mt = (semi === -1 ? header : header.slice(0, semi)).trim().toLowerCase();
+  return JSON_TYPES.has(mt);
+}
+
+/** One HTTP request in flight. */
+class HttpCall {
+  aborted = false;
+  done = false;
+  size = 0;
+  chunks: Buffer[] | null = null;
+  constructor(
+    readonly res: HttpResponse,
+    /** Access-Control-Allow-Origin value to send, or '' for none. */
+    readonly allowOrigin: string,
+  ) {}
+}
+
+interface WsData {
+  sink: WsSink | null;
+}
+
+/** A WebSocket JSON-RPC connection as the dispatcher and subscription hub see it. */
+class WsSink implements SubscriberSink {
+  open = true;
+  constructor(
+    readonly id: number,
+    private readonly ws: WebSocket<WsData>,
+  ) {}
+  send(text: string | Buffer): boolean {
+    if (!this.open) return false;
+    // 2 = dropped (over maxBackpressure); uWS closes the socket itself when closeOnBackpressureLimit is set.
+    return this.ws.send(text, false) !== 2;
+  }
+  close(code: number, reason: string): void {
+    if (!this.open) return;
+    this.open = false;
+    this.ws.end(code, reason);
+  }
+}
+
+/**
+ * Mounts HTTP JSON-RPC (POST on every path; OPTIONS when CORS is configured; 405 for other methods) and WebSocket
+ * JSON-RPC on `/` on `app`. Returns the handle whose `drain` answers 503 to new requests, waits for in-flight ones
+ * up to `graceMs` and closes WebSocket clients with 1001.
+ */
+export function mountRpc(app: TemplatedApp, ctx: ServiceContext): Mounted {
+  const cfg = ctx.config;
+  const dispatcher = new Dispatcher(ctx);
+  const maxBody = cfg.maxBodyBytes;
+  const anyOrigin = cfg.corsOrigins.includes('*');
+  const origins = new Set(cfg.corsOrigins);
+  const corsOn = cfg.corsOrigins.length > 0;
+  let draining = false;
+  let inflight = 0;
+  let onIdle: (() => void) | null = null;
+  const sinks = new Set<WsSink>();
+  let nextSinkId = 1;
+
+  const allowOriginFor = (origin: string): string => (!corsOn || origin === '' ? '' : anyOrigin ? '*' : origins.has(origin) ? origin : '');
+
+  function end(call: HttpCall): void {
+    if (call.done) return;
+    call.done = true;
+    inflight--;
+    if (inflight === 0 && onIdle !== null) onIdle();
+  }
+
+  function write(res: HttpResponse, status: string, body: string | Buffer | null, allowOrigin: string, close: boolean): void {
+    res.writeStatus(status);
+    if (body !== null) res.writeHeader('Content-Type', JSON_HEADER);
+    if (allowOrigin !== '') {
+      res.writeHeader('Access-Control-Allow-Origin', allowOrigin);
+      if (allowOrigin !== '*') res.writeHeader('Vary', 'Origin');
+    }
+    res.end(body ?? undefined, close);
+  }
+
+  function respond(call: HttpCall, body: Reply): void {
+    if (call.aborted || call.done) return;
+    write(call.res, '200 OK', body, call.allowOrigin, false);
+    end(call);
+  }
+
+  function dispatchHttp(call: HttpCall, text: string): void {
+    const r = dispatcher.handle(text, null);
+    if (r instanceof Promise) {
+      void r.then((body) => {
+        if (!call.aborted && !call.done) call.res.cork(() => respond(call, body));
+        else end(call);
+      });
+    } else respond(call, r);
+  }
+
+  app.post('/*', (res: HttpResponse, req: HttpRequest) => {
+    const call = new HttpCall(res, allowOriginFor(corsOn ? req.getHeader('origin') : ''));
+    inflight++;
+    res.onAborted(() => {
+      call.aborted = true;
+      end(call);
+    });
+    if (draining) {
+      write(res, '503 Service Unavailable', BODY_503, call.allowOrigin, true);
+      end(call);
+      return;
+    }
+    if (!isJsonContentType(req.getHeader('content-type'))) {
+      write(res, '415 Unsupported Media Type', BODY_415, call.allowOrigin, true);
+      end(call);
+      return;
+    }
+    const cl = req.getHeader('content-length');
+    if (cl !== '' && Number(cl) > maxBody) {
+      write(res, '413 Payload Too Large', tooLarge(maxBody), call.allowOrigin, true);
+      end(call);
+      return;
+    }
+    res.onData((ab: ArrayBuffer, isLast: boolean) => {
+      if (call.done) return;
+      call.size += ab.byteLength;
+      if (call.size > maxBody) {
+        // Chunked bodies have no Content-Length: stop at the cap and close instead of buffering the rest.
+        call.chunks = null;
+        write(res, '413 Payload Too Large', tooLarge(maxBody), call.allowOrigin, true);
+        end(call);
+        return;
+      }
+      if (!isLast) {
+        // uWS reuses `ab` after this callback returns: keep a copy.
+        (call.chunks ??= []).push(Buffer.from(new Uint8Array(ab)));
+        return;
+      }
+      let text: string;
+      if (call.chunks === null) text = Buffer.from(ab).toString('utf8');
+      else {
+        call.chunks.push(Buffer.from(ab));
+        text = Buffer.concat(call.chunks).toString('utf8');
+        call.chunks = null;
+      }
+      dispatchHttp(call, text);
+    });
+  });
+
+  if (corsOn) {
+    app.options('/*', (res: HttpResponse, req: HttpRequest) => {
+      const allow = allowOriginFor(req.getHeader('origin'));
+      const reqHeaders = req.getHeader('access-control-request-headers');
+      res.writeStatus('204 No Content');
+      if (allow !== '') {
+        res.writeHeader('Access-Control-Allow-Origin', allow);
+        if (allow !== '*') res.writeHeader('Vary', 'Origin');
+        res.writeHeader('Access-Control-Allow-Methods', 'POST, OPTIONS');
+        res.writeHeader('Access-Control-Allow-Headers', reqHeaders !== '' ? reqHeaders : 'content-type');
+        res.writeHeader('Access-Control-Max-Age', '600');
+      }
+      res.endWithoutBody(0);
+    });
+  }
+
+  app.any('/*', (res: HttpResponse) => {
+    res.writeStatus('405 Method Not Allowed');
+    res.writeHeader('Allow', corsOn ? 'POST, OPTIONS' : 'POST');
+    res.writeHeader('Content-Type', JSON_HEADER);
+    res.end(BODY_405);
+  });
+
+  app.ws<WsData>('/', {
+    maxPayloadLength: maxBody,
+    maxBackpressure: cfg.streamMaxBackpressureBytes,
+    closeOnBackpressureLimit: 1, // typed as a number in this build; any truthy value enables it
+    idleTimeout: cfg.streamIdleTimeoutS,
+    sendPingsAutomatically: true,
+    upgrade: (res: HttpResponse, req: HttpRequest, context: us_socket_context_t) => {
+      if (draining) {
+        write(res, '503 Service Unavailable', BODY_503, '', true);
+        return;
+      }
+      res.upgrade<WsData>(
+        { sink: null },
+        req.getHeader('sec-websocket-key'),
+        req.getHeader('sec-websocket-protocol'),
+        req.getHeader('sec-websocket-extensions'),
+        context,
+      );
+    },
+    open: (ws: WebSocket<WsData>) => {
+      const sink = new WsSink(nextSinkId++, ws);
+      ws.getUserData().sink = sink;
+      sinks.add(sink);
+    },
+    message: (ws: WebSocket<WsData>, message: ArrayBuffer) => {
+      const sink = ws.getUserData().sink;
+      if (sink === null) return;
+      const r = dispatcher.handle(Buffer.from(message).toString('utf8'), sink);
+      if (r instanceof Promise) {
+        inflight++;
+        void r.then((out) => {
+          inflight--;
+          if (out !== null && sink.open) ws.cork(() => sink.send(out));
+          if (inflight === 0 && onIdle !== null) onIdle();
+        });
+      } else if (r !== null) sink.send(r);
+    },
+    close: (ws: WebSocket<WsData>) => {
+      const sink = ws.getUserData().sink;
+      if (sink === null) return;
+      sink.open = false;
+      sinks.delete(sink);
+      ctx.subscriptions?.disconnect(sink);
+    },
+  });
+
+  return {
+    drain(graceMs: number): Promise<void> {
+      draining = true;
+      for (const s of [...sinks]) s.close(1001, 'server shutting down');
+      if (inflight === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const timer = setTimeout(done, graceMs);
+        function done(): void {
+          clearTimeout(timer);
+          onIdle = null;
+          resolve();
+        }
+        onIdle = done;
+      });
+    },
+  };
+}
+
+function tooLarge(maxBody: number): string {
+  return errorEnvelope('null', RpcCode.INVALID_REQUEST, `request body exceeds the ${maxBody}-byte limit`);
+}

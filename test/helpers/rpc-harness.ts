@@ -1,0 +1,151 @@
+// Test helper: the RPC server mounted on a real uWS app over a real pending state (fed through the ingest
+// pipeline), plus a real anvil node. Owns process and socket cleanup; knows nothing of what the tests assert.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { loadConfig, type Config } from '../../src/config.js';
+import type { Mounted, ServiceContext } from '../../src/context.js';
+import { silentLogger, type Logger } from '../../src/log.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
+import { loadUws } from '../../src/native.js';
+import { NodeClient } from '../../src/node/client.js';
+import { mountRpc } from '../../src/rpc/server.js';
+import { makePipeline } from './ingest.js';
+
+export interface RpcHarness {
+  url: string;
+  wsUrl: string;
+  port: number;
+  ctx: ServiceContext;
+  pipeline: ReturnType<typeof makePipeline>['pipeline'];
+  state: ReturnType<typeof makePipeline>['state'];
+  mounted: Mounted;
+  /** Whether `pending` is served from state (stands in for freshness). */
+  setUsable(on: boolean): void;
+  /** JSON-RPC call over HTTP; returns the parsed envelope. */
+  call(method: string, params?: unknown[]): Promise<{ result?: unknown; error?: { code: number; message: string; data?: unknown } }>;
+  /** POSTs a raw body; returns status and text. */
+  post(body: string, headers?: Record<string, string>): Promise<{ status: number; text: string }>;
+  close(): Promise<void>;
+}
+
+/** Starts the RPC server on 127.0.0.1 (any free port) with the node at `nodeUrl` (default: a closed port). */
+export async function startRpc(opts: { nodeUrl?: string; config?: Partial<Config>; log?: Logger } = {}): Promise<RpcHarness> {
+  const config = Object.freeze({ ...loadConfig([], {}), port: 0, nodeTimeoutMs: 2000, ...opts.config }) as Readonly<Config>;
+  const { state, pipeline } = makePipeline();
+  const metrics = createMetrics({ version: 'test', commit: 'test' });
+  const node = new NodeClient({ url: opts.nodeUrl ?? 'http://127.0.0.1:9', timeoutMs: config.nodeTimeoutMs, maxSockets: 16 });
+  let usable = true;
+  const ctx: ServiceContext = {
+    config,
+    log: opts.log ?? silentLogger,
+    metrics,
+    state,
+    events: pipeline.events,
+    node,
+    pendingUsable: () => usable && config.flashblocksEnabled && state.pendingBlock() !== null,
+    subscriptions: null,
+  };
+  const uws = loadUws();
+  const app = uws.App();
+  const mounted = mountRpc(app, ctx);
+  const listen = await new Promise<import('uWebSockets.js').us_listen_socket>((resolve, reject) => {
+    app.listen('127.0.0.1', 0, (s) => (s === false ? reject(new Error('listen failed')) : resolve(s)));
+  });
+  const port = uws.us_socket_local_port(listen);
+  const url = `http://127.0.0.1:${port}/`;
+  let nextId = 1;
+  return {
+    url,
+    wsUrl: `ws://127.0.0.1:${port}/`,
+    port,
+    ctx,
+    pipeline,
+    state,
+    mounted,
+    setUsable(on) {
+      usable = on;
+    },
+    async call(method, params = []) {
+      const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: nextId++, method, params }) });
+      return (await r.json()) as { result?: unknown; error?: { code: number; message: string; data?: unknown } };
+    },
+    async post(body, headers = { 'content-type': 'application/json' }) {
+      const r = await fetch(url, { method: 'POST', headers, body });
+      return { status: r.status, text: await r.text() };
+    },
+    async close() {
+      await mounted.drain(100);
+      uws.us_listen_socket_close(listen);
+      node.close();
+    },
+  };
+}
+
+/** A free TCP port on 127.0.0.1. */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const a = s.address();
+      const p = typeof a === 'object' && a !== null ? a.port : 0;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+export interface Anvil {
+  url: string;
+  port: number;
+  proc: ChildProcess;
+  /** JSON-RPC call straight to anvil; throws on an error reply. */
+  rpc<T = unknown>(method: string, params?: unknown[]): Promise<T>;
+  stop(): Promise<void>;
+}
+
+const ANVIL_BIN = fileURLToPath(new URL('../../node_modules/.bin/anvil', import.meta.url));
+
+/** Starts `anvil --optimism` on a free port; resolves once it listens. `args` are appended. */
+export async function startAnvil(args: string[] = []): Promise<Anvil> {
+  const port = await freePort();
+  const proc = spawn(ANVIL_BIN, ['--optimism', '--port', String(port), '--host', '127.0.0.1', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  await new Promise<void>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('anvil did not start within 15 s: ' + out.slice(-500))), 15000);
+    proc.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      if (out.includes('Listening on')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`anvil exited with ${code}: ${out.slice(-500)}`));
+    });
+  });
+  proc.stdout!.resume();
+  const url = `http://127.0.0.1:${port}/`;
+  let id = 1;
+  return {
+    url,
+    port,
+    proc,
+    async rpc<T>(method: string, params: unknown[] = []): Promise<T> {
+      const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: id++, method, params }) });
+      const j = (await r.json()) as { result?: T; error?: { message: string } };
+      if (j.error !== undefined) throw new Error(`anvil ${method}: ${j.error.message}`);
+      return j.result as T;
+    },
+    async stop() {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+      proc.kill('SIGTERM');
+      const t = setTimeout(() => proc.kill('SIGKILL'), 2000);
+      await exited;
+      clearTimeout(t);
+    },
+  };
+}
