@@ -1,0 +1,544 @@
+// The devnet's flashblocks sequencer: builds each block on anvil by snapshot → mine → read → revert every
+// flashblock, seals it for real at the block boundary, and serves the flashblocks over WebSocket. Devnet only:
+// must never be imported by src/ except through main.ts's dynamic import.
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { brotliCompressSync, constants as zlibConstants } from 'node:zlib';
+import { mnemonicToAccount } from 'viem/accounts';
+import { toHex } from 'viem';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { DEV_MNEMONIC, rpcBatch, rpcCall, startAnvil, type Anvil, type AnvilOptions } from './anvil.js';
+
+/*
+ * How a flashblock is made true to anvil's execution (anvil 1.7 behaviour, verified by test/devnet):
+ * - anvil runs with mining off and FIFO pool order; users' transactions wait in its pool.
+ * - flashblock k: evm_snapshot, evm_mine(timestamp of the block) mines every pooled tx (the earlier flashblocks'
+ *   txs first, since they were re-submitted first), read block + receipts + balances, evm_revert. The revert does
+ *   NOT give mined txs back to the pool (pooled-but-unmined ones stay), so the block's raw txs are re-submitted
+ *   right after the revert, in block order.
+ * - evm_revert does not restore anvil's base-fee tracker, so every mine of a block is given the block's base fee
+ *   (read once, at block start, from eth_feeHistory) via anvil_setNextBlockBaseFeePerGas.
+ * - the canonical seal is one more evm_mine with the same timestamp: its hash equals the last flashblock's.
+ * - submissions reach anvil through `nodeRpcUrl`, a pass-through proxy that holds eth_sendRawTransaction while a
+ *   flashblock is being built, so a tx can never slip in between the revert and the re-submission (which would
+ *   reorder the block). Sending straight to `anvilUrl` works too but may, rarely, reorder a block (counted).
+ */
+
+/** Receipt encoding inside metadata.receipts. */
+export type ReceiptShape = 'external' | 'internal';
+
+export interface DevnetOptions {
+  /** Canonical block time; the seal happens every blockTimeMs. */
+  blockTimeMs?: number;
+  /** Flashblock interval; blockTimeMs / flashblockMs flashblocks per block (index 0 included). */
+  flashblockMs?: number;
+  /** Default receipt shape of the stream (a subscriber may override with ?receipts=internal|external). */
+  receipts?: ReceiptShape;
+  /** Default to brotli-compressed binary frames (override with ?brotli=1|0). */
+  brotli?: boolean;
+  /** Default to post-Azul metadata: block_number and an empty access_list only (override with ?azul=1|0). */
+  azul?: boolean;
+  /** Options for the anvil child. */
+  anvil?: AnvilOptions;
+  /** Log sink; defaults to silence. */
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+/** A funded dev account of anvil's default mnemonic. */
+export interface DevAccount {
+  address: `0x${string}`;
+  privateKey: `0x${string}`;
+}
+
+export interface DevnetStats {
+  blocks: number;
+  flashblocks: number;
+  transactions: number;
+  /** Emitted transactions by EIP-2718 type (0 legacy, 1, 2, 4, 0x7e). */
+  txTypes: Record<string, number>;
+  /** Sealed blocks whose canonical hash equals the last flashblock's block_hash / differs from it. */
+  hashMatches: number;
+  hashMismatches: number;
+  /** A re-mined block that did not start with the already-emitted txs (see the note above). */
+  prefixViolations: number;
+  resendErrors: number;
+  cycleErrors: number;
+  /** Build cycle (snapshot → revert → re-submit) duration in ms. */
+  cycleMsMax: number;
+  cycleMsAvg: number;
+  subscribers: number;
+  lastBlockNumber: number;
+}
+
+/** A flashblock in the sequencer's own terms, before encoding for a subscriber. */
+export interface BuiltFlashblock {
+  payloadId: string;
+  index: number;
+  blockNumber: number;
+  base: Record<string, string> | null;
+  diff: {
+    state_root: string;
+    receipts_root: string;
+    logs_bloom: string;
+    gas_used: string;
+    block_hash: string;
+    transactions: string[];
+    withdrawals: [];
+    withdrawals_root: string;
+  };
+  /** Receipts of the new txs in tx order: hash, EIP-2718 type, and the fields the wire carries. */
+  receipts: { hash: string; type: number; status: string; cumulativeGasUsed: string; logs: WireLog[]; depositNonce?: string; depositReceiptVersion?: string }[];
+  /** Cumulative balances of the block's touched accounts. */
+  balances: Record<string, string>;
+}
+
+interface WireLog {
+  address: string;
+  topics: string[];
+  data: string;
+}
+
+/** A running devnet. */
+export interface Devnet {
+  /** JSON-RPC URL to give the daemon as its node (and to send transactions to): anvil behind the ingress. */
+  readonly nodeRpcUrl: string;
+  /** anvil itself (HTTP and WebSocket on one port). */
+  readonly anvilUrl: string;
+  readonly anvilWsUrl: string;
+  /** ws:// URL of the flashblocks stream (paths / and /flashblocks). */
+  readonly flashblocksUrl: string;
+  readonly chainId: number;
+  readonly accounts: DevAccount[];
+  /** Calls fn with every flashblock as built (before encoding); returns the unsubscribe function. */
+  onFlashblock(fn: (fb: BuiltFlashblock) => void): () => void;
+  stats(): DevnetStats;
+  /** Stops the build loop, closes the stream and the ingress, kills anvil. Idempotent. */
+  stop(): Promise<void>;
+}
+
+const RECEIPT_TAGS: Record<number, string> = { 0: 'Legacy', 1: 'Eip2930', 2: 'Eip1559', 4: 'Eip7702', 0x7e: 'Deposit' };
+/** OP fee vaults whose balances change with every tx (sequencer, base fee, L1 fee, operator fee). */
+const FEE_VAULTS = [
+  '0x4200000000000000000000000000000000000011',
+  '0x4200000000000000000000000000000000000019',
+  '0x420000000000000000000000000000000000001a',
+  '0x420000000000000000000000000000000000001b',
+];
+const ZERO_HASH = `0x${'00'.repeat(32)}`;
+
+/** Serialises async critical sections (the build cycle and submissions). */
+class Lock {
+  private tail: Promise<void> = Promise.resolve();
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const r = this.tail.then(fn);
+    this.tail = r.then(
+      () => undefined,
+      () => undefined,
+    );
+    return r;
+  }
+}
+
+/** Derives anvil's funded dev accounts from its default mnemonic. */
+export function devAccounts(count = 10): DevAccount[] {
+  const out: DevAccount[] = [];
+  for (let i = 0; i < count; i++) {
+    const a = mnemonicToAccount(DEV_MNEMONIC, { addressIndex: i });
+    out.push({ address: a.address, privateKey: toHex(a.getHdKey().privateKey!) });
+  }
+  return out;
+}
+
+/** Stream variant a subscriber asked for. */
+interface Variant {
+  receipts: ReceiptShape;
+  brotli: boolean;
+  azul: boolean;
+}
+
+/** Encodes a built flashblock as the wire JSON of one variant (key order as op-rbuilder writes it). */
+export function encodeFlashblock(fb: BuiltFlashblock, v: { receipts: ReceiptShape; azul: boolean }): string {
+  let metadata: Record<string, unknown>;
+  if (v.azul) {
+    metadata = { block_number: fb.blockNumber, access_list: [] };
+  } else {
+    const receipts: Record<string, unknown> = {};
+    for (const r of fb.receipts) {
+      const body: Record<string, unknown> = { status: r.status, cumulativeGasUsed: r.cumulativeGasUsed, logs: r.logs };
+      if (r.depositNonce !== undefined) body.depositNonce = r.depositNonce;
+      if (r.depositReceiptVersion !== undefined) body.depositReceiptVersion = r.depositReceiptVersion;
+      receipts[r.hash] =
+        v.receipts === 'internal' ? { type: toHex(r.type), ...body } : { [RECEIPT_TAGS[r.type] ?? 'Legacy']: body };
+    }
+    metadata = { block_number: fb.blockNumber, new_account_balances: fb.balances, receipts };
+  }
+  const msg: Record<string, unknown> = { payload_id: fb.payloadId, index: fb.index };
+  if (fb.base) msg.base = fb.base;
+  msg.diff = fb.diff;
+  msg.metadata = metadata;
+  return JSON.stringify(msg);
+}
+
+function parseVariant(url: string | undefined, defaults: Variant): Variant {
+  const q = new URL(url ?? '/', 'http://x').searchParams;
+  const flag = (name: string, d: boolean): boolean => {
+    const s = q.get(name);
+    return s === null ? d : s === '1' || s === 'true';
+  };
+  const r = q.get('receipts');
+  return {
+    receipts: r === 'internal' || r === 'external' ? r : defaults.receipts,
+    brotli: flag('brotli', defaults.brotli),
+    azul: flag('azul', defaults.azul),
+  };
+}
+
+/** What the current block's builder carries between flashblocks. */
+interface BlockInBuild {
+  number: number;
+  timestamp: number;
+  baseFee: bigint;
+  payloadId: string;
+  nextIndex: number;
+  hashes: string[];
+  raws: string[];
+  touched: Set<string>;
+  last: BuiltFlashblock | null;
+}
+
+/**
+ * Starts anvil, the flashblocks sequencer, the stream server and the submission ingress.
+ * Resolves once index 0 of the first block has been built.
+ */
+export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
+  const blockTimeMs = opts.blockTimeMs ?? 2000;
+  const flashblockMs = opts.flashblockMs ?? 200;
+  if (flashblockMs <= 0 || blockTimeMs < flashblockMs) throw new Error('need 0 < flashblockMs <= blockTimeMs');
+  const perBlock = Math.max(1, Math.round(blockTimeMs / flashblockMs));
+  const log = opts.log ?? (() => undefined);
+  const defaults: Variant = { receipts: opts.receipts ?? 'external', brotli: opts.brotli ?? false, azul: opts.azul ?? false };
+
+  const anvil: Anvil = await startAnvil(opts.anvil);
+  const url = anvil.url;
+  const lock = new Lock();
+  const listeners = new Set<(fb: BuiltFlashblock) => void>();
+  const st: DevnetStats = {
+    blocks: 0, flashblocks: 0, transactions: 0, txTypes: {}, hashMatches: 0, hashMismatches: 0, prefixViolations: 0,
+    resendErrors: 0, cycleErrors: 0, cycleMsMax: 0, cycleMsAvg: 0, subscribers: 0, lastBlockNumber: 0,
+  };
+  let cycles = 0;
+  let cycleMsTotal = 0;
+
+  // --- stream server -------------------------------------------------------------------------------------------
+  const variants = new WeakMap<WebSocket, Variant>();
+  const wss = new WebSocketServer({
+    host: '127.0.0.1',
+    port: 0,
+    perMessageDeflate: false,
+    verifyClient: (info: { req: { url?: string } }) => {
+      const path = new URL(info.req.url ?? '/', 'http://x').pathname;
+      return path === '/' || path === '/flashblocks';
+    },
+  });
+  await new Promise<void>((resolve, reject) => {
+    wss.once('listening', resolve);
+    wss.once('error', reject);
+  });
+  wss.on('connection', (ws, req) => {
+    variants.set(ws, parseVariant(req.url, defaults));
+    ws.on('error', () => undefined);
+  });
+
+  function publish(fb: BuiltFlashblock): void {
+    st.flashblocks++;
+    const frames = new Map<string, string | Buffer>();
+    for (const ws of wss.clients) {
+      if (ws.readyState !== ws.OPEN) continue;
+      const v = variants.get(ws) ?? defaults;
+      const key = `${v.receipts}|${v.azul}|${v.brotli}`;
+      let frame = frames.get(key);
+      if (frame === undefined) {
+        const json = encodeFlashblock(fb, v);
+        frame = v.brotli
+          ? brotliCompressSync(Buffer.from(json), { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 5 } })
+          : json;
+        frames.set(key, frame);
+      }
+      ws.send(frame, { binary: typeof frame !== 'string' });
+    }
+    for (const fn of listeners) fn(fb);
+  }
+
+  // --- submission ingress: anvil behind a lock-aware pass-through ------------------------------------------------
+  const ingress: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const forward = async (): Promise<[number, Buffer]> => {
+        const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        return [r.status, Buffer.from(await r.arrayBuffer())];
+      };
+      // Sync submissions wait for mining: holding the lock for them would deadlock the builder.
+      const submits = body.includes('eth_sendRawTransaction') && !body.includes('eth_sendRawTransactionSync');
+      (submits ? lock.run(forward) : forward()).then(
+        ([status, out]) => {
+          res.writeHead(status, { 'content-type': 'application/json', 'content-length': out.length });
+          res.end(out);
+        },
+        (e: unknown) => {
+          res.writeHead(502, { 'content-type': 'text/plain' });
+          res.end(`anvil unreachable: ${String(e)}`);
+        },
+      );
+    });
+  });
+  await new Promise<void>((resolve) => ingress.listen(0, '127.0.0.1', resolve));
+  const nodeRpcUrl = `http://127.0.0.1:${(ingress.address() as AddressInfo).port}`;
+
+  // --- builder -------------------------------------------------------------------------------------------------
+  const genesis = await rpcCall(url, 'eth_getBlockByNumber', ['latest', false]);
+  let parent = { number: Number(genesis.number), timestamp: Number(genesis.timestamp) };
+  let cur: BlockInBuild | null = null;
+
+  async function openBlock(): Promise<BlockInBuild> {
+    const fh = await rpcCall<{ baseFeePerGas: string[] }>(url, 'eth_feeHistory', ['0x1', 'latest', []]);
+    const baseFee = BigInt(fh.baseFeePerGas[fh.baseFeePerGas.length - 1] ?? '0x0');
+    return {
+      number: parent.number + 1,
+      timestamp: Math.max(parent.timestamp + 1, Math.floor(Date.now() / 1000)),
+      baseFee,
+      payloadId: `0x${randomBytes(8).toString('hex')}`,
+      nextIndex: 0,
+      hashes: [],
+      raws: [],
+      touched: new Set(FEE_VAULTS),
+      last: null,
+    };
+  }
+
+  async function mine(b: BlockInBuild): Promise<any> {
+    await rpcCall(url, 'anvil_setNextBlockBaseFeePerGas', [toHex(b.baseFee)]);
+    await rpcCall(url, 'evm_mine', [b.timestamp]);
+    const block = await rpcCall(url, 'eth_getBlockByNumber', [toHex(b.number), true]);
+    if (!block || Number(block.number) !== b.number) throw new Error(`mined block is not ${b.number}`);
+    return block;
+  }
+
+  /** Simulates the block with everything pooled and emits the next flashblock (under the lock). */
+  async function buildFlashblock(b: BlockInBuild): Promise<void> {
+    const t0 = performance.now();
+    const snap = await rpcCall<string>(url, 'evm_snapshot');
+    let block: any;
+    let receipts: any[];
+    let newRaws: string[] = [];
+    let balances: Record<string, string>;
+    let newTxs: any[];
+    try {
+      block = await mine(b);
+      const txs: any[] = block.transactions;
+      for (let i = 0; i < b.hashes.length; i++) {
+        if (txs[i]?.hash !== b.hashes[i]) {
+          st.prefixViolations++;
+          log('devnet: re-mined block does not start with the emitted txs', { block: b.number, at: i });
+          break;
+        }
+      }
+      const known = new Set(b.hashes);
+      newTxs = txs.filter((t) => !known.has(t.hash));
+      for (const t of newTxs) {
+        b.touched.add(String(t.from).toLowerCase());
+        if (t.to) b.touched.add(String(t.to).toLowerCase());
+      }
+      b.touched.add(String(block.miner).toLowerCase());
+      receipts = await rpcCall<any[]>(url, 'eth_getBlockReceipts', [toHex(b.number)]);
+      for (const r of receipts) if (r.contractAddress) b.touched.add(String(r.contractAddress).toLowerCase());
+      const addrs = [...b.touched];
+      const res = await rpcBatch(url, [
+        ...newTxs.map((t): [string, unknown[]] => ['eth_getRawTransactionByHash', [t.hash]]),
+        ...addrs.map((a): [string, unknown[]] => ['eth_getBalance', [a, toHex(b.number)]]),
+      ]);
+      newRaws = res.slice(0, newTxs.length).map((r, i) => {
+        if (!r.ok || typeof r.value !== 'string') throw new Error(`no raw bytes for ${newTxs[i].hash}`);
+        return r.value;
+      });
+      balances = {};
+      addrs.forEach((a, i) => {
+        const r = res[newTxs.length + i];
+        if (r?.ok) balances[a] = r.value as string;
+      });
+    } finally {
+      await rpcCall(url, 'evm_revert', [snap]);
+      // The mined txs left the pool with the revert: put the block's txs back, earlier ones first.
+      const back = [...b.raws, ...newRaws];
+      const res = await rpcBatch(url, back.map((raw): [string, unknown[]] => ['eth_sendRawTransaction', [raw]]));
+      for (const r of res) {
+        if (!r.ok) {
+          st.resendErrors++;
+          log('devnet: re-submission after revert failed', { error: r.error.message });
+        }
+      }
+    }
+    const byHash = new Map(receipts.map((r) => [String(r.transactionHash), r]));
+    const fb: BuiltFlashblock = {
+      payloadId: b.payloadId,
+      index: b.nextIndex,
+      blockNumber: b.number,
+      base:
+        b.nextIndex === 0
+          ? {
+              parent_beacon_block_root: block.parentBeaconBlockRoot ?? ZERO_HASH,
+              parent_hash: block.parentHash,
+              fee_recipient: block.miner,
+              prev_randao: block.mixHash ?? ZERO_HASH,
+              block_number: toHex(b.number),
+              gas_limit: block.gasLimit,
+              timestamp: block.timestamp,
+              extra_data: block.extraData,
+              base_fee_per_gas: block.baseFeePerGas,
+            }
+          : null,
+      diff: {
+        state_root: block.stateRoot,
+        receipts_root: block.receiptsRoot,
+        logs_bloom: block.logsBloom,
+        gas_used: block.gasUsed,
+        block_hash: block.hash,
+        transactions: newRaws,
+        withdrawals: [],
+        withdrawals_root: block.withdrawalsRoot ?? ZERO_HASH,
+      },
+      receipts: newTxs.map((t) => {
+        const r = byHash.get(String(t.hash));
+        if (!r) throw new Error(`no receipt for ${t.hash}`);
+        const out: BuiltFlashblock['receipts'][number] = {
+          hash: String(t.hash),
+          type: Number(r.type ?? t.type ?? 0),
+          status: r.status,
+          cumulativeGasUsed: r.cumulativeGasUsed,
+          logs: (r.logs as WireLog[]).map((l) => ({ address: l.address, topics: l.topics, data: l.data })),
+        };
+        if (r.depositNonce !== undefined) out.depositNonce = r.depositNonce;
+        if (r.depositReceiptVersion !== undefined) out.depositReceiptVersion = r.depositReceiptVersion;
+        return out;
+      }),
+      balances,
+    };
+    b.nextIndex++;
+    b.hashes.push(...newTxs.map((t) => String(t.hash)));
+    b.raws.push(...newRaws);
+    b.last = fb;
+    st.transactions += newTxs.length;
+    for (const r of fb.receipts) st.txTypes[r.type] = (st.txTypes[r.type] ?? 0) + 1;
+    const ms = performance.now() - t0;
+    cycles++;
+    cycleMsTotal += ms;
+    st.cycleMsAvg = cycleMsTotal / cycles;
+    if (ms > st.cycleMsMax) st.cycleMsMax = ms;
+    publish(fb);
+  }
+
+  /** Emits the next flashblock: rebuilt when the pool holds txs not yet emitted, else the same state, no txs. */
+  async function tick(b: BlockInBuild, force: boolean): Promise<boolean> {
+    const pool = await rpcCall<{ pending: string }>(url, 'txpool_status');
+    if (force || !b.last || Number(pool.pending) !== b.raws.length) {
+      await buildFlashblock(b);
+      return true;
+    }
+    return false;
+  }
+
+  function emitUnchanged(b: BlockInBuild): void {
+    const last = b.last!;
+    const fb: BuiltFlashblock = { ...last, index: b.nextIndex++, base: null, receipts: [], diff: { ...last.diff, transactions: [] } };
+    b.last = fb;
+    publish(fb);
+  }
+
+  /** Seals the block on anvil: one last flashblock if txs arrived since the previous one, then the real mine. */
+  async function seal(b: BlockInBuild): Promise<void> {
+    const pool = await rpcCall<{ pending: string }>(url, 'txpool_status');
+    if (Number(pool.pending) !== b.raws.length) await buildFlashblock(b);
+    const block = await mine(b);
+    st.blocks++;
+    st.lastBlockNumber = b.number;
+    if (block.hash === b.last?.diff.block_hash) st.hashMatches++;
+    else {
+      st.hashMismatches++;
+      log('devnet: canonical block differs from the last flashblock', {
+        block: b.number, canonical: block.hash, flashblock: b.last?.diff.block_hash, txs: block.transactions.length, emitted: b.hashes.length,
+      });
+    }
+    parent = { number: b.number, timestamp: b.timestamp };
+  }
+
+  let stopped = false;
+  const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+
+  async function step(fn: () => Promise<void>): Promise<void> {
+    try {
+      await lock.run(fn);
+    } catch (e) {
+      if (stopped) return;
+      st.cycleErrors++;
+      log('devnet: build cycle failed', { error: e instanceof Error ? e.message : String(e) });
+    }
+  }
+
+  // Index 0 of the first block before returning, so callers see a stream that is already flowing.
+  await lock.run(async () => {
+    cur = await openBlock();
+    await tick(cur, true);
+  });
+  const loop = (async () => {
+    let blockStart = performance.now();
+    while (!stopped) {
+      for (let k = 1; k < perBlock && !stopped; k++) {
+        await sleep(blockStart + k * flashblockMs - performance.now());
+        if (stopped) break;
+        await step(async () => {
+          if (!(await tick(cur!, false))) emitUnchanged(cur!);
+        });
+      }
+      await sleep(blockStart + blockTimeMs - performance.now());
+      if (stopped) break;
+      // Block boundaries stay on the blockTimeMs grid unless a cycle overran by more than a flashblock.
+      blockStart += blockTimeMs;
+      if (performance.now() - blockStart > flashblockMs) blockStart = performance.now();
+      await step(async () => {
+        await seal(cur!);
+        cur = await openBlock();
+        await tick(cur, true);
+      });
+    }
+  })();
+
+  let stopping: Promise<void> | null = null;
+  return {
+    nodeRpcUrl,
+    anvilUrl: anvil.url,
+    anvilWsUrl: anvil.wsUrl,
+    flashblocksUrl: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}/flashblocks`,
+    chainId: anvil.chainId,
+    accounts: devAccounts(opts.anvil?.accounts ?? 10),
+    onFlashblock(fn) {
+      listeners.add(fn);
+      return () => listeners.delete(fn);
+    },
+    stats: () => ({ ...st, txTypes: { ...st.txTypes }, subscribers: wss.clients.size }),
+    stop() {
+      stopping ??= (async () => {
+        stopped = true;
+        await loop.catch(() => undefined);
+        for (const ws of wss.clients) ws.terminate();
+        await new Promise<void>((r) => wss.close(() => r()));
+        ingress.closeAllConnections();
+        await new Promise<void>((r) => ingress.close(() => r()));
+        await anvil.stop();
+      })();
+      return stopping;
+    },
+  };
+}

@@ -1,0 +1,140 @@
+// Devnet sequencer against real anvil: flashblocks must be what anvil then seals (txs, receipts, balances, hash),
+// and the stream variants (internal receipts, brotli, post-Azul) must change only what they promise to.
+import t from 'tap';
+import { brotliDecompressSync } from 'node:zlib';
+import WebSocket from 'ws';
+import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
+import { startDevnet } from '../../scripts/devnet/sequencer.js';
+import { startTraffic } from '../../scripts/devnet/traffic.js';
+
+type Frame = { text: string; binary: boolean };
+
+function collect(url: string): { frames: Frame[]; ws: WebSocket; open: Promise<void> } {
+  const frames: Frame[] = [];
+  const ws = new WebSocket(url);
+  ws.on('message', (data: Buffer, isBinary: boolean) => {
+    frames.push({ text: isBinary ? brotliDecompressSync(data).toString() : data.toString(), binary: isBinary });
+  });
+  return { frames, ws, open: new Promise((r) => ws.once('open', () => r())) };
+}
+
+/** Groups messages by block number, keeping only blocks seen from index 0 up to the next block's index 0. */
+function completeBlocks(msgs: any[]): Map<number, any[]> {
+  const out = new Map<number, any[]>();
+  for (const m of msgs) {
+    const n = m.metadata.block_number as number;
+    if (!out.has(n)) {
+      if (m.index !== 0) continue;
+      out.set(n, []);
+    }
+    out.get(n)!.push(m);
+  }
+  const last = Math.max(...out.keys());
+  out.delete(last);
+  return out;
+}
+
+t.test('flashblocks equal the canonical blocks anvil seals', async (t) => {
+  const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200 });
+  t.teardown(() => devnet.stop());
+  const base = devnet.flashblocksUrl;
+  const plain = collect(base);
+  const internal = collect(`${base}?receipts=internal`);
+  const brotli = collect(`${base}?brotli=1`);
+  const azul = collect(`${base}?azul=1`);
+  const clients = [plain, internal, brotli, azul];
+  t.teardown(() => clients.forEach((c) => c.ws.terminate()));
+  await Promise.all(clients.map((c) => c.open));
+
+  const traffic = await startTraffic({ rpcUrl: devnet.nodeRpcUrl, chainId: devnet.chainId, accounts: devnet.accounts.slice(0, 5), txPerSec: 60 });
+  t.teardown(() => traffic.stop());
+  // Three full blocks after the first index 0 we saw: enough for traffic of every kind to land.
+  const deadline = Date.now() + 15_000;
+  while (completeBlocks(plain.frames.map((f) => JSON.parse(f.text))).size < 3 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  await traffic.stop();
+  const blocks = completeBlocks(plain.frames.map((f) => JSON.parse(f.text)));
+  t.ok(blocks.size >= 3, `saw ${blocks.size} complete blocks`);
+
+  let txTotal = 0;
+  const types = new Set<string>();
+  for (const [n, fbs] of blocks) {
+    const ids = new Set(fbs.map((f) => f.payload_id));
+    t.equal(ids.size, 1, `block ${n}: one payload_id`);
+    t.match([...ids][0], /^0x[0-9a-f]{16}$/, 'payload_id is 8-byte hex');
+    t.same(fbs.map((f) => f.index), fbs.map((_, i) => i), `block ${n}: indexes contiguous from 0`);
+    t.ok(fbs[0].base, 'index 0 has base');
+    t.notOk(fbs.slice(1).some((f) => 'base' in f), 'later indexes have no base');
+
+    const canon = await rpcCall(devnet.anvilUrl, 'eth_getBlockByNumber', [`0x${n.toString(16)}`, false]);
+    const raws = await rpcBatch<string>(devnet.anvilUrl, canon.transactions.map((h: string) => ['eth_getRawTransactionByHash', [h]]));
+    const txs = fbs.flatMap((f) => f.diff.transactions);
+    t.same(txs, raws.map((r) => (r.ok ? r.value : null)), `block ${n}: concatenated txs equal the canonical block's`);
+    txTotal += txs.length;
+
+    const last = fbs[fbs.length - 1];
+    t.equal(last.diff.block_hash, canon.hash, `block ${n}: last flashblock hash is the canonical hash`);
+    t.same(
+      [last.diff.state_root, last.diff.receipts_root, last.diff.logs_bloom, last.diff.gas_used, last.diff.withdrawals_root],
+      [canon.stateRoot, canon.receiptsRoot, canon.logsBloom, canon.gasUsed, canon.withdrawalsRoot],
+      'cumulative header fields',
+    );
+    const b = fbs[0].base;
+    t.same(
+      [b.parent_hash, b.fee_recipient, b.prev_randao, b.gas_limit, b.timestamp, b.extra_data, b.base_fee_per_gas, b.block_number],
+      [canon.parentHash, canon.miner, canon.mixHash, canon.gasLimit, canon.timestamp, canon.extraData, canon.baseFeePerGas, canon.number],
+      'base fields',
+    );
+
+    const receipts = await rpcCall<any[]>(devnet.anvilUrl, 'eth_getBlockReceipts', [canon.number]);
+    const wire: Record<string, any> = Object.assign({}, ...fbs.map((f) => f.metadata.receipts));
+    t.equal(Object.keys(wire).length, receipts.length, 'one receipt per tx');
+    for (const r of receipts) {
+      const tagged = wire[r.transactionHash];
+      const [tag, body] = Object.entries<any>(tagged ?? {})[0] ?? [];
+      types.add(String(tag));
+      t.same(
+        { status: body?.status, cumulativeGasUsed: body?.cumulativeGasUsed, logs: body?.logs },
+        { status: r.status, cumulativeGasUsed: r.cumulativeGasUsed, logs: r.logs.map((l: any) => ({ address: l.address, topics: l.topics, data: l.data })) },
+        `receipt of ${r.transactionHash}`,
+        { diagnostic: false },
+      );
+    }
+    const balances = last.metadata.new_account_balances as Record<string, string>;
+    const addrs = Object.keys(balances);
+    const got = await rpcBatch<string>(devnet.anvilUrl, addrs.map((a) => ['eth_getBalance', [a, canon.number]]));
+    t.same(addrs.map((a) => balances[a]), got.map((g) => (g.ok ? g.value : null)), `block ${n}: balances`);
+  }
+  t.ok(txTotal > 20, `${txTotal} txs flashblocked`);
+  t.same([...types].sort(), ['Eip1559', 'Eip2930', 'Eip7702', 'Legacy'], 'every receipt variant appears');
+  t.equal(devnet.stats().hashMismatches, 0, 'no sealed block differed from its last flashblock');
+
+  // Variants: same flashblocks, different encodings.
+  const key = (m: any): string => `${m.metadata.block_number}/${m.index}`;
+  const plainByKey = new Map(plain.frames.map((f) => [key(JSON.parse(f.text)), f.text]));
+  t.ok(plain.frames.every((f) => !f.binary), 'default frames are text');
+  t.ok(brotli.frames.length > 0 && brotli.frames.every((f) => f.binary), 'brotli frames are binary');
+  for (const f of brotli.frames) {
+    const p = plainByKey.get(key(JSON.parse(f.text)));
+    if (p !== undefined) t.equal(f.text, p, 'brotli frame decompresses to the text frame', { diagnostic: false });
+  }
+  for (const f of internal.frames) {
+    const m = JSON.parse(f.text);
+    const p = plainByKey.get(key(m));
+    if (p === undefined) continue;
+    const pm = JSON.parse(p);
+    t.same(m.diff, pm.diff, 'internal: same diff', { diagnostic: false });
+    for (const [h, r] of Object.entries<any>(m.metadata.receipts)) {
+      const [tag, body] = Object.entries<any>(pm.metadata.receipts[h])[0]!;
+      const type = { Legacy: '0x0', Eip2930: '0x1', Eip1559: '0x2', Eip7702: '0x4' }[tag];
+      t.same(r, { type, ...body }, 'internal receipt = type + external body', { diagnostic: false });
+    }
+  }
+  for (const f of azul.frames) {
+    const m = JSON.parse(f.text);
+    t.same(Object.keys(m.metadata), ['block_number', 'access_list'], 'azul: metadata has no receipts/balances', { diagnostic: false });
+    const p = plainByKey.get(key(m));
+    if (p !== undefined) t.same(m.diff, JSON.parse(p).diff, 'azul: same diff', { diagnostic: false });
+  }
+});
