@@ -1,0 +1,258 @@
+// The raw flashblocks stream: /flashblocks and /ws (optionally /<api-key>) rebroadcast every applied upstream frame
+// byte for byte with one uWS publish, plus replay/resume, limits and slow-consumer closes. Never re-encodes a frame
+// except for the opt-in brotli copy, which is made once per frame.
+import { brotliCompressSync, constants as zlibConstants } from 'node:zlib';
+import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
+import type { Mounted, ServiceContext } from '../context.js';
+import type { StreamRefusalReason } from '../metrics/metrics.js';
+import type { RawFrame } from '../state/block.js';
+import { CidrList, clientIp } from './ip.js';
+import { ReplayRing } from './replay.js';
+
+/** Close code for a resume position the ring no longer covers (application range 4000–4999). */
+export const CLOSE_RESUME_TOO_OLD = 4000;
+export const RESUME_TOO_OLD_REASON = 'resume point older than replay buffer';
+/** Close code for a subscriber over its send-buffer cap (1008 = policy violation). */
+export const CLOSE_SLOW_CONSUMER = 1008;
+export const CLOSE_SHUTDOWN = 1001;
+
+const TOPIC_RAW = 'fb';
+const TOPIC_BROTLI = 'fb.br';
+// Quality 5: ~4× smaller than JSON at a fraction of quality 11's cost; once per frame, on the ingest thread.
+const BROTLI_OPTS = { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 5, [zlibConstants.BROTLI_PARAM_MODE]: zlibConstants.BROTLI_MODE_TEXT } };
+const MAX_CLIENT_MESSAGE_BYTES = 1024;
+
+/** Per-connection data, fixed at upgrade. */
+class StreamUser {
+  constructor(
+    readonly ip: string,
+    readonly key: string | null,
+    readonly brotli: boolean,
+    readonly replayBlock: boolean,
+    /** -1 when the subscriber did not ask to resume. */
+    readonly resumeBlock: number,
+    readonly resumeIndex: number,
+  ) {}
+}
+
+type Sock = WebSocket<StreamUser>;
+
+/** What mountStream returns: drain, and counters/hooks for health checks and tests. */
+export interface MountedStream extends Mounted {
+  /** Open raw-stream connections. */
+  subscriberCount(): number;
+  /** The largest per-socket send buffer (bytes) seen after a publish; bounded by the cap plus one frame. */
+  peakBufferedBytes(): number;
+}
+
+/** A decoded query parameter; '' when absent (uWS returns undefined then, despite its typings). */
+function query(req: HttpRequest, key: string): string {
+  return (req.getQuery(key) as string | undefined) ?? '';
+}
+
+function parsePosition(s: string): number {
+  if (/^\d{1,15}$/.test(s)) return Number(s);
+  if (/^0x[0-9a-fA-F]{1,12}$/.test(s)) return parseInt(s.slice(2), 16);
+  return -1;
+}
+
+/** True for a binary frame that is not plain JSON, i.e. already brotli on the wire. */
+function isBrotliFrame(f: RawFrame): boolean {
+  if (!f.isBinary) return false;
+  const d = f.data;
+  let i = 0;
+  while (i < d.length && (d[i] === 0x20 || d[i] === 0x0a || d[i] === 0x0d || d[i] === 0x09)) i++;
+  return d[i] !== 0x7b;
+}
+
+/**
+ * Mounts the raw stream on `app` (routes /flashblocks, /flashblocks/*, /ws, /ws/*) and starts rebroadcasting every
+ * applied frame from `ctx.events`. With `config.apiKeys` set, the path suffix must be one of the keys (HTTP 401
+ * otherwise); each key is limited to `streamMaxPerIp` connections. Query: `encoding=brotli`, `replay=block`,
+ * `block_number=N&index=I` (resume after that flashblock).
+ */
+export function mountStream(app: TemplatedApp, ctx: ServiceContext): MountedStream {
+  const { config, metrics, log } = ctx;
+  const cap = config.streamMaxBackpressureBytes;
+  const trusted = new CidrList(config.trustedProxies);
+  const keys = new Set(config.apiKeys);
+  const ring = new ReplayRing(config.replayRingFrames);
+  const sockets = new Set<Sock>();
+  const perIp = new Map<string, number>();
+  const perKey = new Map<string, number>();
+  /** Brotli copies of frames, made at most once per frame (live or on replay). */
+  const brotliCopies = new WeakMap<RawFrame, Buffer>();
+  const slowReason = `slow consumer: send buffer over ${cap} bytes`;
+  let draining = false;
+  let peakBuffered = 0;
+
+  const brotliOf = (f: RawFrame): Buffer => {
+    let b = brotliCopies.get(f);
+    if (b === undefined) {
+      b = isBrotliFrame(f) ? f.data : brotliCompressSync(f.data, BROTLI_OPTS);
+      brotliCopies.set(f, b);
+    }
+    return b;
+  };
+
+  const refuse = (res: HttpResponse, status: string, body: string, reason: StreamRefusalReason | null): void => {
+    if (reason !== null) metrics.streamRefusals[reason].inc();
+    res.cork(() => {
+      res.writeStatus(status).writeHeader('content-type', 'text/plain; charset=utf-8').end(body + '\n');
+    });
+  };
+
+  const slowClose = (ws: Sock, buffered: number): void => {
+    metrics.streamSlowCloses.inc();
+    log.limited('info', 'stream:slow', 1000, 'stream subscriber closed: send buffer over the cap', { ip: ws.getUserData().ip, bufferedBytes: buffered, capBytes: cap });
+    ws.end(CLOSE_SLOW_CONSUMER, slowReason);
+  };
+
+  /** Closes subscribers whose buffer went over the cap (uWS would otherwise skip them silently: a gap). */
+  const checkBackpressure = (): void => {
+    for (const ws of sockets) {
+      const b = ws.getBufferedAmount();
+      if (b > peakBuffered) peakBuffered = b;
+      if (b > cap) slowClose(ws, b);
+    }
+  };
+
+  const upgrade = (res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void => {
+    // Everything is read synchronously before upgrade/refusal: the request is stack-allocated.
+    const url = req.getUrl();
+    const secKey = req.getHeader('sec-websocket-key');
+    const secProtocol = req.getHeader('sec-websocket-protocol');
+    const secExtensions = req.getHeader('sec-websocket-extensions');
+    const xff = req.getHeader('x-forwarded-for');
+    const encoding = query(req, 'encoding');
+    const replay = query(req, 'replay');
+    const qBlock = query(req, 'block_number');
+    const qIndex = query(req, 'index');
+
+    if (draining) return refuse(res, '503 Service Unavailable', 'server shutting down', null);
+    const slash = url.indexOf('/', 1);
+    const key = slash < 0 || slash === url.length - 1 ? null : url.slice(slash + 1);
+    if (keys.size > 0) {
+      if (key === null) return refuse(res, '401 Unauthorized', 'API key required: connect to /flashblocks/<key>', 'bad_key');
+      if (!keys.has(key)) return refuse(res, '401 Unauthorized', 'unknown API key', 'bad_key');
+    }
+    if (sockets.size >= config.streamMaxSubscribers) {
+      return refuse(res, '429 Too Many Requests', `server is at its subscriber limit (${config.streamMaxSubscribers}); retry later`, 'global_limit');
+    }
+    const ip = clientIp(Buffer.from(res.getRemoteAddressAsText()).toString(), xff, trusted);
+    if ((perIp.get(ip) ?? 0) >= config.streamMaxPerIp) {
+      return refuse(res, '429 Too Many Requests', `too many connections from ${ip} (limit ${config.streamMaxPerIp})`, 'ip_limit');
+    }
+    if (keys.size > 0 && key !== null && (perKey.get(key) ?? 0) >= config.streamMaxPerIp) {
+      return refuse(res, '429 Too Many Requests', `too many connections for this API key (limit ${config.streamMaxPerIp})`, 'key_limit');
+    }
+    if (encoding !== '' && encoding !== 'brotli' && encoding !== 'identity') {
+      return refuse(res, '400 Bad Request', `encoding must be brotli or identity, got "${encoding}"`, null);
+    }
+    if (replay !== '' && replay !== 'block') return refuse(res, '400 Bad Request', `replay must be "block", got "${replay}"`, null);
+    let resumeBlock = -1;
+    let resumeIndex = -1;
+    if (qBlock !== '' || qIndex !== '') {
+      resumeBlock = parsePosition(qBlock);
+      resumeIndex = parsePosition(qIndex);
+      if (resumeBlock < 0 || resumeIndex < 0) {
+        return refuse(res, '400 Bad Request', 'resume needs both block_number and index as non-negative integers (decimal or 0x hex)', null);
+      }
+    }
+    const user = new StreamUser(ip, keys.size > 0 ? key : null, encoding === 'brotli', replay === 'block', resumeBlock, resumeIndex);
+    res.upgrade(user, secKey, secProtocol, secExtensions, context);
+  };
+
+  const sendReplay = (ws: Sock, frames: RawFrame[], brotli: boolean): boolean => {
+    let ok = true;
+    ws.cork(() => {
+      for (let i = 0; i < frames.length && ok; i++) {
+        const f = frames[i]!;
+        // 2 = dropped: the replay alone is over the cap.
+        ok = (brotli ? ws.send(brotliOf(f), true) : ws.send(f.data, f.isBinary)) !== 2;
+      }
+    });
+    return ok;
+  };
+
+  const open = (ws: Sock): void => {
+    const u = ws.getUserData();
+    sockets.add(ws);
+    perIp.set(u.ip, (perIp.get(u.ip) ?? 0) + 1);
+    if (u.key !== null) perKey.set(u.key, (perKey.get(u.key) ?? 0) + 1);
+    metrics.streamSubscribers.set(sockets.size);
+    let frames: RawFrame[] | null = null;
+    if (u.resumeBlock >= 0) {
+      const r = ring.resumeAfter(u.resumeBlock, u.resumeIndex);
+      if (!r.ok) {
+        metrics.streamRefusals.resume_too_old.inc();
+        ws.end(CLOSE_RESUME_TOO_OLD, RESUME_TOO_OLD_REASON);
+        return;
+      }
+      frames = r.frames;
+    } else if (u.replayBlock) {
+      frames = ring.currentBlock();
+    }
+    // Replay and subscribe in the same synchronous turn: no live frame can fall between them.
+    if (frames !== null && frames.length > 0 && (!sendReplay(ws, frames, u.brotli) || ws.getBufferedAmount() > cap)) {
+      slowClose(ws, ws.getBufferedAmount());
+      return;
+    }
+    ws.subscribe(u.brotli ? TOPIC_BROTLI : TOPIC_RAW);
+  };
+
+  const close = (ws: Sock): void => {
+    const u = ws.getUserData();
+    if (!sockets.delete(ws)) return;
+    const n = (perIp.get(u.ip) ?? 1) - 1;
+    if (n <= 0) perIp.delete(u.ip);
+    else perIp.set(u.ip, n);
+    if (u.key !== null) {
+      const k = (perKey.get(u.key) ?? 1) - 1;
+      if (k <= 0) perKey.delete(u.key);
+      else perKey.set(u.key, k);
+    }
+    metrics.streamSubscribers.set(sockets.size);
+  };
+
+  const behavior = {
+    compression: 0,
+    maxPayloadLength: MAX_CLIENT_MESSAGE_BYTES,
+    idleTimeout: config.streamIdleTimeoutS,
+    sendPingsAutomatically: true,
+    // Headroom above the cap: our own check closes at the cap right after each publish (with a clear reason);
+    // uWS's limit only has to stay out of the way so that the close frame itself is not dropped.
+    maxBackpressure: cap + config.maxFrameBytes + 4096,
+    upgrade,
+    open,
+    close,
+  };
+  app.ws<StreamUser>('/flashblocks', behavior);
+  app.ws<StreamUser>('/flashblocks/*', behavior);
+  app.ws<StreamUser>('/ws', behavior);
+  app.ws<StreamUser>('/ws/*', behavior);
+
+  const onApplied = (_block: unknown, _fb: unknown, frame: RawFrame): void => {
+    ring.push(frame);
+    if (sockets.size === 0) return;
+    const raw = app.numSubscribers(TOPIC_RAW);
+    if (raw > 0) app.publish(TOPIC_RAW, frame.data, frame.isBinary);
+    const br = app.numSubscribers(TOPIC_BROTLI);
+    if (br > 0) app.publish(TOPIC_BROTLI, brotliOf(frame), true);
+    metrics.streamFramesSent.inc(raw + br);
+    checkBackpressure();
+  };
+  const stopListening = ctx.events.onApplied(onApplied);
+
+  return {
+    subscriberCount: () => sockets.size,
+    peakBufferedBytes: () => peakBuffered,
+    drain(_graceMs: number): Promise<void> {
+      draining = true;
+      stopListening();
+      // end() calls the close handler synchronously, which removes the socket from the set.
+      for (const ws of [...sockets]) ws.end(CLOSE_SHUTDOWN, 'server shutting down');
+      return Promise.resolve();
+    },
+  };
+}

@@ -1,0 +1,430 @@
+// Raw stream over real sockets: uWS server, `ws` clients, frames fed through the real ingest pipeline. Checks
+// byte-identical in-order fan-out, slow-consumer closes, replay/resume, limits, API keys and the trusted-proxy rule.
+import { createHash } from 'node:crypto';
+import { brotliCompressSync } from 'node:zlib';
+import t from 'tap';
+import WebSocket from 'ws';
+import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import { loadConfig, type Config } from '../../src/config.js';
+import type { ServiceContext } from '../../src/context.js';
+import { silentLogger } from '../../src/log.js';
+import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
+import { loadUws } from '../../src/native.js';
+import { NodeClient } from '../../src/node/client.js';
+import type { RawFrame } from '../../src/state/block.js';
+import { CidrList, clientIp, ipKey, parseIp } from '../../src/stream/ip.js';
+import { ReplayRing } from '../../src/stream/replay.js';
+import { mountStream, type MountedStream } from '../../src/stream/server.js';
+import { feed, makePipeline } from '../helpers/ingest.js';
+import { baseSepoliaMessages, unichainMessages } from '../helpers/fixtures.js';
+
+const uWS = loadUws();
+
+interface Harness {
+  url: string;
+  stream: MountedStream;
+  metrics: Metrics;
+  pipeline: ReturnType<typeof makePipeline>['pipeline'];
+  observer: ReturnType<typeof makePipeline>['observer'];
+  close(): Promise<void>;
+}
+
+async function startStream(over: Partial<Config> = {}): Promise<Harness> {
+  const config: Config = { ...loadConfig([], {}), ...over };
+  const { state, pipeline, observer } = makePipeline();
+  const metrics = createMetrics({ version: 'test', commit: 'test' });
+  const ctx: ServiceContext = {
+    config,
+    log: silentLogger,
+    metrics,
+    state,
+    events: pipeline.events,
+    node: new NodeClient({ url: 'http://127.0.0.1:9', timeoutMs: 1000, maxSockets: 1 }),
+    pendingUsable: () => true,
+    subscriptions: null,
+  };
+  const app: TemplatedApp = uWS.App();
+  const stream = mountStream(app, ctx);
+  const listen = await new Promise<us_listen_socket>((resolve, reject) => {
+    app.listen('127.0.0.1', 0, (s) => (s === false ? reject(new Error('listen failed')) : resolve(s)));
+  });
+  const port = uWS.us_socket_local_port(listen);
+  return {
+    url: `ws://127.0.0.1:${port}`,
+    stream,
+    metrics,
+    pipeline,
+    observer,
+    async close() {
+      await stream.drain(0);
+      uWS.us_listen_socket_close(listen);
+    },
+  };
+}
+
+/** A subscriber that records every frame (bytes + kind). */
+class Sub {
+  readonly frames: { data: Buffer; isBinary: boolean }[] = [];
+  closeCode = 0;
+  closeReason = '';
+  readonly opened: Promise<void>;
+  readonly closed: Promise<void>;
+  private waiters: { n: number; resolve: () => void }[] = [];
+  constructor(readonly ws: WebSocket) {
+    ws.on('message', (data: Buffer, isBinary: boolean) => {
+      this.frames.push({ data, isBinary });
+      this.waiters = this.waiters.filter((w) => (this.frames.length >= w.n ? (w.resolve(), false) : true));
+    });
+    ws.on('error', () => {});
+    this.opened = new Promise((resolve, reject) => {
+      ws.once('open', () => resolve());
+      ws.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
+      ws.once('error', reject);
+    });
+    this.closed = new Promise((resolve) =>
+      ws.once('close', (code, reason) => {
+        this.closeCode = code;
+        this.closeReason = reason.toString();
+        resolve();
+      }),
+    );
+  }
+  waitFor(n: number, ms = 10_000): Promise<void> {
+    if (this.frames.length >= n) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`got ${this.frames.length} of ${n} frames`)), ms);
+      this.waiters.push({ n, resolve: () => (clearTimeout(timer), resolve()) });
+    });
+  }
+}
+
+function connect(url: string, headers: Record<string, string> = {}): Sub {
+  return new Sub(new WebSocket(url, { headers, perMessageDeflate: false }));
+}
+
+/** HTTP status and body of a refused upgrade. */
+function refusal(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers });
+    ws.on('open', () => {
+      ws.close();
+      reject(new Error(`expected ${url} to be refused`));
+    });
+    ws.on('error', () => {});
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+  });
+}
+
+function digest(frames: { data: Buffer; isBinary: boolean }[]): string {
+  const h = createHash('sha256');
+  for (const f of frames) {
+    h.update(f.isBinary ? 'b' : 't');
+    h.update(String(f.data.length) + ':');
+    h.update(f.data);
+  }
+  return h.digest('hex');
+}
+
+/** The messages of a captured block rewritten as another block (new number and payload id); optional padding. */
+function asBlock(msgs: Record<string, unknown>[], blockNumber: number, padBytes = 0): Record<string, unknown>[] {
+  const payloadId = '0x' + blockNumber.toString(16).padStart(16, '0');
+  return msgs.map((m) => {
+    const c = structuredClone(m) as Record<string, Record<string, unknown> | unknown>;
+    c.payload_id = payloadId;
+    (c.metadata as Record<string, unknown>).block_number = blockNumber;
+    if (c.base !== null && c.base !== undefined) (c.base as Record<string, unknown>).block_number = '0x' + blockNumber.toString(16);
+    if (padBytes > 0) c._pad = 'x'.repeat(padBytes);
+    return c as Record<string, unknown>;
+  });
+}
+
+const tick = (ms = 0): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function closeAll(subs: Sub[]): Promise<void> {
+  for (const s of subs) s.ws.terminate();
+  await Promise.all(subs.map((s) => s.closed));
+}
+
+t.test('client IP and CIDR matching', async (t) => {
+  t.equal(ipKey(parseIp('::ffff:10.1.2.3')!), '10.1.2.3', 'IPv4-mapped IPv6 folds to IPv4');
+  t.equal(ipKey(parseIp('2001:db8::1')!), '2001:db8:0:0:0:0:0:1');
+  t.equal(parseIp('nope'), null);
+  const list = new CidrList(['10.0.0.0/8', '192.168.1.128/25', 'fd00::/8', '::ffff:172.16.0.0/108']);
+  const has = (s: string): boolean => list.contains(parseIp(s)!);
+  t.ok(has('10.255.0.1'));
+  t.notOk(has('11.0.0.1'));
+  t.ok(has('192.168.1.200'));
+  t.notOk(has('192.168.1.127'), '/25 boundary');
+  t.ok(has('fd12::1'));
+  t.notOk(has('fe80::1'));
+  t.ok(has('172.16.5.5'), 'mapped CIDR matches plain IPv4');
+  t.throws(() => new CidrList(['10.0.0.0/33']), /trusted-proxies/);
+  t.throws(() => new CidrList(['banana']), /trusted-proxies/);
+  const trusted = new CidrList(['127.0.0.0/8', '10.0.0.0/8']);
+  t.equal(clientIp('127.0.0.1', '1.2.3.4', new CidrList([])), '127.0.0.1', 'XFF ignored without trusted proxies');
+  t.equal(clientIp('8.8.8.8', '1.2.3.4', trusted), '8.8.8.8', 'XFF ignored from an untrusted peer');
+  t.equal(clientIp('127.0.0.1', '1.2.3.4', trusted), '1.2.3.4');
+  t.equal(clientIp('127.0.0.1', '9.9.9.9, 1.2.3.4, 10.0.0.7', trusted), '1.2.3.4', 'rightmost untrusted hop wins (left is spoofable)');
+  t.equal(clientIp('127.0.0.1', 'garbage', trusted), '127.0.0.1');
+});
+
+t.test('replay ring: current block, resume positions, too old', async (t) => {
+  const f = (blockNumber: number, index: number): RawFrame => ({ data: Buffer.from(`${blockNumber}/${index}`), isBinary: false, blockNumber, index, receivedAtMs: 0 });
+  const names = (xs: RawFrame[]): string[] => xs.map((x) => x.data.toString());
+  const ring = new ReplayRing(6);
+  t.same(ring.currentBlock(), []);
+  t.same(ring.resumeAfter(5, 0), { ok: true, frames: [] }, 'empty ring: nothing to send');
+  for (const [b, i] of [[10, 0], [10, 1], [10, 2], [11, 0], [11, 1]] as const) ring.push(f(b, i));
+  t.same(names(ring.currentBlock()), ['11/0', '11/1']);
+  t.same(names((ring.resumeAfter(10, 1) as { frames: RawFrame[] }).frames), ['10/2', '11/0', '11/1']);
+  t.same(names((ring.resumeAfter(11, 1) as { frames: RawFrame[] }).frames), [], 'up to date');
+  t.same(names((ring.resumeAfter(12, 3) as { frames: RawFrame[] }).frames), [], 'ahead of us');
+  t.same(names((ring.resumeAfter(9, 7) as { frames: RawFrame[] }).frames), ['10/0', '10/1', '10/2', '11/0', '11/1'], 'oldest is index 0 of the next block: nothing missing');
+  ring.push(f(11, 2));
+  ring.push(f(11, 3)); // evicts 10/0
+  t.same(ring.resumeAfter(9, 7), { ok: false, reason: 'too_old' });
+  t.same(names((ring.resumeAfter(10, 0) as { frames: RawFrame[] }).frames), ['10/1', '10/2', '11/0', '11/1', '11/2', '11/3'], 'oldest follows the position');
+  t.same(names(ring.currentBlock()), ['11/0', '11/1', '11/2', '11/3']);
+  for (let i = 4; i < 12; i++) ring.push(f(11, i));
+  t.same(names(ring.currentBlock()), ['11/6', '11/7', '11/8', '11/9', '11/10', '11/11'], 'bounded by the ring');
+  t.equal(ring.size, 6);
+});
+
+t.test('200 subscribers receive every applied frame byte-identical, in order, text and binary', async (t) => {
+  const h = await startStream({ streamMaxPerIp: 1000 });
+  t.teardown(() => h.close());
+  const subs: Sub[] = [];
+  for (let i = 0; i < 200; i++) subs.push(connect(`${h.url}/${i % 2 === 0 ? 'flashblocks' : 'ws'}`));
+  await Promise.all(subs.map((s) => s.opened));
+  t.equal(h.stream.subscriberCount(), 200);
+
+  const uni = unichainMessages();
+  const base = baseSepoliaMessages();
+  const sent: { data: Buffer; isBinary: boolean }[] = [];
+  const send = (data: Buffer, isBinary: boolean, valid: boolean): void => {
+    feed(h.pipeline, data, 0, isBinary);
+    if (valid) sent.push({ data, isBinary });
+  };
+  // Text frames (a Base Sepolia block, then a later Unichain block), garbage in between (never rebroadcast),
+  // brotli binary frames as Base sends them, and a JSON frame that arrived as binary.
+  for (const m of base) send(Buffer.from(JSON.stringify(m)), false, true);
+  send(Buffer.from('{"not":"a flashblock"}'), false, false);
+  send(Buffer.from([0x00, 0xff, 0x13, 0x37]), true, false);
+  for (const m of uni) send(Buffer.from(JSON.stringify(m)), false, true);
+  for (const m of asBlock(uni, 35535699)) send(brotliCompressSync(Buffer.from(JSON.stringify(m))), true, true);
+  for (const m of asBlock(uni, 35535700)) send(Buffer.from(JSON.stringify(m)), true, true);
+  t.equal(sent.length, base.length + uni.length * 3);
+  t.ok((h.observer.decodeErrors.get('json') ?? 0) + (h.observer.decodeErrors.get('schema') ?? 0) + (h.observer.decodeErrors.get('brotli') ?? 0) >= 2, 'garbage counted by the pipeline');
+
+  await Promise.all(subs.map((s) => s.waitFor(sent.length)));
+  await tick(50); // anything extra (a garbage frame) would have arrived by now
+  const want = digest(sent);
+  let same = 0;
+  for (const s of subs) if (s.frames.length === sent.length && digest(s.frames) === want) same++;
+  t.equal(same, 200, 'every subscriber got exactly the sent frames, byte for byte and of the same kind');
+  t.equal(h.metrics.streamFramesSent.value, sent.length * 200, 'deliveries counted');
+  await closeAll(subs);
+  t.equal(h.stream.subscriberCount(), 0);
+});
+
+t.test('brotli subscribers get one compressed copy per frame; brotli upstream frames pass unchanged', async (t) => {
+  const h = await startStream();
+  t.teardown(() => h.close());
+  const br = connect(`${h.url}/flashblocks?encoding=brotli`);
+  const br2 = connect(`${h.url}/ws?encoding=brotli`);
+  const plain = connect(`${h.url}/flashblocks`);
+  await Promise.all([br.opened, br2.opened, plain.opened]);
+  const uni = unichainMessages();
+  const text = uni.map((m) => Buffer.from(JSON.stringify(m)));
+  for (const b of text) feed(h.pipeline, b);
+  const upstreamBrotli = asBlock(uni, 35535699).map((m) => brotliCompressSync(Buffer.from(JSON.stringify(m))));
+  for (const b of upstreamBrotli) feed(h.pipeline, b, 0, true);
+  await Promise.all([br.waitFor(10), br2.waitFor(10), plain.waitFor(10)]);
+  const { brotliDecompressSync } = await import('node:zlib');
+  for (let i = 0; i < 5; i++) {
+    t.ok(br.frames[i]!.isBinary, 'compressed copy is binary');
+    t.same(brotliDecompressSync(br.frames[i]!.data), text[i], 'decompresses to the original text frame');
+    t.same(br2.frames[i]!.data, br.frames[i]!.data, 'same compressed bytes for every brotli subscriber');
+    t.same(br.frames[5 + i]!.data, upstreamBrotli[i], 'upstream brotli frame forwarded unchanged');
+  }
+  t.equal(digest(plain.frames), digest([...text.map((data) => ({ data, isBinary: false })), ...upstreamBrotli.map((data) => ({ data, isBinary: true }))]));
+  await closeAll([br, br2, plain]);
+});
+
+t.test('a subscriber that never reads is closed over its cap; the others get every frame', async (t) => {
+  const capBytes = 512 * 1024;
+  const h = await startStream({ streamMaxBackpressureBytes: capBytes });
+  t.teardown(() => h.close());
+  const fast: Sub[] = [];
+  for (let i = 0; i < 5; i++) fast.push(connect(`${h.url}/flashblocks`));
+  const slow = connect(`${h.url}/flashblocks`);
+  await Promise.all([...fast, slow].map((s) => s.opened));
+  slow.ws.pause(); // stops reading its TCP socket
+
+  const uni = unichainMessages();
+  let fed = 0;
+  let frameBytes = 0;
+  for (let n = 0; n < 4000 && h.metrics.streamSlowCloses.value === 0; n++) {
+    for (const m of asBlock(uni, 40_000_000 + n, 32 * 1024)) {
+      const b = Buffer.from(JSON.stringify(m));
+      frameBytes = Math.max(frameBytes, b.length);
+      feed(h.pipeline, b);
+      fed++;
+    }
+    await tick(1); // let the fast (in-process) readers read
+  }
+  slow.ws.resume(); // a late reader still gets the close frame behind the buffered data
+  t.equal(h.metrics.streamSlowCloses.value, 1, 'exactly one slow close');
+  t.equal(h.stream.subscriberCount(), 5, 'the fast subscribers stay');
+  t.ok(h.stream.peakBufferedBytes() > capBytes, 'the slow socket went over the cap');
+  t.ok(h.stream.peakBufferedBytes() <= capBytes + frameBytes, `server-side buffer stayed bounded: peak ${h.stream.peakBufferedBytes()} ≤ cap ${capBytes} + one frame ${frameBytes}`);
+  // One more block after the close: the fast ones keep receiving.
+  for (const m of asBlock(uni, 50_000_000)) {
+    feed(h.pipeline, Buffer.from(JSON.stringify(m)));
+    fed++;
+  }
+  await Promise.all(fast.map((s) => s.waitFor(fed)));
+  for (const s of fast) t.equal(s.frames.length, fed, 'fast subscriber got every frame');
+  await slow.closed;
+  t.equal(slow.closeCode, 1008, 'policy-violation close code');
+  t.equal(slow.closeReason, `slow consumer: send buffer over ${capBytes} bytes`);
+  t.ok(slow.frames.length < fed, 'the slow one was cut off');
+  for (let i = 0; i < slow.frames.length; i++) if (slow.frames[i]!.data.length !== fast[0]!.frames[i]!.data.length) t.fail('slow subscriber saw a gap before the close');
+  await closeAll(fast);
+});
+
+t.test('replay=block sends the current block so far, then live frames, with no gap or duplicate', async (t) => {
+  const h = await startStream();
+  t.teardown(() => h.close());
+  const base = baseSepoliaMessages().map((m) => Buffer.from(JSON.stringify(m)));
+  const uni = unichainMessages().map((m) => Buffer.from(JSON.stringify(m)));
+  for (const b of base) feed(h.pipeline, b); // an older block: not replayed
+  for (const b of uni.slice(0, 3)) feed(h.pipeline, b);
+  const r = connect(`${h.url}/flashblocks?replay=block`);
+  const live = connect(`${h.url}/flashblocks`);
+  await Promise.all([r.opened, live.opened]);
+  for (const b of uni.slice(3)) feed(h.pipeline, b);
+  await r.waitFor(5);
+  await live.waitFor(2);
+  await tick(30);
+  t.equal(digest(r.frames), digest(uni.map((data) => ({ data, isBinary: false }))), 'block frames 0..4 exactly once each');
+  t.equal(live.frames.length, 2, 'a plain subscriber gets live frames only');
+  await closeAll([r, live]);
+});
+
+t.test('resume after (block, index) returns exactly the missing frames; too old gets a close reason', async (t) => {
+  const h = await startStream({ replayRingFrames: 8 });
+  t.teardown(() => h.close());
+  const base = baseSepoliaMessages().map((m) => Buffer.from(JSON.stringify(m)));
+  for (const b of base.slice(0, 9)) feed(h.pipeline, b); // ring holds indexes 1..8 of block 33439826
+  const r = connect(`${h.url}/ws?block_number=33439826&index=4`);
+  const hex = connect(`${h.url}/flashblocks?block_number=0x1fe4052&index=0x8`);
+  await Promise.all([r.opened, hex.opened]);
+  for (const b of base.slice(9)) feed(h.pipeline, b);
+  await r.waitFor(6);
+  await hex.waitFor(2);
+  await tick(30);
+  t.equal(digest(r.frames), digest(base.slice(5).map((data) => ({ data, isBinary: false }))), 'indexes 5..10, each once');
+  t.equal(digest(hex.frames), digest(base.slice(9).map((data) => ({ data, isBinary: false }))), 'hex position; up to date → live only');
+
+  const old = connect(`${h.url}/flashblocks?block_number=33439826&index=0`); // index 1 was evicted
+  await old.closed;
+  t.equal(old.closeCode, 4000);
+  t.equal(old.closeReason, 'resume point older than replay buffer');
+  t.equal(h.metrics.streamRefusals.resume_too_old.value, 1);
+  t.same(await refusal(`${h.url}/flashblocks?block_number=12`), { status: 400, body: 'resume needs both block_number and index as non-negative integers (decimal or 0x hex)\n' });
+  await closeAll([r, hex]);
+});
+
+t.test('per-IP and global limits answer 429 and are counted', async (t) => {
+  const h = await startStream({ streamMaxPerIp: 2, streamMaxSubscribers: 3 });
+  t.teardown(() => h.close());
+  const a = connect(`${h.url}/flashblocks`);
+  const b = connect(`${h.url}/ws`);
+  await Promise.all([a.opened, b.opened]);
+  const r = await refusal(`${h.url}/flashblocks`);
+  t.equal(r.status, 429);
+  t.match(r.body, /too many connections from 127\.0\.0\.1 \(limit 2\)/);
+  t.equal(h.metrics.streamRefusals.ip_limit.value, 1);
+  a.ws.close();
+  await a.closed;
+  await tick(20);
+  const c = connect(`${h.url}/flashblocks`);
+  await c.opened;
+  t.pass('a freed slot is reusable');
+  await closeAll([b, c]);
+
+  const g = await startStream({ streamMaxPerIp: 10, streamMaxSubscribers: 2 });
+  t.teardown(() => g.close());
+  const subs = [connect(`${g.url}/flashblocks`), connect(`${g.url}/flashblocks`)];
+  await Promise.all(subs.map((s) => s.opened));
+  const rg = await refusal(`${g.url}/flashblocks`);
+  t.equal(rg.status, 429);
+  t.match(rg.body, /subscriber limit \(2\)/);
+  t.equal(g.metrics.streamRefusals.global_limit.value, 1);
+  await closeAll(subs);
+});
+
+t.test('API keys: keyless and unknown keys get 401; per-key limit', async (t) => {
+  const h = await startStream({ apiKeys: ['k1', 'k2'], streamMaxPerIp: 2 });
+  t.teardown(() => h.close());
+  t.same(await refusal(`${h.url}/flashblocks`), { status: 401, body: 'API key required: connect to /flashblocks/<key>\n' });
+  t.same(await refusal(`${h.url}/ws/nope`), { status: 401, body: 'unknown API key\n' });
+  t.equal(h.metrics.streamRefusals.bad_key.value, 2);
+  // Different client IPs (through a trusted proxy would be needed for that), so use the per-key cap directly:
+  const a = connect(`${h.url}/flashblocks/k1`);
+  const b = connect(`${h.url}/ws/k2`);
+  await Promise.all([a.opened, b.opened]);
+  const r = await refusal(`${h.url}/ws/k1`);
+  t.equal(r.status, 429, 'per-IP limit (2) reached first from one IP');
+  await closeAll([a, b]);
+
+  const k = await startStream({ apiKeys: ['k1'], streamMaxPerIp: 2, trustedProxies: ['127.0.0.0/8'] });
+  t.teardown(() => k.close());
+  const x = connect(`${k.url}/flashblocks/k1`, { 'x-forwarded-for': '1.1.1.1' });
+  const y = connect(`${k.url}/flashblocks/k1`, { 'x-forwarded-for': '2.2.2.2' });
+  await Promise.all([x.opened, y.opened]);
+  const rk = await refusal(`${k.url}/flashblocks/k1`, { 'x-forwarded-for': '3.3.3.3' });
+  t.equal(rk.status, 429);
+  t.match(rk.body, /for this API key \(limit 2\)/);
+  t.equal(k.metrics.streamRefusals.key_limit.value, 1);
+  await closeAll([x, y]);
+});
+
+t.test('X-Forwarded-For counts only from a trusted proxy', async (t) => {
+  const untrusted = await startStream({ streamMaxPerIp: 1 });
+  t.teardown(() => untrusted.close());
+  const a = connect(`${untrusted.url}/flashblocks`, { 'x-forwarded-for': '1.1.1.1' });
+  await a.opened;
+  const r = await refusal(`${untrusted.url}/flashblocks`, { 'x-forwarded-for': '2.2.2.2' });
+  t.equal(r.status, 429, 'both are 127.0.0.1 when the peer is not trusted');
+  t.match(r.body, /from 127\.0\.0\.1/);
+  await closeAll([a]);
+
+  const trusted = await startStream({ streamMaxPerIp: 1, trustedProxies: ['127.0.0.0/8'] });
+  t.teardown(() => trusted.close());
+  const b = connect(`${trusted.url}/flashblocks`, { 'x-forwarded-for': '1.1.1.1' });
+  const c = connect(`${trusted.url}/flashblocks`, { 'x-forwarded-for': '2.2.2.2' });
+  await Promise.all([b.opened, c.opened]);
+  t.pass('different forwarded clients through a trusted proxy are counted apart');
+  const d = await refusal(`${trusted.url}/flashblocks`, { 'x-forwarded-for': '1.1.1.1' });
+  t.equal(d.status, 429);
+  t.match(d.body, /from 1\.1\.1\.1/);
+  await closeAll([b, c]);
+});
+
+t.test('drain closes subscribers with 1001 and refuses new ones', async (t) => {
+  const h = await startStream();
+  const a = connect(`${h.url}/flashblocks`);
+  await a.opened;
+  await h.stream.drain(100);
+  await a.closed;
+  t.equal(a.closeCode, 1001);
+  t.equal(a.closeReason, 'server shutting down');
+  t.equal((await refusal(`${h.url}/flashblocks`)).status, 503);
+  await h.close();
+});
