@@ -1,0 +1,61 @@
+// `npm run devnet`: anvil + flashblocks sequencer + traffic, prints the node and stream URLs; Ctrl-C stops all.
+// Wiring only: no daemon here (`npm start` runs devnet and daemon together).
+import { startDevnet, type ReceiptShape } from './devnet/sequencer.js';
+import { startTraffic } from './devnet/traffic.js';
+
+const env = process.env;
+const num = (v: string | undefined, d: number): number => (v !== undefined && v !== '' && Number.isFinite(Number(v)) ? Number(v) : d);
+const flag = (v: string | undefined): boolean => v === '1' || v === 'true';
+
+const log = (msg: string, fields?: Record<string, unknown>): void => {
+  console.error(fields ? `${msg} ${JSON.stringify(fields)}` : msg);
+};
+
+/** Starts everything, prints where to look, and waits for SIGINT/SIGTERM. */
+async function main(): Promise<void> {
+  const devnet = await startDevnet({
+    blockTimeMs: num(env.DEVNET_BLOCK_TIME_MS, 2000),
+    flashblockMs: num(env.DEVNET_FLASHBLOCK_MS, 200),
+    receipts: (env.DEVNET_RECEIPTS === 'internal' ? 'internal' : 'external') as ReceiptShape,
+    brotli: flag(env.DEVNET_BROTLI),
+    azul: flag(env.DEVNET_AZUL),
+    log,
+  });
+  const rate = num(env.DEVNET_TX_PER_SEC, 10);
+  // The last dev account is left to the user (curl, cast, a wallet).
+  const traffic = rate > 0
+    ? await startTraffic({ rpcUrl: devnet.nodeRpcUrl, chainId: devnet.chainId, accounts: devnet.accounts.slice(0, -1), txPerSec: rate, log })
+    : null;
+  const user = devnet.accounts[devnet.accounts.length - 1]!;
+  console.log(
+    [
+      `devnet up (chain ${devnet.chainId})`,
+      `  node RPC      ${devnet.nodeRpcUrl}   (anvil: ${devnet.anvilUrl})`,
+      `  flashblocks   ${devnet.flashblocksUrl}   (?receipts=internal  ?brotli=1  ?azul=1)`,
+      `  traffic       ${rate} tx/s from ${devnet.accounts.length - 1} dev accounts`,
+      `  free account  ${user.address}  key ${user.privateKey}`,
+      'Ctrl-C stops everything.',
+    ].join('\n'),
+  );
+  const timer = setInterval(() => {
+    const s = devnet.stats();
+    log(`devnet: block ${s.lastBlockNumber}, ${s.flashblocks} flashblocks, ${s.transactions} txs, sealed=last flashblock ${s.hashMatches}/${s.hashMatches + s.hashMismatches}, subscribers ${s.subscribers}`);
+  }, 10_000);
+  let stopping = false;
+  const stop = async (sig: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    clearInterval(timer);
+    log(`${sig}: stopping devnet`);
+    await traffic?.stop();
+    await devnet.stop();
+    process.exit(0);
+  };
+  process.on('SIGINT', () => void stop('SIGINT'));
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+}
+
+main().catch((e: unknown) => {
+  console.error(`devnet failed to start: ${e instanceof Error ? e.message : String(e)}`);
+  process.exit(1);
+});
