@@ -2,8 +2,28 @@
 // the version, which invalidates everything of that block: its hash, and so every blockHash field, changes).
 // Reads state through view.ts; never mutates state.
 import type { PendingBlock, TxRecord } from '../../state/block.js';
+import { toQuantity } from '../../chain/hex.js';
 import { blockToRpc, receiptToRpc, txToRpc } from '../../state/view.js';
 import { RawJson } from './types.js';
+
+/**
+ * A transaction object with `blockTimestamp`, which the execution-apis schema requires of mined transactions
+ * (view.ts leaves it out, as reth does; added here until view.ts passes it to toRpcTransaction).
+ */
+export function txObject(rec: TxRecord, blockHash: string = rec.block.hash): Record<string, unknown> {
+  const o = txToRpc(rec, blockHash);
+  o.blockTimestamp = toQuantity(rec.block.base.timestamp);
+  return o;
+}
+
+function blockObject(block: PendingBlock, fullTx: boolean, index: number): Record<string, unknown> {
+  const o = blockToRpc(block, fullTx, index);
+  if (fullTx) {
+    const ts = toQuantity(block.base.timestamp);
+    for (const tx of o.transactions as Record<string, unknown>[]) tx.blockTimestamp = ts;
+  }
+  return o;
+}
 
 class BlockJson {
   version: number;
@@ -35,7 +55,7 @@ export function blockJson(block: PendingBlock, fullTx: boolean, index: number = 
   const key = index * 2 + (fullTx ? 1 : 0);
   let r = c.blocks.get(key);
   if (r === undefined) {
-    r = new RawJson(JSON.stringify(blockToRpc(block, fullTx, index)));
+    r = new RawJson(JSON.stringify(blockObject(block, fullTx, index)));
     c.blocks.set(key, r);
   }
   return r;
@@ -46,7 +66,7 @@ export function txJson(rec: TxRecord): RawJson {
   const c = entry(rec.block);
   let r = c.txs[rec.position];
   if (r === undefined) {
-    r = new RawJson(JSON.stringify(txToRpc(rec)));
+    r = new RawJson(JSON.stringify(txObject(rec)));
     c.txs[rec.position] = r;
   }
   return r;

@@ -11,8 +11,8 @@ import { toQuantity } from '../../chain/hex.js';
 import type { ServiceContext, SubscriberSink } from '../../context.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { PendingBlock, TxRecord } from '../../state/block.js';
-import { receiptToRpc, txToRpc } from '../../state/view.js';
-import { blockJson, receiptJson, txJson } from './cache.js';
+import { receiptToRpc } from '../../state/view.js';
+import { blockJson, receiptJson, txJson, txObject } from './cache.js';
 import { ethGetLogs } from './logs.js';
 import { usablePending } from './pending.js';
 import { address, arity, blockParam, bool, hash32, quantity, withLatest, type BlockParam } from './params.js';
@@ -50,7 +50,7 @@ function miss(bp: BlockParam, params: unknown[], i: number): Forward {
 function txAt(t: Target, i: number): unknown {
   if (i >= (t.block.txCountAt[t.index] as number)) return null;
   const rec = t.block.txs[i] as TxRecord;
-  return t.index === t.block.lastIndex ? txJson(rec) : txToRpc(rec, t.block.diffs[t.index]!.blockHash);
+  return t.index === t.block.lastIndex ? txJson(rec) : txObject(rec, t.block.diffs[t.index]!.blockHash);
 }
 
 const eth_blockNumber: Handler = (ctx, params) => {

@@ -1,0 +1,214 @@
+// Every pending-state method over real uWS, with state fed the Unichain Sepolia capture: answers match the capture
+// (and the canonical block beside it) and validate against the execution-apis result schemas.
+import t, { type Test } from 'tap';
+import { Ajv, type ValidateFunction } from 'ajv';
+import WebSocket from 'ws';
+import { feed } from '../helpers/ingest.js';
+import { loadJson, unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
+import { startAnvil, startRpc } from '../helpers/rpc-harness.js';
+
+interface OpenRpc {
+  methods: { name: string; result: { schema: unknown } }[];
+}
+const doc = loadJson<OpenRpc>('execution-apis/openrpc.json');
+const ajv = new Ajv({ strict: false, allErrors: true });
+const validators = new Map<string, ValidateFunction>();
+for (const m of doc.methods) validators.set(m.name, ajv.compile(m.result.schema as object));
+
+/** OP-stack deposit-only fields: the schemas say additionalProperties: false, so they are removed first. */
+const OP_ONLY = ['depositNonce', 'depositReceiptVersion', 'sourceHash', 'mint', 'isSystemTx'];
+function stripOp(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(stripOp);
+  if (v === null || typeof v !== 'object') return v;
+  const o: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) if (!OP_ONLY.includes(k)) o[k] = stripOp(x);
+  return o;
+}
+/** Deposit transactions (type 0x7e) have no schema upstream; they are checked against the canonical block instead. */
+function withoutDeposits(v: unknown): unknown {
+  if (Array.isArray(v)) return v.filter((x) => !(x !== null && typeof x === 'object' && (x as { type?: string }).type === '0x7e')).map(withoutDeposits);
+  if (v === null || typeof v !== 'object') return v;
+  const o = { ...(v as Record<string, unknown>) };
+  if (Array.isArray(o.transactions)) o.transactions = withoutDeposits(o.transactions);
+  return o;
+}
+
+function valid(tt: Test, method: string, result: unknown): void {
+  const v = validators.get(method)!;
+  const ok = v(stripOp(withoutDeposits(result)));
+  tt.ok(ok, `${method} result matches the execution-apis schema` + (ok ? '' : ': ' + ajv.errorsText(v.errors).slice(0, 600)));
+}
+
+const msgs = unichainMessages();
+const canonical = unichainRpcBlock() as { transactions: Record<string, unknown>[]; number: string };
+const hashes = msgs.map((m) => (m.diff as { block_hash: string }).block_hash);
+const anvil = await startAnvil();
+const h = await startRpc({ nodeUrl: anvil.url });
+t.teardown(async () => {
+  await h.close();
+  await anvil.stop();
+});
+for (const m of msgs) feed(h.pipeline, m);
+const NUM = canonical.number;
+const txHashes = canonical.transactions.map((x) => x.hash as string);
+const userTx = canonical.transactions[1]!;
+
+async function ok(method: string, params: unknown[]): Promise<unknown> {
+  const r = await h.call(method, params);
+  if (r.error !== undefined) throw new Error(`${method}: ${r.error.message}`);
+  return r.result;
+}
+
+t.test('eth_blockNumber("pending") is the pending height', async (tt) => {
+  tt.equal(await ok('eth_blockNumber', ['pending']), NUM);
+});
+
+t.test('eth_getBlockByNumber pending, with hashes and full objects', async (tt) => {
+  const b = (await ok('eth_getBlockByNumber', ['pending', false])) as Record<string, unknown>;
+  valid(tt, 'eth_getBlockByNumber', b);
+  tt.equal(b.number, NUM);
+  tt.equal(b.hash, hashes[4]);
+  tt.same(b.transactions, txHashes);
+  const full = (await ok('eth_getBlockByNumber', ['pending', true])) as { transactions: Record<string, unknown>[] };
+  valid(tt, 'eth_getBlockByNumber', full);
+  tt.equal(full.transactions.length, 6);
+  for (let i = 0; i < 6; i++) {
+    const ours = full.transactions[i]!;
+    const theirs = canonical.transactions[i]!;
+    for (const k of ['hash', 'from', 'to', 'nonce', 'input', 'value', 'gas', 'type', 'transactionIndex']) tt.equal(ours[k], theirs[k], `tx ${i} ${k} matches the canonical block`);
+  }
+  tt.same(await ok('eth_getBlockByNumber', [NUM, false]), b, 'the numeric tag of a held pending height is served from state');
+});
+
+t.test('eth_getBlockByHash resolves a flashblock hash to the block as of that flashblock', async (tt) => {
+  const b = (await ok('eth_getBlockByHash', [hashes[1], false])) as Record<string, unknown>;
+  valid(tt, 'eth_getBlockByHash', b);
+  tt.equal(b.hash, hashes[1]);
+  tt.same(b.transactions, txHashes.slice(0, 3));
+  const full = (await ok('eth_getBlockByHash', [hashes[4], true])) as { transactions: unknown[] };
+  valid(tt, 'eth_getBlockByHash', full);
+  tt.equal(full.transactions.length, 6);
+  tt.equal(await ok('eth_getBlockByHash', ['0x' + '11'.repeat(32), false]), null, 'unknown hashes are forwarded (anvil: null)');
+});
+
+t.test('eth_getBlockReceipts pending and by flashblock hash', async (tt) => {
+  const rs = (await ok('eth_getBlockReceipts', ['pending'])) as Record<string, unknown>[];
+  valid(tt, 'eth_getBlockReceipts', rs);
+  tt.equal(rs.length, 6);
+  tt.same(rs.map((r) => r.transactionHash), txHashes);
+  const early = (await ok('eth_getBlockReceipts', [hashes[0]])) as Record<string, unknown>[];
+  valid(tt, 'eth_getBlockReceipts', early);
+  tt.equal(early.length, 2);
+  tt.equal(early[1]!.blockHash, hashes[0]);
+});
+
+t.test('transaction counts', async (tt) => {
+  const c = await ok('eth_getBlockTransactionCountByNumber', ['pending']);
+  valid(tt, 'eth_getBlockTransactionCountByNumber', c);
+  tt.equal(c, '0x6');
+  const byHash = await ok('eth_getBlockTransactionCountByHash', [hashes[2]]);
+  valid(tt, 'eth_getBlockTransactionCountByHash', byHash);
+  tt.equal(byHash, '0x4');
+});
+
+t.test('transactions by hash, raw, and by position', async (tt) => {
+  const tx = (await ok('eth_getTransactionByHash', [userTx.hash])) as Record<string, unknown>;
+  valid(tt, 'eth_getTransactionByHash', tx);
+  tt.equal(tx.blockHash, hashes[4]);
+  tt.equal(tx.from, userTx.from);
+  const raw = (await ok('eth_getRawTransactionByHash', [userTx.hash])) as string;
+  valid(tt, 'debug_getRawTransaction', raw); // same result shape; eth_getRawTransactionByHash is not in the document
+  tt.equal(raw, (msgs[0]!.diff as { transactions: string[] }).transactions[1]);
+  const byNum = await ok('eth_getTransactionByBlockNumberAndIndex', ['pending', '0x1']);
+  valid(tt, 'eth_getTransactionByBlockNumberAndIndex', byNum);
+  tt.same(byNum, tx);
+  tt.equal(await ok('eth_getTransactionByBlockNumberAndIndex', ['pending', '0x6']), null);
+  const byHash = (await ok('eth_getTransactionByBlockHashAndIndex', [hashes[0], '0x1'])) as Record<string, unknown>;
+  valid(tt, 'eth_getTransactionByBlockHashAndIndex', byHash);
+  tt.equal(byHash.hash, userTx.hash);
+  tt.equal(byHash.blockHash, hashes[0]);
+  tt.equal(await ok('eth_getTransactionByBlockHashAndIndex', [hashes[0], '0x2']), null);
+});
+
+t.test('eth_getTransactionReceipt from the flashblock metadata', async (tt) => {
+  for (const hash of txHashes) {
+    const r = (await ok('eth_getTransactionReceipt', [hash])) as Record<string, unknown>;
+    valid(tt, 'eth_getTransactionReceipt', r);
+    tt.equal(r.transactionHash, hash);
+    tt.equal(r.blockNumber, NUM);
+    tt.equal(r.blockHash, hashes[4]);
+  }
+  const dep = (await ok('eth_getTransactionReceipt', [txHashes[0]])) as Record<string, unknown>;
+  tt.equal(dep.type, '0x7e');
+  tt.type(dep.depositNonce, 'string', 'deposit receipts keep their OP fields');
+});
+
+t.test('pending balance and nonce', async (tt) => {
+  const balances = (msgs[4]!.metadata as { new_account_balances: Record<string, string> }).new_account_balances;
+  const [addr, bal] = Object.entries(balances).find(([, v]) => v !== '0x0')!;
+  const b = await ok('eth_getBalance', [addr, 'pending']);
+  valid(tt, 'eth_getBalance', b);
+  tt.equal(b, bal);
+  const n = await ok('eth_getTransactionCount', [userTx.from, 'pending']);
+  valid(tt, 'eth_getTransactionCount', n);
+  const mine = canonical.transactions.filter((x) => x.from === userTx.from).map((x) => BigInt(x.nonce as string));
+  tt.equal(BigInt(n as string), mine.reduce((a, b) => (b > a ? b : a)) + 1n, 'highest pending nonce of the sender + 1');
+  tt.equal(await ok('eth_getBalance', ['0x' + '77'.repeat(20), 'pending']), '0x0', 'unknown to state → the node (latest)');
+});
+
+t.test('eth_getLogs ending at pending', async (tt) => {
+  const logs = (await ok('eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }])) as Record<string, unknown>[];
+  valid(tt, 'eth_getLogs', logs);
+  tt.ok(logs.length > 0);
+  const idx = logs.map((l) => Number.parseInt(l.logIndex as string, 16));
+  tt.same(idx, idx.map((_, i) => i), 'log indexes are positions in the block');
+  const addr = logs[0]!.address as string;
+  const filtered = (await ok('eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending', address: addr.toUpperCase().replace('0X', '0x') }])) as Record<string, unknown>[];
+  tt.ok(filtered.length > 0 && filtered.every((l) => l.address === addr));
+  const topic = (logs[0]!.topics as string[])[0]!;
+  const byTopic = (await ok('eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending', topics: [[topic]] }])) as Record<string, unknown>[];
+  tt.ok(byTopic.every((l) => (l.topics as string[])[0] === topic));
+  const none = await ok('eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending', topics: ['0x' + '00'.repeat(32)] }]);
+  tt.same(none, []);
+  const withCanonical = (await ok('eth_getLogs', [{ fromBlock: '0x0', toBlock: 'pending' }])) as unknown[];
+  tt.equal(withCanonical.length, logs.length, 'canonical part from anvil (no logs) + pending part, no duplicates');
+  const byHash = (await ok('eth_getLogs', [{ blockHash: hashes[1] }])) as Record<string, unknown>[];
+  valid(tt, 'eth_getLogs', byHash);
+  tt.ok(byHash.every((l) => l.blockHash === hashes[1]));
+});
+
+t.test('the same answers over WebSocket JSON-RPC on /', async (tt) => {
+  const ws = new WebSocket(h.wsUrl);
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  tt.teardown(() => ws.close());
+  const next = (): Promise<unknown> => new Promise((resolve) => ws.once('message', (d: Buffer) => resolve(JSON.parse(d.toString()))));
+  ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getTransactionReceipt', params: [userTx.hash] }));
+  const r = (await next()) as { id: number; result: Record<string, unknown> };
+  tt.equal(r.id, 1);
+  valid(tt, 'eth_getTransactionReceipt', r.result);
+  ws.send(JSON.stringify([{ jsonrpc: '2.0', id: 2, method: 'eth_chainId' }, { jsonrpc: '2.0', id: 3, method: 'eth_blockNumber', params: ['pending'] }]));
+  tt.same(await next(), [{ jsonrpc: '2.0', id: 2, result: '0x7a69' }, { jsonrpc: '2.0', id: 3, result: NUM }]);
+  ws.send(JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'eth_subscribe', params: ['newHeads'] }));
+  tt.equal(((await next()) as { error: { code: number } }).error.code, -32601, 'no subscription hub → -32601');
+});
+
+t.test('without usable pending state, pending answers as latest (from the node) and is counted', async (tt) => {
+  h.setUsable(false);
+  tt.teardown(() => h.setUsable(true));
+  const before = h.ctx.metrics.pendingFallbacks.stale.value;
+  const b = (await ok('eth_getBlockByNumber', ['pending', false])) as Record<string, unknown>;
+  tt.equal(b.number, '0x0', "anvil's latest");
+  tt.equal(await ok('eth_blockNumber', ['pending']), '0x0');
+  tt.ok(h.ctx.metrics.pendingFallbacks.stale.value > before);
+  const r = (await ok('eth_getTransactionReceipt', [userTx.hash])) as Record<string, unknown>;
+  tt.equal(r.transactionHash, userTx.hash, 'by-hash lookups still come from state');
+});
+
+t.test('metrics record the source of each answer', async (tt) => {
+  tt.ok(h.ctx.metrics.rpcHandle('eth_getTransactionReceipt', 'state').counter.value >= 6);
+  tt.ok(h.ctx.metrics.rpcHandle('eth_getBlockByHash', 'node').counter.value >= 1);
+  tt.ok(h.ctx.metrics.rpcHandle('eth_getTransactionReceipt', 'state').histogram.count >= 6);
+});
