@@ -20,6 +20,8 @@ export interface RpcHarness {
   pipeline: ReturnType<typeof makePipeline>['pipeline'];
   state: ReturnType<typeof makePipeline>['state'];
   mounted: Mounted;
+  /** Requests the node client has sent (each batch counts once). */
+  nodeRequests(): number;
   /** Whether `pending` is served from state (stands in for freshness). */
   setUsable(on: boolean): void;
   /** JSON-RPC call over HTTP; returns the parsed envelope. */
@@ -34,7 +36,8 @@ export async function startRpc(opts: { nodeUrl?: string; config?: Partial<Config
   const config = Object.freeze({ ...loadConfig([], {}), port: 0, nodeTimeoutMs: 2000, ...opts.config }) as Readonly<Config>;
   const { state, pipeline } = makePipeline();
   const metrics = createMetrics({ version: 'test', commit: 'test' });
-  const node = new NodeClient({ url: opts.nodeUrl ?? 'http://127.0.0.1:9', timeoutMs: config.nodeTimeoutMs, maxSockets: 16 });
+  let nodeRequests = 0;
+  const node = new NodeClient({ url: opts.nodeUrl ?? 'http://127.0.0.1:9', timeoutMs: config.nodeTimeoutMs, maxSockets: 16, observe: () => void nodeRequests++ });
   let usable = true;
   const ctx: ServiceContext = {
     config,
@@ -63,6 +66,7 @@ export async function startRpc(opts: { nodeUrl?: string; config?: Partial<Config
     pipeline,
     state,
     mounted,
+    nodeRequests: () => nodeRequests,
     setUsable(on) {
       usable = on;
     },
