@@ -1,0 +1,233 @@
+// eth_subscribe hub: notification shapes and sharing, log filters, params errors and caps at the sink level; then
+// over a real socket (startDaemon) with viem's WebSocket transport and raw eth_subscribe.
+import http from 'node:http';
+import t from 'tap';
+import { createPublicClient, webSocket } from 'viem';
+import { loadConfig } from '../../src/config.js';
+import type { SubscriberSink } from '../../src/context.js';
+import { startDaemon } from '../../src/daemon.js';
+import { RpcCode, RpcError } from '../../src/errors.js';
+import { silentLogger } from '../../src/log.js';
+import { createMetrics } from '../../src/metrics/metrics.js';
+import { NodeClient } from '../../src/node/client.js';
+import { Subscriptions, logMatches, parseLogFilter } from '../../src/stream/subscriptions.js';
+import { feed, makePipeline } from '../helpers/ingest.js';
+import { unichainMessages } from '../helpers/fixtures.js';
+
+interface Note {
+  jsonrpc: string;
+  method: string;
+  params: { subscription: string; result: unknown };
+}
+
+class Sink implements SubscriberSink {
+  static next = 1;
+  readonly id = Sink.next++;
+  readonly texts: string[] = [];
+  send(text: string): boolean {
+    this.texts.push(text);
+    return true;
+  }
+  notes(id?: string): Note[] {
+    return this.texts.map((x) => JSON.parse(x) as Note).filter((n) => id === undefined || n.params.subscription === id);
+  }
+}
+
+function hub(nodeUrl = 'http://127.0.0.1:9') {
+  const { pipeline } = makePipeline();
+  const metrics = createMetrics({ version: 'test', commit: 'test' });
+  const node = new NodeClient({ url: nodeUrl, timeoutMs: 2000, maxSockets: 2 });
+  const subs = new Subscriptions({ events: pipeline.events, node, metrics, log: silentLogger });
+  return { pipeline, metrics, subs };
+}
+
+const uni = unichainMessages();
+const LOG_ADDRESS = '0xf878f0340bf132c28f3211e8b46c569edf817495';
+const firstTopic = (): string => {
+  for (const m of uni) {
+    const receipts = (m.metadata as { receipts: Record<string, Record<string, { logs: { topics: string[] }[] }>> }).receipts;
+    for (const r of Object.values(receipts)) for (const v of Object.values(r)) if (v.logs?.[0]) return v.logs[0].topics[0]!;
+  }
+  throw new Error('fixture has no logs');
+};
+
+/** The code and message of the RpcError `fn` throws. */
+function rpcErrorOf(fn: () => unknown): { code: number; message: string } {
+  try {
+    fn();
+  } catch (e) {
+    if (e instanceof RpcError) return { code: e.code, message: e.message };
+    throw e;
+  }
+  return { code: 0, message: 'nothing thrown' };
+}
+
+t.test('log filter semantics (geth): address any-of, positional topics with null wildcards and OR-arrays', async (t) => {
+  const A = '0x' + 'aa'.repeat(20);
+  const B = '0x' + 'bb'.repeat(20);
+  const t1 = '0x' + '11'.repeat(32);
+  const t2 = '0x' + '22'.repeat(32);
+  const t3 = '0x' + '33'.repeat(32);
+  const cases: [unknown, string, string[], boolean][] = [
+    [undefined, A, [], true],
+    [{ address: A }, A, [t1], true],
+    [{ address: A.toUpperCase().replace('0X', '0x') }, A, [t1], true],
+    [{ address: [A, B] }, B, [], true],
+    [{ address: B }, A, [t1], false],
+    [{ topics: [t1] }, A, [t1, t2], true],
+    [{ topics: [t2] }, A, [t1, t2], false],
+    [{ topics: [null, t2] }, A, [t1, t2], true],
+    [{ topics: [null, t2] }, A, [t1], false],
+    [{ topics: [[t1, t3], [t2, t3]] }, A, [t3, t2], true],
+    [{ topics: [[t1, t3], [t1]] }, A, [t3, t2], false],
+    [{ topics: [[], null] }, A, [t3, t1], true],
+    [{ topics: [[], null] }, A, [t3], false],
+    [{ address: A, topics: [null, null, null] }, A, [t1, t2, t3], true],
+  ];
+  for (const [f, addr, topics, want] of cases) t.equal(logMatches(parseLogFilter(f), addr, topics), want, JSON.stringify({ f, addr, topics }));
+});
+
+t.test('bad params are -32602 naming the parameter; the per-connection cap is enforced', async (t) => {
+  const { subs } = hub();
+  const s = new Sink();
+  t.match(rpcErrorOf(() => subs.subscribe(s, [])), { code: RpcCode.INVALID_PARAMS, message: /params\[0\]: unsupported subscription kind undefined/ });
+  t.match(rpcErrorOf(() => subs.subscribe(s, ['bogus'])), { code: RpcCode.INVALID_PARAMS, message: /params\[0\].*"bogus"/ });
+  t.match(rpcErrorOf(() => subs.subscribe(s, ['newFlashblockTransactions', 'yes'])), { code: RpcCode.INVALID_PARAMS, message: /params\[1\]: expected a boolean/ });
+  t.match(rpcErrorOf(() => subs.subscribe(s, ['pendingLogs', { address: '0x12' }])), { code: RpcCode.INVALID_PARAMS, message: /params\[1\]\.address/ });
+  t.match(rpcErrorOf(() => subs.subscribe(s, ['logs', { topics: [null, '0xzz'] }])), { code: RpcCode.INVALID_PARAMS, message: /params\[1\]\.topics\[1\]/ });
+  t.match(rpcErrorOf(() => subs.subscribe(s, ['logs', { topics: [null, null, null, null, null] }])), { code: RpcCode.INVALID_PARAMS, message: /at most 4/ });
+  t.match(rpcErrorOf(() => subs.subscribe(s, ['pendingLogs', 'x'])), { code: RpcCode.INVALID_PARAMS, message: /params\[1\]: expected a filter object/ });
+  const node = new NodeClient({ url: 'http://127.0.0.1:9', timeoutMs: 10, maxSockets: 1 });
+  const small = new Subscriptions({ events: makePipeline().pipeline.events, node, metrics: createMetrics({ version: 't', commit: 't' }), log: silentLogger }, 3);
+  const c = new Sink();
+  const ids = [small.subscribe(c, ['newFlashblocks']), small.subscribe(c, ['pendingLogs']), small.subscribe(c, ['newHeads'])];
+  for (const id of ids) t.match(id, /^0x[0-9a-f]{32}$/, '16-byte random hex id');
+  t.equal(new Set(ids).size, 3);
+  t.match(rpcErrorOf(() => small.subscribe(c, ['logs'])), { code: RpcCode.LIMIT_EXCEEDED, message: /limit 3/ });
+  t.ok(small.subscribe(new Sink(), ['logs']), 'the cap is per connection');
+  t.notOk(small.unsubscribe(new Sink(), ids[0]!), "cannot cancel another connection's subscription");
+  t.ok(small.unsubscribe(c, ids[0]!));
+  t.notOk(small.unsubscribe(c, ids[0]!), 'second unsubscribe is false');
+  t.ok(small.subscribe(c, ['logs']), 'room again after unsubscribe');
+  small.disconnect(c);
+  t.equal(small.size, 1, 'disconnect dropped all of that connection');
+});
+
+t.test('pending kinds: one shared payload per flashblock, tx hashes or full, filtered pendingLogs', async (t) => {
+  const { pipeline, metrics, subs } = hub();
+  const a = new Sink();
+  const b = new Sink();
+  const idA = subs.subscribe(a, ['newFlashblocks']);
+  const idB = subs.subscribe(b, ['newFlashblocks']);
+  const txHashes = subs.subscribe(a, ['newFlashblockTransactions']);
+  const txFull = subs.subscribe(b, ['newFlashblockTransactions', true]);
+  const logsAll = subs.subscribe(a, ['pendingLogs']);
+  const logsAddr = subs.subscribe(a, ['pendingLogs', { address: LOG_ADDRESS, topics: [[firstTopic(), '0x' + '00'.repeat(32)]] }]);
+  const logsOther = subs.subscribe(b, ['pendingLogs', { address: '0x' + '12'.repeat(20) }]);
+  const logsTopic2 = subs.subscribe(b, ['pendingLogs', { topics: [null, firstTopic()] }]);
+  t.equal(metrics.wsSubscriptions.newFlashblocks.value, 2);
+  t.equal(metrics.wsSubscriptions.pendingLogs.value, 4);
+
+  for (const m of uni) feed(pipeline, m);
+  const blocksA = a.notes(idA);
+  t.equal(blocksA.length, uni.length, 'one newFlashblocks notification per flashblock');
+  t.equal(b.notes(idB).length, uni.length);
+  t.equal(blocksA[0]!.method, 'eth_subscription');
+  for (let i = 0; i < uni.length; i++) {
+    const r = blocksA[i]!.params.result as { hash: string; number: string; transactions: string[] };
+    t.equal(r.hash, (uni[i]!.diff as { block_hash: string }).block_hash, `flashblock ${i}: the pending block as of it`);
+    t.equal(r.number, '0x21e3b52');
+    t.ok(r.transactions.every((x) => typeof x === 'string'), 'hashes, not objects');
+  }
+  const textA = a.texts.filter((x) => x.includes(idA));
+  const textB = b.texts.filter((x) => x.includes(idB));
+  t.same(textA.map((x) => x.replace(idA, '')), textB.map((x) => x.replace(idB, '')), 'identical payload bytes; only the id differs');
+
+  const totalTxs = uni.reduce((n, m) => n + (m.diff as { transactions: unknown[] }).transactions.length, 0);
+  const hashes = a.notes(txHashes).map((n) => n.params.result);
+  t.equal(hashes.length, totalTxs, 'one notification per new transaction');
+  t.ok(hashes.every((h) => typeof h === 'string' && /^0x[0-9a-f]{64}$/.test(h)));
+  t.equal(new Set(hashes).size, totalTxs, 'no repeats across flashblocks');
+  const full = b.notes(txFull).map((n) => n.params.result as { hash: string; from: string; receipt: { transactionHash: string; status: string } | null });
+  t.same(full.map((x) => x.hash), hashes, 'full objects in the same order');
+  t.ok(full.every((x) => x.receipt !== null && x.receipt.transactionHash === x.hash), 'each with its receipt');
+
+  const all = a.notes(logsAll).map((n) => n.params.result as { address: string; logIndex: string; transactionHash: string });
+  t.equal(all.length, 4, 'every log of the capture, one per message');
+  t.ok(all.every((l) => l.address === LOG_ADDRESS));
+  t.same(a.notes(logsAddr).map((n) => n.params.result), all.map((x) => x), 'address + OR-topic filter matches them all');
+  t.equal(b.notes(logsOther).length, 0, 'other address: nothing');
+  t.equal(b.notes(logsTopic2).length, 0, 'second topic position required but the logs have one topic');
+
+  subs.disconnect(a);
+  subs.disconnect(b);
+  t.equal(subs.size, 0);
+  t.equal(metrics.wsSubscriptions.pendingLogs.value, 0, 'gauges back to zero');
+  subs.close();
+});
+
+t.test('canonical kinds: newHeads and logs fetched once from the node per canonical block', async (t) => {
+  const calls: string[] = [];
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      const r = JSON.parse(body) as { id: number; method: string; params: unknown[] };
+      calls.push(r.method);
+      const result = r.method === 'eth_getBlockByNumber'
+        ? { number: r.params[0], hash: '0x' + 'ab'.repeat(32), transactions: ['0x01'], uncles: [] }
+        : [
+          { address: '0x' + 'aa'.repeat(20), topics: ['0x' + '11'.repeat(32)], data: '0x', blockNumber: '0x10', logIndex: '0x0' },
+          { address: '0x' + 'bb'.repeat(20), topics: ['0x' + '22'.repeat(32)], data: '0x', blockNumber: '0x10', logIndex: '0x1' },
+        ];
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: r.id, result }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => server.close(() => r())));
+  const port = (server.address() as { port: number }).port;
+  const { pipeline, subs } = hub(`http://127.0.0.1:${port}`);
+  const s = new Sink();
+  const heads = subs.subscribe(s, ['newHeads']);
+  subs.subscribe(new Sink(), ['newHeads']);
+  const logsB = subs.subscribe(s, ['logs', { address: '0x' + 'bb'.repeat(20) }]);
+  pipeline.settle(16, null);
+  for (let i = 0; i < 100 && s.texts.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+  const h = s.notes(heads);
+  t.equal(h.length, 1);
+  t.same(h[0]!.params.result, { number: '0x10', hash: '0x' + 'ab'.repeat(32) }, 'header without transactions/uncles');
+  const l = s.notes(logsB);
+  t.equal(l.length, 1, 'logs filtered locally');
+  t.equal((l[0]!.params.result as { logIndex: string }).logIndex, '0x1');
+  t.same(calls.sort(), ['eth_getBlockByNumber', 'eth_getLogs'], 'one node call per kind, not per subscriber');
+  subs.close();
+});
+
+t.test('over a real socket: viem raw eth_subscribe gets newFlashblocks; eth_unsubscribe stops them', async (t) => {
+  const config = { ...loadConfig([], {}), port: 0, metricsPort: 0, host: '127.0.0.1', flashblocksUrls: [], nodeRpcUrl: 'http://127.0.0.1:9' };
+  const d = await startDaemon(config, { log: silentLogger });
+  t.teardown(() => d.stop());
+  const client = createPublicClient({ transport: webSocket(`ws://127.0.0.1:${d.rpcPort}/`, { keepAlive: false, reconnect: false }) });
+  const got: { hash: string }[] = [];
+  const logs: unknown[] = [];
+  const { transport } = client;
+  const sub = await transport.subscribe({
+    params: ['newFlashblocks'] as never,
+    onData: (data: { result?: unknown }) => got.push(data.result as { hash: string }),
+  });
+  t.match(sub.subscriptionId, /^0x[0-9a-f]{32}$/);
+  const logSub = await transport.subscribe({
+    params: ['pendingLogs', { address: LOG_ADDRESS }] as never,
+    onData: (data: { result?: unknown }) => logs.push(data.result),
+  });
+  for (const m of uni) feed(d.pipeline, m);
+  for (let i = 0; i < 200 && (got.length < uni.length || logs.length < 4); i++) await new Promise((r) => setTimeout(r, 10));
+  t.same(got.map((b) => b.hash), uni.map((m) => (m.diff as { block_hash: string }).block_hash), 'one pending block per flashblock, in order');
+  t.equal(logs.length, 4, 'pendingLogs over the socket');
+  await sub.unsubscribe();
+  await logSub.unsubscribe();
+  t.equal(d.ctx.metrics.wsSubscriptions.newFlashblocks.value, 0);
+  const socket = await transport.getRpcClient();
+  socket.close();
+});
