@@ -1,0 +1,203 @@
+// End to end on the devnet: flashblocksd preconfirms before anvil seals, and everything it answered while pending
+// equals what anvil answers once the block is canonical (block-hash fields excepted). E2E_TXS sets the run length.
+import t, { type Test } from 'tap';
+import { performance } from 'node:perf_hooks';
+import { privateKeyToAccount } from 'viem/accounts';
+import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
+import { startDevnet, type DevnetOptions } from '../../scripts/devnet/sequencer.js';
+import { startTraffic, type SentTx, type TxKind } from '../../scripts/devnet/traffic.js';
+import { loadConfig } from '../../src/config.js';
+import { startDaemon } from '../../src/daemon.js';
+import { createLogger } from '../../src/log.js';
+
+const TXS = Number(process.env.E2E_TXS ?? 120);
+const errors: string[] = [];
+const silent = createLogger({ level: 'error', write: (line) => void errors.push(line) });
+
+async function boot(t: Test, opts: DevnetOptions) {
+  const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200, ...opts });
+  t.teardown(() => devnet.stop());
+  const config = loadConfig(
+    ['--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', '1000', '--log-level', 'error'],
+    {},
+  );
+  const daemon = await startDaemon(config, { log: silent });
+  t.teardown(() => daemon.stop());
+  return { devnet, daemon, rpc: `http://127.0.0.1:${daemon.rpcPort}` };
+}
+
+/** Fields that may differ between a pending and a canonical answer. */
+function strip(v: any): any {
+  if (Array.isArray(v)) return v.map(strip);
+  if (v === null || typeof v !== 'object') return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) if (k !== 'blockHash') out[k] = strip(x);
+  return out;
+}
+
+/** The first differing path between two JSON values, or null. */
+function firstDiff(a: any, b: any, path = ''): string | null {
+  if (typeof a !== 'object' || a === null || typeof b !== 'object' || b === null) {
+    return a === b ? null : `${path || '.'}: daemon ${JSON.stringify(a)} vs anvil ${JSON.stringify(b)}`;
+  }
+  for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
+    const d = firstDiff(a[k], b[k], `${path}.${k}`);
+    if (d) return d;
+  }
+  return null;
+}
+
+const pct = (xs: number[], p: number): number => {
+  const s = [...xs].sort((x, y) => x - y);
+  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))] ?? NaN;
+};
+
+t.test('a tx sent through flashblocksd has a daemon receipt before anvil seals it', async (t) => {
+  const { devnet, rpc } = await boot(t, {});
+  const user = privateKeyToAccount(devnet.accounts[9]!.privateKey);
+  // Send just after index 1 of a block past start-up (when ticks may run back to back to catch up), so the tx
+  // lands mid-block, well before the seal.
+  await new Promise<void>((resolve) => {
+    const off = devnet.onFlashblock((fb) => {
+      if (fb.index === 1 && fb.blockNumber >= 3) {
+        off();
+        resolve();
+      }
+    });
+  });
+  const signed = await user.signTransaction({
+    chainId: devnet.chainId, nonce: 0, type: 'eip1559', maxFeePerGas: 3_000_000_000n, maxPriorityFeePerGas: 1n, gas: 21_000n,
+    to: '0x000000000000000000000000000000000000dEaD', value: 1n,
+  });
+  const hash = await rpcCall<string>(rpc, 'eth_sendRawTransaction', [signed]);
+  let daemonAt = -1;
+  let anvilAt = -1;
+  const t0 = performance.now();
+  while ((daemonAt < 0 || anvilAt < 0) && performance.now() - t0 < 5000) {
+    const [d, a] = await Promise.all([
+      daemonAt < 0 ? rpcCall(rpc, 'eth_getTransactionReceipt', [hash]) : null,
+      anvilAt < 0 ? rpcCall(devnet.anvilUrl, 'eth_getTransactionReceipt', [hash]) : null,
+    ]);
+    const now = performance.now() - t0;
+    if (d && daemonAt < 0) daemonAt = now;
+    if (a && anvilAt < 0) anvilAt = now;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  t.ok(daemonAt >= 0, `daemon receipt after ${daemonAt.toFixed(0)} ms`);
+  t.ok(anvilAt >= 0, `anvil receipt after ${anvilAt.toFixed(0)} ms`);
+  t.ok(daemonAt < anvilAt, 'preconfirmed before canonical');
+});
+
+async function differential(t: Test, opts: DevnetOptions, txs: number): Promise<void> {
+  const { devnet, rpc } = await boot(t, opts);
+  const sent = new Map<string, SentTx>();
+  const seen = new Map<string, { tx: any; receipt: any; atMs: number }>();
+  const senders = devnet.accounts.slice(0, 6);
+  const samples: { number: number; txCount: number; txs: any[]; balances: string[]; nonces: string[] }[] = [];
+  const traffic = await startTraffic({
+    rpcUrl: rpc, chainId: devnet.chainId, accounts: senders, txPerSec: 60, maxTxs: txs,
+    onSent: (s) => void sent.set(s.hash, s),
+  });
+  t.teardown(() => traffic.stop());
+  let polling = true;
+  const poller = (async () => {
+    while (polling) {
+      const open = [...sent.keys()].filter((h) => !seen.has(h));
+      if (open.length > 0) {
+        const res = await rpcBatch(rpc, open.flatMap((h): [string, unknown[]][] => [['eth_getTransactionReceipt', [h]], ['eth_getTransactionByHash', [h]]]));
+        const now = performance.now();
+        open.forEach((h, i) => {
+          const r = res[2 * i];
+          const x = res[2 * i + 1];
+          if (r?.ok && r.value && x?.ok && x.value) seen.set(h, { receipt: r.value, tx: x.value, atMs: now - sent.get(h)!.sentAtMs });
+        });
+      }
+      const pend = await rpcBatch(rpc, [
+        ['eth_getBlockByNumber', ['pending', true]],
+        ...senders.map((a): [string, unknown[]] => ['eth_getBalance', [a.address, 'pending']]),
+        ...senders.map((a): [string, unknown[]] => ['eth_getTransactionCount', [a.address, 'pending']]),
+      ]);
+      const blk = pend[0]?.ok ? pend[0].value : null;
+      if (blk && pend.every((p) => p.ok)) {
+        samples.push({
+          number: Number(blk.number), txCount: blk.transactions.length, txs: blk.transactions,
+          balances: pend.slice(1, 1 + senders.length).map((p) => (p as any).value),
+          nonces: pend.slice(1 + senders.length).map((p) => (p as any).value),
+        });
+      }
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  })();
+  await traffic.done();
+  // Let the last txs be flashblocked and sealed.
+  const deadline = Date.now() + 10_000;
+  while (seen.size < sent.size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  await new Promise((r) => setTimeout(r, 1500));
+  polling = false;
+  await poller;
+
+  t.equal(seen.size, sent.size, `every tx was preconfirmed (${seen.size}/${sent.size})`);
+  let diffs = 0;
+  // One failure per differing field (first example shown), so a systematic gap does not hide the others.
+  const byField = new Map<string, { n: number; example: string }>();
+  const fail = (what: string, d: string): void => {
+    diffs++;
+    const field = `${what.split(' ')[0]} ${d.split(':')[0]}`;
+    const e = byField.get(field);
+    if (e) e.n++;
+    else byField.set(field, { n: 1, example: `${what}: ${d}` });
+  };
+  const canonTx = await rpcBatch(devnet.anvilUrl, [...seen.keys()].flatMap((h): [string, unknown[]][] => [['eth_getTransactionReceipt', [h]], ['eth_getTransactionByHash', [h]]]));
+  [...seen.entries()].forEach(([h, s], i) => {
+    const r = canonTx[2 * i];
+    const x = canonTx[2 * i + 1];
+    const dr = firstDiff(strip(s.receipt), strip(r?.ok ? r.value : null));
+    if (dr) fail(`receipt ${h}`, dr);
+    const dx = firstDiff(strip(s.tx), strip(x?.ok ? x.value : null));
+    if (dx) fail(`tx ${h}`, dx);
+  });
+  // Pending blocks: tx lists are prefixes of the canonical block; complete ones carry the canonical balances/nonces.
+  const canonBlocks = new Map<number, any>();
+  let compared = 0;
+  for (const s of samples) {
+    if (!canonBlocks.has(s.number)) canonBlocks.set(s.number, await rpcCall(devnet.anvilUrl, 'eth_getBlockByNumber', [`0x${s.number.toString(16)}`, true]));
+    const c = canonBlocks.get(s.number);
+    if (!c) continue;
+    const d = firstDiff(strip(s.txs), strip(c.transactions.slice(0, s.txCount)));
+    if (d) fail(`pending block ${s.number} txs`, d);
+    if (s.txCount !== c.transactions.length) continue;
+    compared++;
+    const at = c.number;
+    const want = await rpcBatch(devnet.anvilUrl, [
+      ...senders.map((a): [string, unknown[]] => ['eth_getBalance', [a.address, at]]),
+      ...senders.map((a): [string, unknown[]] => ['eth_getTransactionCount', [a.address, at]]),
+    ]);
+    const got = [...s.balances, ...s.nonces];
+    want.forEach((w, i) => {
+      if (!w.ok || BigInt(w.value) !== BigInt(got[i]!)) fail(`block ${s.number} ${i < senders.length ? 'balance' : 'nonce'} of sender ${i % senders.length}`, `daemon ${got[i]} vs anvil ${w.ok ? w.value : w.error.message}`);
+    });
+  }
+  for (const [field, e] of byField) t.fail(`${field} differs in ${e.n} answers, e.g. ${e.example}`);
+  t.equal(diffs, 0, `no differences (${seen.size} txs, ${samples.length} pending samples, ${compared} complete-block balance/nonce checks)`);
+  const lat = [...seen.values()].map((s) => s.atMs);
+  const byKind: Partial<Record<TxKind, number>> = {};
+  for (const s of sent.values()) byKind[s.kind] = (byKind[s.kind] ?? 0) + 1;
+  t.comment(`tx kinds ${JSON.stringify(byKind)}; submission → preconfirmed receipt p50 ${pct(lat, 50).toFixed(0)} ms, p99 ${pct(lat, 99).toFixed(0)} ms`);
+  t.equal(devnet.stats().hashMismatches, 0, 'every sealed block equals its last flashblock');
+}
+
+t.test('differential: pending answers equal canonical answers (text, external receipts)', (t) => differential(t, {}, TXS));
+t.test('differential with brotli frames and internally tagged receipts', (t) => differential(t, { brotli: true, receipts: 'internal' }, Math.min(TXS, 80)));
+
+t.test('post-Azul stream runs without errors', async (t) => {
+  const { devnet, daemon, rpc } = await boot(t, { azul: true });
+  const traffic = await startTraffic({ rpcUrl: rpc, chainId: devnet.chainId, accounts: devnet.accounts.slice(0, 3), txPerSec: 30, maxTxs: 30 });
+  t.teardown(() => traffic.stop());
+  await traffic.done();
+  await new Promise((r) => setTimeout(r, 2500));
+  const pending = await rpcCall(rpc, 'eth_getBlockByNumber', ['pending', false]);
+  t.ok(pending, 'pending block answered');
+  t.equal(traffic.stats().errors, 0, 'every submission accepted');
+  t.ok(daemon.pipeline, 'pipeline alive');
+  t.same(errors.filter((l) => /error/i.test(l)), [], 'no error logs');
+});
