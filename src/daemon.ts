@@ -1,0 +1,204 @@
+// Assembles the daemon: config → metrics, state, pipeline, node client → uWS app with rpc/ and stream/ mounted →
+// listeners → upstreams and canonical tracking. Owns start and stop order; holds no logic of its own.
+import { performance } from 'node:perf_hooks';
+import type { Config } from './config.js';
+import type { Mounted, ServiceContext } from './context.js';
+import { StartupCode, StartupError } from './errors.js';
+import { CanonicalTracker } from './ingest/canonical.js';
+import { IngestPipeline, type IngestObserver } from './ingest/pipeline.js';
+import { UpstreamPool } from './ingest/upstream.js';
+import { createLogger, type Logger } from './log.js';
+import { createMetrics, flashblockLatenessSeconds, type Metrics } from './metrics/metrics.js';
+import { startMetricsServer, type HealthReport, type MetricsServer } from './metrics/server.js';
+import { checkNative, loadUws, type NativeReport } from './native.js';
+import { NodeClient } from './node/client.js';
+import { mountRpc } from './rpc/server.js';
+import { StateEvents } from './state/events.js';
+import { PendingState } from './state/pending.js';
+import { mountStream } from './stream/server.js';
+import { Subscriptions } from './stream/subscriptions.js';
+
+/** A running daemon. */
+export interface Daemon {
+  readonly rpcPort: number;
+  readonly metricsPort: number;
+  readonly ctx: ServiceContext;
+  readonly pipeline: IngestPipeline;
+  readonly native: NativeReport;
+  /** Health as /readyz reports it. */
+  health(): HealthReport;
+  /** Graceful stop: drain serving modules within the grace period, close upstreams and listeners. */
+  stop(): Promise<void>;
+}
+
+export interface DaemonOptions {
+  log?: Logger;
+  version?: string;
+  commit?: string;
+}
+
+/** Maps pipeline observations onto the metric cells (resolved once, nothing allocated per frame). */
+function metricsObserver(m: Metrics, blockTimeMs: number): IngestObserver {
+  let lastAppliedAt = -1;
+  return {
+    frame(u, isBinary, bytes) {
+      const up = m.forUpstream(u);
+      up.frames[isBinary ? 'binary' : 'text'].inc();
+      up.bytes.inc(bytes);
+    },
+    decodeError: (reason) => m.decodeErrors[reason].inc(),
+    copy: (u, first) => (first ? m.upstreamFirstCopies[u] : m.upstreamDuplicateCopies[u])?.inc(),
+    verdict: (v) => m.sequenceVerdicts[v].inc(),
+    applied(fb, block, seconds, receivedAtMs) {
+      m.processingSeconds.observe(seconds);
+      if (lastAppliedAt >= 0) m.observeInterarrival((receivedAtMs - lastAppliedAt) / 1000);
+      lastAppliedAt = receivedAtMs;
+      m.observeLateness(flashblockLatenessSeconds(performance.timeOrigin + receivedAtMs, block.base.timestamp, fb.index, blockTimeMs));
+      m.pendingBlock.set(block.number);
+      m.pendingIndex.set(fb.index);
+    },
+    reorg: (hashes) => m.preconfReorgs.inc(hashes.length),
+    brokenBlock: () => {},
+  };
+}
+
+/** Starts the daemon. Throws StartupError (E_NATIVE, E_LISTEN) when it cannot. */
+export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions = {}): Promise<Daemon> {
+  const log = opts.log ?? createLogger({ level: config.logLevel });
+  const uWS = loadUws();
+  const native = checkNative(uWS, log);
+  const upstreamCount = Math.max(1, config.flashblocksUrls.length);
+  const metrics = createMetrics({ version: opts.version ?? '0.0.0', commit: opts.commit ?? 'unknown', upstreamCount });
+  const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });
+  const events = new StateEvents();
+  const pipeline = new IngestPipeline(
+    state,
+    { maxFrameBytes: config.maxFrameBytes, gapWindowFrames: config.gapWindowFrames, gapTimeoutMs: config.gapTimeoutMs },
+    log,
+    metricsObserver(metrics, config.blockTimeMs),
+    events,
+  );
+  const node = new NodeClient({
+    url: config.nodeRpcUrl,
+    timeoutMs: config.nodeTimeoutMs,
+    maxSockets: config.nodeMaxSockets,
+    observe: (s, err) => {
+      metrics.nodeSeconds.observe(s);
+      if (err !== null && err !== 'disabled') metrics.nodeErrors[err].inc();
+    },
+  });
+  const ctx: ServiceContext = {
+    config,
+    log,
+    metrics,
+    state,
+    events,
+    node,
+    pendingUsable: () =>
+      config.flashblocksEnabled && state.pendingBlock() !== null && performance.now() - state.lastAppliedMs < config.pendingMaxAgeMs,
+    subscriptions: null,
+  };
+
+  const app = uWS.App();
+  const stream = mountStream(app, ctx);
+  ctx.subscriptions = new Subscriptions(ctx);
+  const rpc: Mounted = mountRpc(app, ctx);
+
+  const listenSocket = await new Promise<unknown>((resolve) => app.listen(config.host, config.port, (s) => resolve(s)));
+  if (!listenSocket) throw new StartupError(StartupCode.PORT_IN_USE, `cannot listen on ${config.host}:${config.port} (in use or not permitted); choose another --port`);
+  const rpcPort = uWS.us_socket_local_port(listenSocket as never);
+
+  const pool =
+    config.flashblocksEnabled && config.flashblocksUrls.length > 0
+      ? new UpstreamPool(
+          {
+            urls: [...config.flashblocksUrls],
+            pingIntervalMs: config.pingIntervalMs,
+            stallTimeoutMs: config.stallTimeoutMs,
+            backoffInitialMs: config.backoffInitialMs,
+            backoffMaxMs: config.backoffMaxMs,
+            healthyResetMs: config.healthyResetMs,
+            maxFrameBytes: config.maxFrameBytes,
+            connectTimeoutMs: config.connectTimeoutMs,
+          },
+          {
+            onFrame: (f) => pipeline.handleFrame(f),
+            onEvent: (e) => {
+              const up = metrics.forUpstream(e.upstream);
+              if (e.kind === 'connected') up.connected.set(1);
+              else if (e.kind === 'disconnected') {
+                up.connected.set(0);
+                up.reconnects.inc();
+              } else if (e.kind === 'stalled') up.stalls.inc();
+            },
+          },
+          log,
+        )
+      : null;
+
+  const tracker = new CanonicalTracker(
+    node,
+    {
+      settle: (n, hashes) => {
+        pipeline.settle(n, hashes);
+        metrics.canonicalBlock.set(n);
+      },
+      holds: (n) => state.block(n) !== undefined,
+      canonical: () => state.canonical,
+    },
+    { pollMs: config.canonicalPollMs, wsUrl: config.nodeWsUrl, maxCatchUpBlocks: config.maxPendingBlocks },
+    log,
+  );
+
+  const health = (): HealthReport => {
+    const now = performance.now();
+    const age = state.lastAppliedMs === 0 ? null : Math.round(now - state.lastAppliedMs);
+    const upstreamConnected = pool?.connectedCount() ?? 0;
+    const nodeReachable = !node.enabled || (tracker.lastOkMs > 0 && now - tracker.lastOkMs < Math.max(5000, config.canonicalPollMs * 20));
+    const fresh = !config.flashblocksEnabled || (age !== null && age <= config.readyMaxAgeMs);
+    const upOk = !config.flashblocksEnabled || upstreamConnected > 0;
+    return {
+      ready: fresh && upOk && nodeReachable,
+      upstreamConnected,
+      pendingAgeMs: age,
+      nodeReachable,
+      checks: {
+        upstream: { ok: upOk, detail: config.flashblocksEnabled ? `${upstreamConnected}/${config.flashblocksUrls.length} upstreams connected` : 'flashblocks disabled' },
+        pending: { ok: fresh, detail: age === null ? 'no flashblock applied yet' : `last flashblock applied ${age} ms ago (limit ${config.readyMaxAgeMs} ms)` },
+        node: { ok: nodeReachable, detail: node.enabled ? (nodeReachable ? `head ${tracker.head}` : 'node not answering') : 'no node configured' },
+      },
+    };
+  };
+
+  let metricsServer: MetricsServer;
+  try {
+    metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, metrics, health }, log);
+  } catch (e) {
+    uWS.us_listen_socket_close(listenSocket as never);
+    throw new StartupError(StartupCode.PORT_IN_USE, `cannot listen on ${config.host}:${config.metricsPort} for metrics: ${(e as Error).message}; choose another --metrics-port`);
+  }
+
+  const ticker = setInterval(() => {
+    pipeline.tick();
+    metrics.streamSubscribers.set(stream.subscriberCount());
+  }, 50);
+  ticker.unref();
+  pool?.start();
+  tracker.start();
+
+  let stopping: Promise<void> | null = null;
+  const stop = (): Promise<void> => {
+    stopping ??= (async () => {
+      clearInterval(ticker);
+      tracker.stop();
+      uWS.us_listen_socket_close(listenSocket as never);
+      await Promise.all([rpc.drain(config.shutdownGraceMs), stream.drain(config.shutdownGraceMs)]);
+      await pool?.stop();
+      await metricsServer.close();
+      node.close();
+    })();
+    return stopping;
+  };
+
+  return { rpcPort, metricsPort: metricsServer.port, ctx, pipeline, native, health, stop };
+}

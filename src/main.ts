@@ -1,0 +1,114 @@
+// Entry point, wiring only: config → daemon → signals → exit code. With no upstream and no node configured it
+// starts the embedded devnet first, so `npm start` shows flashblocks flowing with no setup.
+import { readFileSync } from 'node:fs';
+import { helpText, loadConfig, redactedConfig, type Config } from './config.js';
+import { startDaemon, type Daemon } from './daemon.js';
+import { StartupError } from './errors.js';
+import { createLogger, type Logger } from './log.js';
+import { notifyReady, notifyStopping } from './metrics/sdnotify.js';
+
+function version(): string {
+  try {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
+    return pkg.version ?? '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+interface DevnetHandle {
+  nodeRpcUrl: string;
+  flashblocksUrl: string;
+  stop(): Promise<void>;
+}
+
+/** Starts the embedded devnet (anvil + flashblocks sequencer + traffic); only for `npm start` without flags. */
+async function startEmbeddedDevnet(log: Logger): Promise<DevnetHandle> {
+  const modPath = '../scripts/devnet/sequencer.js';
+  const mod = (await import(modPath)) as { startDevnet(opts: Record<string, unknown>): Promise<DevnetHandle & Record<string, unknown>> };
+  const devnet = await mod.startDevnet({ traffic: true, log });
+  return devnet;
+}
+
+async function run(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(helpText() + '\n');
+    return 0;
+  }
+  if (argv.includes('--version')) {
+    process.stdout.write(version() + '\n');
+    return 0;
+  }
+  let config: Readonly<Config> = loadConfig(argv, process.env);
+  const log = createLogger({ level: config.logLevel });
+  let devnet: DevnetHandle | null = null;
+  if (config.flashblocksUrls.length === 0 && config.nodeRpcUrl === '' && config.flashblocksEnabled) {
+    log.info('no --flashblocks-url and no --node-rpc-url given: starting the embedded devnet (anvil + flashblocks sequencer)');
+    devnet = await startEmbeddedDevnet(log);
+    config = loadConfig([...argv, '--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl], process.env);
+  } else if (config.flashblocksEnabled && config.flashblocksUrls.length === 0) {
+    throw new StartupError('E_CONFIG', 'flashblocks are enabled but no --flashblocks-url / FLASHBLOCKS_URL is set; give one, or set --flashblocks-enabled false');
+  }
+  log.info('configuration', { config: redactedConfig(config) });
+  const daemon: Daemon = await startDaemon(config, { log, version: version() });
+  log.info(`flashblocksd listening: rpc http://${config.host}:${daemon.rpcPort}/, stream ws://${config.host}:${daemon.rpcPort}/flashblocks, metrics http://${config.host}:${daemon.metricsPort}/metrics`, {
+    rpcPort: daemon.rpcPort,
+    metricsPort: daemon.metricsPort,
+    native: daemon.native,
+  });
+  if (devnet !== null) {
+    const rpc = `http://${config.host}:${daemon.rpcPort}/`;
+    process.stderr.write(
+      [
+        '',
+        '  flashblocksd is running on the embedded devnet (anvil + a flashblocks sequencer, 200 ms flashblocks).',
+        `  JSON-RPC  ${rpc}`,
+        `  stream    ws://${config.host}:${daemon.rpcPort}/flashblocks`,
+        `  metrics   http://${config.host}:${daemon.metricsPort}/metrics`,
+        '  A preconfirmed transaction (pending block, full transactions):',
+        `    curl -s -X POST -H 'Content-Type: application/json' --data '{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["pending",true]}' ${rpc}`,
+        '  Ctrl-C stops everything.',
+        '',
+      ].join('\n') + '\n',
+    );
+  }
+  void notifyReady(log, `serving on ${daemon.rpcPort}`);
+
+  return await new Promise<number>((resolve) => {
+    let signals = 0;
+    const onSignal = (sig: NodeJS.Signals): void => {
+      signals++;
+      if (signals > 1) {
+        log.warn(`second ${sig}: exiting now`);
+        process.exit(130);
+      }
+      log.info(`${sig} received: draining (up to ${config.shutdownGraceMs} ms); send again to exit at once`);
+      void notifyStopping(log);
+      void (async () => {
+        try {
+          await daemon.stop();
+          await devnet?.stop();
+          log.info('stopped cleanly');
+          resolve(0);
+        } catch (e) {
+          log.error('error while stopping', { error: (e as Error).message });
+          resolve(1);
+        }
+      })();
+    };
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+  });
+}
+
+run(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (e: unknown) => {
+    if (e instanceof StartupError) {
+      process.stderr.write(JSON.stringify({ time: new Date().toISOString(), level: 'error', msg: e.message, code: e.code }) + '\n');
+      process.exit(2);
+    }
+    process.stderr.write(JSON.stringify({ time: new Date().toISOString(), level: 'error', msg: 'fatal start-up error', error: (e as Error).stack }) + '\n');
+    process.exit(1);
+  },
+);
