@@ -61,6 +61,7 @@ async function ok(method: string, params: unknown[]): Promise<unknown> {
 
 t.test('eth_blockNumber("pending") is the pending height', async (tt) => {
   tt.equal(await ok('eth_blockNumber', ['pending']), NUM);
+  tt.equal(await ok('eth_blockNumber', []), NUM, 'without params too: clients re-check receipts on a new block number');
 });
 
 t.test('eth_getBlockByNumber pending, with hashes and full objects', async (tt) => {
@@ -172,6 +173,8 @@ t.test('eth_getLogs ending at pending', async (tt) => {
   tt.same(none, []);
   const withCanonical = (await ok('eth_getLogs', [{ fromBlock: '0x0', toBlock: 'pending' }])) as unknown[];
   tt.equal(withCanonical.length, logs.length, 'canonical part from anvil (no logs) + pending part, no duplicates');
+  const toNumber = (await ok('eth_getLogs', [{ fromBlock: '0x0', toBlock: NUM }])) as unknown[];
+  tt.same(toNumber, logs, 'a numeric toBlock at a held pending height is the same range');
   const byHash = (await ok('eth_getLogs', [{ blockHash: hashes[1] }])) as Record<string, unknown>[];
   valid(tt, 'eth_getLogs', byHash);
   tt.ok(byHash.every((l) => l.blockHash === hashes[1]));

@@ -3,8 +3,10 @@
 //
 // By-hash lookups (transactions, receipts, flashblock block hashes) look in pending state first and forward on a
 // miss: held blocks are always above the canonical head, so the node cannot know them yet.
-// eth_blockNumber answers the pending height only when asked with ["pending"]; without params it is the node's
-// head, as every client expects (numeric tags of held pending heights are still answered from state).
+// eth_blockNumber (no params, or ["pending"]) is the pending height while pending state is usable: clients that wait
+// for receipts re-check on a new block number (viem's waitForTransactionReceipt does), and every numeric tag up to
+// that height is answered here (blocks, receipts, logs) or rewritten to `latest` for node-executed calls.
+// eth_getTransactionCount(pending) for a sender without preconfirmed txs asks the node for its pending nonce.
 // eth_call / eth_estimateGas / eth_getCode / eth_getStorageAt / eth_createAccessList with `pending` are forwarded
 // with `latest`: the node's own notion of pending is not the flashblock state (exact execution: a later issue).
 import { toQuantity } from '../../chain/hex.js';
@@ -14,16 +16,10 @@ import type { PendingBlock, TxRecord } from '../../state/block.js';
 import { receiptToRpc } from '../../state/view.js';
 import { blockJson, receiptJson, txJson, txObject } from './cache.js';
 import { ethGetLogs } from './logs.js';
-import { usablePending } from './pending.js';
+import { heldAbove, usablePending } from './pending.js';
 import { address, arity, blockParam, bool, hash32, quantity, withLatest, type BlockParam } from './params.js';
 import { ethSendRawTransactionSync } from './submit.js';
 import { FORWARD_AS_IS, Forward, RawJson, type Handler } from './types.js';
-
-/** A held, unbroken block at height `n` above the canonical head, else null. */
-function heldAbove(ctx: ServiceContext, n: number): PendingBlock | null {
-  const b = ctx.state.block(n);
-  return b !== undefined && !b.broken && n > ctx.state.canonical ? b : null;
-}
 
 /** A block param resolved against state: the block and flashblock index, or null (forward). */
 interface Target {
@@ -55,7 +51,8 @@ function txAt(t: Target, i: number): unknown {
 
 const eth_blockNumber: Handler = (ctx, params) => {
   arity(params, 0, 1);
-  if (params.length === 1 && blockParam(params, 0, false).kind === 'pending') {
+  const kind = params.length === 0 ? 'pending' : blockParam(params, 0, false).kind;
+  if (kind === 'pending') {
     const b = usablePending(ctx);
     if (b !== null) return toQuantity(b.number);
   }
@@ -182,12 +179,25 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
     const n = ctx.state.nextNonce(a);
     if (n !== null) return toQuantity(n);
   }
-  return new Forward(withLatest(params, 1));
+  // Not `latest` here: the node's pending nonce counts its mempool, so a client sending two transactions before the
+  // first is preconfirmed does not reuse a nonce.
+  return FORWARD_AS_IS;
 };
 
-/** A handler forwarding with argument `i` = `pending` replaced by `latest` (node-executed methods). */
+/**
+ * A handler for node-executed methods: argument `i` = `pending`, or the number of a held pending block (which the
+ * node does not have yet), is forwarded as `latest`.
+ */
 function pendingAsLatest(i: number): Handler {
-  return (_ctx, params) => (params[i] === 'pending' ? new Forward(withLatest(params, i)) : FORWARD_AS_IS);
+  return (ctx, params) => {
+    const tag = params[i];
+    if (tag === 'pending') return new Forward(withLatest(params, i));
+    if (typeof tag === 'string' && tag.length > 2 && tag.length < 16 && tag.startsWith('0x')) {
+      const n = Number.parseInt(tag.slice(2), 16);
+      if (heldAbove(ctx, n) !== null) return new Forward(withLatest(params, i));
+    }
+    return FORWARD_AS_IS;
+  };
 }
 
 const eth_subscribe: Handler = (ctx, params, sink: SubscriberSink | null) => {

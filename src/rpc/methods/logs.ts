@@ -4,7 +4,7 @@ import type { ServiceContext } from '../../context.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { PendingBlock } from '../../state/block.js';
 import { logsToRpc } from '../../state/view.js';
-import { usablePending } from './pending.js';
+import { heldAbove, usablePending } from './pending.js';
 import { blockParam, hash32 } from './params.js';
 import { FORWARD_AS_IS, Forward, type Handler } from './types.js';
 
@@ -86,13 +86,21 @@ export const ethGetLogs: Handler = (ctx: ServiceContext, params) => {
   }
   const fromRaw = filter.fromBlock ?? 'latest';
   const toRaw = filter.toBlock ?? 'latest';
-  if (toRaw !== 'pending' && fromRaw !== 'pending') return FORWARD_AS_IS;
+  // The range reaches pending state when it ends at `pending` or at the number of a held pending block.
+  let top: PendingBlock | null = null;
+  let heldTo = false;
+  if (typeof toRaw === 'string' && toRaw !== 'pending' && toRaw.startsWith('0x')) {
+    const n = blockParam([toRaw], 0, false).number;
+    top = heldAbove(ctx, n);
+    heldTo = top !== null;
+  }
+  if (!heldTo && toRaw !== 'pending' && fromRaw !== 'pending') return FORWARD_AS_IS;
   const from = blockParam([fromRaw], 0, false);
   const m = matcher(filter);
-  const top = usablePending(ctx);
+  if (!heldTo) top = usablePending(ctx);
   if (top === null) return pendingToLatest(filter);
-  if (toRaw !== 'pending') {
-    // fromBlock pending, toBlock an earlier tag or number: an empty range unless it is pending too.
+  if (!heldTo && toRaw !== 'pending') {
+    // fromBlock pending, toBlock an earlier tag or number: an empty range.
     return [];
   }
   const fromNum = from.kind === 'pending' ? top.number : from.kind === 'number' ? from.number : from.kind === 'earliest' ? 0 : -1;

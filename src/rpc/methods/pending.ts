@@ -16,3 +16,9 @@ export function usablePending(ctx: ServiceContext): PendingBlock | null {
   if (b === null) ctx.metrics.pendingFallbacks[fallbackReason(ctx)].inc();
   return b;
 }
+
+/** A held, unbroken block at height `n` above the canonical head, else null. */
+export function heldAbove(ctx: ServiceContext, n: number): PendingBlock | null {
+  const b = ctx.state.block(n);
+  return b !== undefined && !b.broken && n > ctx.state.canonical ? b : null;
+}
