@@ -4,13 +4,21 @@
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
+import { createRequire } from 'node:module';
 import { Dispatcher } from '../src/rpc/dispatch.js';
 import { loadUws } from '../src/native.js';
 import { unichainMessages, unichainRpcBlock } from '../test/helpers/fixtures.js';
 import { feed } from '../test/helpers/ingest.js';
 import { startAnvil, startRpc } from '../test/helpers/rpc-harness.js';
 import { fmt, percentile, type BenchOptions, type BenchResult } from './lib.js';
+
+/** The part of autocannon's programmatic API used here (the package ships no types; @types/autocannon is not installed). */
+interface LoadResult {
+  requests: { average: number };
+  non2xx: number;
+  errors: number;
+}
+const autocannon = createRequire(import.meta.url)('autocannon') as (opts: Record<string, unknown>) => Promise<LoadResult>;
 
 async function load(url: string, body: string, seconds: number, connections: number): Promise<number> {
   const r = await autocannon({
