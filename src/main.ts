@@ -24,10 +24,28 @@ interface DevnetHandle {
 
 /** Starts the embedded devnet (anvil + flashblocks sequencer + traffic); only for `npm start` without flags. */
 async function startEmbeddedDevnet(log: Logger): Promise<DevnetHandle> {
-  const modPath = '../scripts/devnet/sequencer.js';
-  const mod = (await import(modPath)) as { startDevnet(opts: Record<string, unknown>): Promise<DevnetHandle & Record<string, unknown>> };
-  const devnet = await mod.startDevnet({ traffic: true, log });
-  return devnet;
+  // Dynamic imports: the devnet (anvil, viem) is development tooling, absent from a production install.
+  const seqPath = '../scripts/devnet/sequencer.js';
+  const trafficPath = '../scripts/devnet/traffic.js';
+  type Devnet = DevnetHandle & { chainId: number; accounts: unknown[] };
+  const seq = (await import(seqPath)) as { startDevnet(opts: Record<string, unknown>): Promise<Devnet> };
+  const traffic = (await import(trafficPath)) as { startTraffic(opts: Record<string, unknown>): Promise<{ stop(): Promise<void> | void }> };
+  const devnet = await seq.startDevnet({});
+  const gen = await traffic.startTraffic({
+    rpcUrl: devnet.nodeRpcUrl,
+    chainId: devnet.chainId,
+    accounts: devnet.accounts.slice(0, -1),
+    txPerSec: 5,
+    log: (msg: string, fields?: Record<string, unknown>) => log.debug('devnet traffic: ' + msg, fields),
+  });
+  return {
+    nodeRpcUrl: devnet.nodeRpcUrl,
+    flashblocksUrl: devnet.flashblocksUrl,
+    stop: async () => {
+      await gen.stop();
+      await devnet.stop();
+    },
+  };
 }
 
 async function run(argv: string[]): Promise<number> {
@@ -65,7 +83,7 @@ async function run(argv: string[]): Promise<number> {
         `  JSON-RPC  ${rpc}`,
         `  stream    ws://${config.host}:${daemon.rpcPort}/flashblocks`,
         `  metrics   http://${config.host}:${daemon.metricsPort}/metrics`,
-        '  A preconfirmed transaction (pending block, full transactions):',
+        '  Pending block with its preconfirmed transactions (the devnet sends ~5 tx/s; receipts via eth_getTransactionReceipt):',
         `    curl -s -X POST -H 'Content-Type: application/json' --data '{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["pending",true]}' ${rpc}`,
         '  Ctrl-C stops everything.',
         '',
