@@ -50,7 +50,7 @@ export function anvilBinary(): string {
   try {
     return join(dirname(require.resolve(`${pkg}/package.json`)), 'bin', 'anvil');
   } catch {
-    throw new Error(`anvil binary not found: install ${pkg} (npm ci installs it with @foundry-rs/anvil)`);
+    throw new Error(`anvil binary not found: install ${pkg} (a devDependency of this project)`);
   }
 }
 

@@ -2,13 +2,13 @@
 // pipeline), plus a real anvil node. Owns process and socket cleanup; knows nothing of what the tests assert.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { fileURLToPath } from 'node:url';
 import { loadConfig, type Config } from '../../src/config.js';
 import type { Mounted, ServiceContext } from '../../src/context.js';
 import { silentLogger, type Logger } from '../../src/log.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { loadUws } from '../../src/native.js';
 import { NodeClient } from '../../src/node/client.js';
+import { anvilBinary } from '../../scripts/devnet/anvil.js';
 import { mountRpc } from '../../src/rpc/server.js';
 import { makePipeline } from './ingest.js';
 
@@ -108,7 +108,7 @@ export interface Anvil {
   stop(): Promise<void>;
 }
 
-const ANVIL_BIN = fileURLToPath(new URL('../../node_modules/.bin/anvil', import.meta.url));
+const ANVIL_BIN = anvilBinary();
 
 /** Starts `anvil --optimism` on a free port; resolves once it listens. `args` are appended. */
 export async function startAnvil(args: string[] = []): Promise<Anvil> {
