@@ -213,6 +213,9 @@ export function receiptToRpc(rec: TxRecord): Record<string, unknown> | null {
     transactionIndex: q(rec.position),
     blockHash,
     blockNumber: q(rec.block.number),
+    // Not in the execution-apis receipt schema, but geth (1.16+) and anvil return it; clients use it to avoid a
+    // block lookup.
+    blockTimestamp: q(rec.block.base.timestamp),
     gasUsed: q(rec.gasUsed),
     effectiveGasPrice: q(effectiveGasPrice(tx, rec.block.base.baseFeePerGas)),
     from,

@@ -15,13 +15,18 @@ const ajv = new Ajv({ strict: false, allErrors: true });
 const validators = new Map<string, ValidateFunction>();
 for (const m of doc.methods) validators.set(m.name, ajv.compile(m.result.schema as object));
 
-/** OP-stack deposit-only fields: the schemas say additionalProperties: false, so they are removed first. */
+/**
+ * Fields the schemas do not list (they say additionalProperties: false), removed before validation: the OP-stack
+ * deposit fields, and the receipt `blockTimestamp` that geth and anvil return.
+ */
 const OP_ONLY = ['depositNonce', 'depositReceiptVersion', 'sourceHash', 'mint', 'isSystemTx'];
+const RECEIPT_EXTRAS = ['blockTimestamp'];
 function stripOp(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(stripOp);
   if (v === null || typeof v !== 'object') return v;
   const o: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v)) if (!OP_ONLY.includes(k)) o[k] = stripOp(x);
+  const isReceipt = 'cumulativeGasUsed' in v;
+  for (const [k, x] of Object.entries(v)) if (!OP_ONLY.includes(k) && !(isReceipt && RECEIPT_EXTRAS.includes(k))) o[k] = stripOp(x);
   return o;
 }
 /** Deposit transactions (type 0x7e) have no schema upstream; they are checked against the canonical block instead. */
