@@ -28,8 +28,21 @@ async function startEmbeddedDevnet(log: Logger): Promise<DevnetHandle> {
   const seqPath = '../scripts/devnet/sequencer.js';
   const trafficPath = '../scripts/devnet/traffic.js';
   type Devnet = DevnetHandle & { chainId: number; accounts: unknown[] };
-  const seq = (await import(seqPath)) as { startDevnet(opts: Record<string, unknown>): Promise<Devnet> };
-  const traffic = (await import(trafficPath)) as { startTraffic(opts: Record<string, unknown>): Promise<{ stop(): Promise<void> | void }> };
+  let seq: { startDevnet(opts: Record<string, unknown>): Promise<Devnet> };
+  let traffic: { startTraffic(opts: Record<string, unknown>): Promise<{ stop(): Promise<void> | void }> };
+  try {
+    seq = (await import(seqPath)) as typeof seq;
+    traffic = (await import(trafficPath)) as typeof traffic;
+  } catch (e) {
+    // Production installs ship without it; the single-file binary cannot import from disk at all.
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING') throw e;
+    throw new StartupError(
+      'E_CONFIG',
+      'no --flashblocks-url and no --node-rpc-url given, and the embedded devnet (development tooling) is not part of this build; ' +
+        'give --flashblocks-url and --node-rpc-url (or --flashblocks-enabled false with --node-rpc-url); see --help',
+    );
+  }
   const devnet = await seq.startDevnet({});
   const gen = await traffic.startTraffic({
     rpcUrl: devnet.nodeRpcUrl,

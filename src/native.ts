@@ -1,6 +1,8 @@
 // Start-up checks that the native binaries loaded: uWebSockets.js (which silently falls back to a slow pure-JS
 // server), secp256k1 and keccak (which silently fall back to JS). Refuses to start when uWS is not native.
+// Inside the single-file binary, uWS is the addon scripts/sea-entry.ts extracted, loaded with process.dlopen.
 import { createRequire } from 'node:module';
+import { isSea } from 'node:sea';
 import { StartupCode, StartupError } from './errors.js';
 import { keccakIsNative } from './chain/keccak.js';
 import { secp256k1IsNative } from './chain/sender.js';
@@ -39,7 +41,32 @@ export function checkNative(uwsModule: unknown, log: Logger): NativeReport {
   return report;
 }
 
-/** Loads uWebSockets.js (CommonJS) through require so the fallback check sees the real module object. */
+/** Where scripts/sea-entry.ts leaves the path of the extracted uWebSockets.js addon. */
+const SEA_UWS_KEY = Symbol.for('flashblocksd.sea.uwsAddonPath');
+
+/**
+ * Loads uWebSockets.js (CommonJS) through require so the fallback check sees the real module object; in the
+ * single-file binary, the embedded addon itself (there is no JS fallback to fall to).
+ */
 export function loadUws(): typeof import('uWebSockets.js') {
+  if (isSea()) return loadEmbeddedUws();
   return require('uWebSockets.js') as typeof import('uWebSockets.js');
+}
+
+function loadEmbeddedUws(): typeof import('uWebSockets.js') {
+  const file = (globalThis as Record<symbol, unknown>)[SEA_UWS_KEY];
+  if (typeof file !== 'string') {
+    throw new StartupError(StartupCode.NATIVE_MISSING, 'this binary did not extract its uWebSockets.js addon (scripts/sea-entry.ts must be the entry); rebuild with `npm run build:binary`');
+  }
+  const mod = { exports: {} as unknown };
+  try {
+    process.dlopen(mod, file);
+  } catch (e) {
+    throw new StartupError(
+      StartupCode.NATIVE_MISSING,
+      `cannot load the embedded uWebSockets.js addon from ${file}: ${(e as Error).message}. ` +
+        'Its directory must allow executable mappings (not mounted noexec): set RUNTIME_DIRECTORY or XDG_RUNTIME_DIR to another directory.',
+    );
+  }
+  return mod.exports as typeof import('uWebSockets.js');
 }

@@ -1,0 +1,140 @@
+// `npm run build:binary`: one executable, dist-bin/flashblocksd, that runs with no node_modules. esbuild bundles
+// scripts/sea-entry.ts (→ src/main.ts) into one CommonJS file; Node's single-executable-application (SEA) support
+// turns it into a blob with the native addons as assets; postject injects the blob into a copy of this node binary.
+// Embeds only the addon builds this node loads (platform, arch, ABI, libc), so build on the target platform.
+// Usage: tsx scripts/build-binary.ts [--out <path>]
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build, type Plugin } from 'esbuild';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(path.join(root, 'package.json'));
+const outArg = process.argv.indexOf('--out');
+const out = path.resolve(outArg >= 0 && process.argv[outArg + 1] !== undefined ? process.argv[outArg + 1]! : path.join(root, 'dist-bin', 'flashblocksd'));
+const work = path.join(path.dirname(out), '.sea');
+
+/** The package directory of `name` as resolved from the project root. */
+function pkgDir(name: string): string {
+  return path.dirname(require.resolve(`${name}/package.json`));
+}
+
+/** The prebuilt addon node-gyp-build would load for package `name` on this machine (same platform/libc rules). */
+function prebuild(name: string): string {
+  const resolve = (require('node-gyp-build') as { resolve(dir: string): string }).resolve;
+  return resolve(pkgDir(name));
+}
+
+/**
+ * Files written to the runtime directory, by path relative to it. The keccak and secp256k1 loaders stay as they
+ * are in node_modules (src/chain resolves them with createRequire), with only this platform's prebuild beside them.
+ */
+function embeddedFiles(): Map<string, string> {
+  const files = new Map<string, string>();
+  const uwsName = `uws_${process.platform}_${process.arch}_${process.versions.modules}.node`;
+  const uwsFile = path.join(pkgDir('uWebSockets.js'), 'binaries', uwsName);
+  if (!fs.existsSync(uwsFile)) throw new Error(`uWebSockets.js has no ${uwsName} for this node (${process.version}); build on a supported platform`);
+  files.set(uwsName, uwsFile);
+  const addPkg = (name: string, rels: string[]): void => {
+    const dir = pkgDir(name);
+    for (const rel of rels) files.set(`node_modules/${name}/${rel}`, path.join(dir, rel));
+  };
+  addPkg('node-gyp-build', ['package.json', 'index.js', 'node-gyp-build.js']);
+  for (const name of ['keccak', 'secp256k1']) {
+    const addon = prebuild(name);
+    addPkg(name, ['package.json', path.relative(pkgDir(name), addon)]);
+  }
+  addPkg('secp256k1', ['bindings.js', 'lib/index.js', 'lib/uint8array.js']);
+  return files;
+}
+
+/**
+ * ws's optional accelerators (bufferutil, utf-8-validate) as modules that throw on load: ws catches that and uses
+ * its JS code. (Left external, they would reach the SEA's builtin-only require, which prints a warning.)
+ */
+const absentOptionalModules: Plugin = {
+  name: 'absent-optional-modules',
+  setup(b) {
+    b.onResolve({ filter: /^(bufferutil|utf-8-validate)$/ }, (args) => ({ path: args.path, namespace: 'absent' }));
+    b.onLoad({ filter: /.*/, namespace: 'absent' }, (args) => ({ contents: `throw new Error(${JSON.stringify(args.path + ' is not bundled')});`, loader: 'js' }));
+  },
+};
+
+function sha256(data: Uint8Array): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  fs.rmSync(work, { recursive: true, force: true });
+  fs.mkdirSync(work, { recursive: true });
+
+  const bundle = path.join(work, 'flashblocksd.cjs');
+  const result = await build({
+    entryPoints: [path.join(root, 'scripts', 'sea-entry.ts')],
+    outfile: bundle,
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    // Set by sea-entry.ts to a file under the runtime directory before any other module runs.
+    define: { 'import.meta.url': 'globalThis.__flashblocksdMetaUrl' },
+    plugins: [absentOptionalModules],
+    minifyWhitespace: true,
+    minifySyntax: true,
+    legalComments: 'none',
+    logLevel: 'warning',
+    // main.ts imports the devnet with computed paths on purpose: it stays out of the bundle.
+    logOverride: { 'unsupported-dynamic-import': 'silent' },
+  });
+  if (result.errors.length > 0) throw new Error('esbuild failed');
+
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { name: string; version: string };
+  const files = embeddedFiles();
+  const assets: Record<string, string> = {};
+  const listed: { path: string; bytes: number }[] = [];
+  const hash = createHash('sha256');
+  // main.ts reads the version from ../../package.json relative to import.meta.url (<dir>/dist/src/main.js).
+  const pkgJson = path.join(work, 'package.json');
+  fs.writeFileSync(pkgJson, JSON.stringify({ name: pkg.name, version: pkg.version, private: true }) + '\n');
+  files.set('package.json', pkgJson);
+  for (const [rel, src] of [...files].sort(([a], [b]) => a.localeCompare(b))) {
+    const data = fs.readFileSync(src);
+    assets[rel] = src;
+    listed.push({ path: rel, bytes: data.length });
+    hash.update(rel + '\0' + sha256(data) + '\n');
+  }
+  const uws = [...files.keys()].find((k) => k.startsWith('uws_'))!;
+  const manifest = { hash: hash.digest('hex').slice(0, 16), files: listed, uws };
+  const manifestFile = path.join(work, 'manifest.json');
+  fs.writeFileSync(manifestFile, JSON.stringify(manifest));
+  assets['manifest.json'] = manifestFile;
+
+  const bundleBytes = fs.statSync(bundle).size;
+  const blob = path.join(work, 'sea.blob');
+  const seaConfig = path.join(work, 'sea-config.json');
+  fs.writeFileSync(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, assets }, null, 2));
+  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'inherit' });
+
+  fs.rmSync(out, { force: true });
+  fs.copyFileSync(process.execPath, out);
+  fs.chmodSync(out, 0o755);
+  const postject = path.join(pkgDir('postject'), 'dist', 'cli.js');
+  execFileSync(process.execPath, [postject, out, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  fs.rmSync(work, { recursive: true, force: true });
+
+  const mib = (n: number): string => (n / 1024 / 1024).toFixed(1);
+  const embedded = listed.reduce((s, f) => s + f.bytes, 0);
+  process.stdout.write(
+    `built ${path.relative(process.cwd(), out) || out}: ${mib(fs.statSync(out).size)} MiB (node ${process.version} ${mib(fs.statSync(process.execPath).size)} MiB, ` +
+      `bundle ${mib(bundleBytes)} MiB, ${listed.length} embedded files ${mib(embedded)} MiB) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`,
+  );
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`build-binary: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.exit(1);
+});

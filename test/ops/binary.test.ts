@@ -1,0 +1,109 @@
+// The single-file binary (npm run build:binary) run from an empty directory with no node_modules: it serves the
+// replayed Unichain capture through real uWS and forwards to a real anvil. Uses $FLASHBLOCKSD_BINARY when set
+// (CI builds it once), else builds one into a temp dir (about 10 s).
+import t from 'tap';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { unichainMessages } from '../helpers/fixtures.js';
+import { repoRoot, spawnDaemon } from '../helpers/daemon-process.js';
+import { startReplayServer } from '../helpers/replay-server.js';
+import { startAnvil } from '../helpers/rpc-harness.js';
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'flashblocksd-bin-test-'));
+t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+let built = process.env.FLASHBLOCKSD_BINARY;
+if (built === undefined || built === '') {
+  built = path.join(tmp, 'build', 'flashblocksd');
+  execFileSync(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'scripts', 'build-binary.ts'), '--out', built], { cwd: repoRoot, stdio: 'pipe' });
+}
+
+// The empty directory: the binary and nothing else. Its runtime directory is fresh too, so the addons get extracted.
+const runDir = fs.mkdtempSync(path.join(tmp, 'run-'));
+const binary = path.join(runDir, 'flashblocksd');
+fs.copyFileSync(path.resolve(repoRoot, built), binary);
+fs.chmodSync(binary, 0o755);
+const runtimeBase = fs.mkdtempSync(path.join(tmp, 'xdg-'));
+// No NODE_OPTIONS, NODE_PATH or tap loaders: only what a service manager would pass.
+const env: NodeJS.ProcessEnv = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: runDir, XDG_RUNTIME_DIR: runtimeBase };
+
+const PENDING_HEIGHT = '0x' + (35535698).toString(16);
+
+async function rpc(url: string, method: string, params: unknown[] = []): Promise<{ result?: unknown; error?: { code: number; message: string } }> {
+  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
+  return (await r.json()) as { result?: unknown; error?: { code: number; message: string } };
+}
+
+t.test('--version answers from an empty directory', async (t) => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string };
+  t.equal(execFileSync(binary, ['--version'], { cwd: runDir, env, encoding: 'utf8' }).trim(), pkg.version);
+});
+
+t.test('with no upstream and no node it refuses clearly instead of starting a devnet', async (t) => {
+  let status: number | null = null;
+  let stderr = '';
+  try {
+    execFileSync(binary, ['--port', '0', '--metrics-port', '0'], { cwd: runDir, env, encoding: 'utf8', stdio: 'pipe' });
+  } catch (e) {
+    status = (e as { status: number | null }).status;
+    stderr = String((e as { stderr: string }).stderr);
+  }
+  t.equal(status, 2, 'exit code 2 (start-up error)');
+  t.match(stderr, /"code":"E_CONFIG"/);
+  t.match(stderr, /embedded devnet .* is not part of this build; give --flashblocks-url and --node-rpc-url/);
+  t.notMatch(stderr, /Warning/, 'no SEA loader warnings');
+});
+
+t.test('serves the replayed stream: eth_blockNumber is the pending height, other calls reach anvil', async (t) => {
+  const anvil = await startAnvil();
+  t.teardown(() => anvil.stop());
+  const upstream = await startReplayServer();
+  t.teardown(() => upstream.close());
+  const spawnedAt = performance.now();
+  const d = await spawnDaemon(
+    [binary],
+    ['--port', '0', '--metrics-port', '0', '--flashblocks-enabled', 'true', '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--block-time-ms', '1000'],
+    { cwd: runDir, env },
+  );
+  t.teardown(() => d.close());
+  const health = await fetch(`http://127.0.0.1:${d.metricsPort}/healthz`);
+  t.equal(health.status, 200);
+  t.comment(`start-up (exec → listening line, /healthz answered): ${(performance.now() - spawnedAt).toFixed(0)} ms`);
+
+  const listening = d.logs().find((l) => typeof l.rpcPort === 'number');
+  t.same(listening?.native, { uws: true, secp256k1: true, keccak: true }, 'uWS, secp256k1 and keccak all native');
+  t.same(fs.readdirSync(runDir), ['flashblocksd'], 'nothing written next to the binary');
+  const [rt] = fs.readdirSync(runtimeBase);
+  t.ok(rt !== undefined && /^flashblocksd-\d+-[0-9a-f]{16}$/.test(rt), 'one content-hashed runtime directory');
+  t.equal(fs.statSync(path.join(runtimeBase, rt!)).mode & 0o777, 0o700, 'private (0700)');
+
+  await upstream.waitForClients(1);
+  for (const m of unichainMessages()) upstream.send(JSON.stringify(m));
+  let height: unknown;
+  for (let i = 0; i < 200 && height !== PENDING_HEIGHT; i++) {
+    height = (await rpc(d.rpcUrl, 'eth_blockNumber')).result;
+    if (height !== PENDING_HEIGHT) await new Promise((r) => setTimeout(r, 25));
+  }
+  t.equal(height, PENDING_HEIGHT, 'eth_blockNumber answers the replayed pending height');
+  t.equal((await rpc(d.rpcUrl, 'eth_chainId')).result, '0x7a69', 'eth_chainId is forwarded to anvil (31337)');
+  const block = (await rpc(d.rpcUrl, 'eth_getBlockByNumber', ['pending', false])).result as { number: string; transactions: string[] };
+  t.equal(block.number, PENDING_HEIGHT);
+  t.ok(block.transactions.length > 0, 'the pending block carries the replayed transactions');
+  t.same(d.logs().filter((l) => l.level === 'warn' || l.level === 'error'), [], 'no warnings (native bindings loaded)');
+  t.equal(d.stderr(), '', 'nothing on stderr');
+
+  d.proc.kill('SIGTERM');
+  t.same(await d.exited, { code: 0, signal: null }, 'SIGTERM stops it with exit code 0');
+});
+
+t.test('a second start reuses the extracted files', async (t) => {
+  const [rt] = fs.readdirSync(runtimeBase);
+  const dir = path.join(runtimeBase, rt!);
+  const addon = fs.readdirSync(dir).find((f) => f.endsWith('.node'))!;
+  const before = fs.statSync(path.join(dir, addon)).mtimeMs;
+  execFileSync(binary, ['--version'], { cwd: runDir, env });
+  t.equal(fs.statSync(path.join(dir, addon)).mtimeMs, before, 'the uWS addon was not rewritten');
+  t.same(fs.readdirSync(runtimeBase), [rt], 'still one runtime directory');
+});
