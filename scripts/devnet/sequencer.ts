@@ -21,9 +21,11 @@ import { DEV_MNEMONIC, rpcBatch, rpcCall, startAnvil, type Anvil, type AnvilOpti
  * - evm_revert does not restore anvil's base-fee tracker, so every mine of a block is given the block's base fee
  *   (read once, at block start, from eth_feeHistory) via anvil_setNextBlockBaseFeePerGas.
  * - the canonical seal is one more evm_mine with the same timestamp: its hash equals the last flashblock's.
- * - submissions reach anvil through `nodeRpcUrl`, a pass-through proxy that holds eth_sendRawTransaction while a
- *   flashblock is being built, so a tx can never slip in between the revert and the re-submission (which would
- *   reorder the block). Sending straight to `anvilUrl` works too but may, rarely, reorder a block (counted).
+ * - clients reach anvil through `nodeRpcUrl`, a pass-through proxy that holds every call while a flashblock is being
+ *   built (a shared/exclusive lock: calls run side by side, the builder alone). So a tx can never slip in between
+ *   the revert and the re-submission (which would reorder the block), and no read sees the simulated block that is
+ *   about to be reverted: through the proxy anvil looks like a node that only ever shows sealed blocks. Talking to
+ *   `anvilUrl` directly works too but may show those transient states, and may rarely reorder a block (counted).
  */
 
 /** Receipt encoding inside metadata.receipts. */
@@ -129,15 +131,51 @@ const FEE_VAULTS = [
 const ZERO_HASH = `0x${'00'.repeat(32)}`;
 
 /** Serialises async critical sections (the build cycle and submissions). */
-class Lock {
-  private tail: Promise<void> = Promise.resolve();
-  run<T>(fn: () => Promise<T>): Promise<T> {
-    const r = this.tail.then(fn);
-    this.tail = r.then(
-      () => undefined,
-      () => undefined,
-    );
-    return r;
+class RwLock {
+  private readers = 0;
+  private writer = false;
+  private readonly waiting: { exclusive: boolean; start: () => void }[] = [];
+
+  /** Runs fn alongside other shared holders, never while an exclusive holder runs. */
+  shared<T>(fn: () => Promise<T>): Promise<T> {
+    return this.hold(false, fn);
+  }
+
+  /** Runs fn alone: after the shared holders before it finished, with none admitted until it ends. */
+  exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    return this.hold(true, fn);
+  }
+
+  private free(exclusive: boolean): boolean {
+    return exclusive ? !this.writer && this.readers === 0 : !this.writer;
+  }
+
+  private async hold<T>(exclusive: boolean, fn: () => Promise<T>): Promise<T> {
+    if (this.waiting.length > 0 || !this.free(exclusive)) {
+      // admit() marks this caller as a holder before starting it.
+      await new Promise<void>((start) => this.waiting.push({ exclusive, start }));
+    } else this.mark(exclusive, true);
+    try {
+      return await fn();
+    } finally {
+      this.mark(exclusive, false);
+      this.admit();
+    }
+  }
+
+  private mark(exclusive: boolean, on: boolean): void {
+    if (exclusive) this.writer = on;
+    else this.readers += on ? 1 : -1;
+  }
+
+  /** Starts waiters in arrival order while they fit (a run of shared ones, or one exclusive). */
+  private admit(): void {
+    while (this.waiting.length > 0 && this.free(this.waiting[0]!.exclusive)) {
+      const w = this.waiting.shift()!;
+      this.mark(w.exclusive, true);
+      w.start();
+      if (w.exclusive) break;
+    }
   }
 }
 
@@ -222,7 +260,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
 
   const anvil: Anvil = await startAnvil(opts.anvil);
   const url = anvil.url;
-  const lock = new Lock();
+  const lock = new RwLock();
   const listeners = new Set<(fb: BuiltFlashblock) => void>();
   const st: DevnetStats = {
     blocks: 0, flashblocks: 0, transactions: 0, txTypes: {}, hashMatches: 0, hashMismatches: 0, prefixViolations: 0,
@@ -281,9 +319,11 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
         const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
         return [r.status, Buffer.from(await r.arrayBuffer())];
       };
-      // Sync submissions wait for mining: holding the lock for them would deadlock the builder.
-      const submits = body.includes('eth_sendRawTransaction') && !body.includes('eth_sendRawTransactionSync');
-      (submits ? lock.run(forward) : forward()).then(
+      // Every call waits while a flashblock is being built, so no answer shows the simulated-then-reverted state
+      // and no submission slips in between the revert and the re-submission. Sync submissions wait for mining:
+      // holding the lock for them would deadlock the builder.
+      const sync = body.includes('eth_sendRawTransactionSync');
+      (sync ? forward() : lock.shared(forward)).then(
         ([status, out]) => {
           res.writeHead(status, { 'content-type': 'application/json', 'content-length': out.length });
           res.end(out);
@@ -479,7 +519,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
 
   async function step(fn: () => Promise<void>): Promise<void> {
     try {
-      await lock.run(fn);
+      await lock.exclusive(fn);
     } catch (e) {
       if (stopped) return;
       st.cycleErrors++;
@@ -488,7 +528,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   }
 
   // Index 0 of the first block before returning, so callers see a stream that is already flowing.
-  await lock.run(async () => {
+  await lock.exclusive(async () => {
     cur = await openBlock();
     await tick(cur, true);
   });

@@ -6,7 +6,7 @@
 // eth_blockNumber (no params, or ["pending"]) is the pending height while pending state is usable: clients that wait
 // for receipts re-check on a new block number (viem's waitForTransactionReceipt does), and every numeric tag up to
 // that height is answered here (blocks, receipts, logs) or rewritten to `latest` for node-executed calls.
-// eth_getTransactionCount(pending) for a sender without preconfirmed txs asks the node for its pending nonce.
+// eth_getTransactionCount(pending) for a sender without preconfirmed txs is the node's `latest` nonce (DESIGN §5).
 // eth_call / eth_estimateGas / eth_getCode / eth_getStorageAt / eth_createAccessList with `pending` are forwarded
 // with `latest`: the node's own notion of pending is not the flashblock state (exact execution: a later issue).
 import { toQuantity } from '../../chain/hex.js';
@@ -179,9 +179,10 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
     const n = ctx.state.nextNonce(a);
     if (n !== null) return toQuantity(n);
   }
-  // Not `latest` here: the node's pending nonce counts its mempool, so a client sending two transactions before the
-  // first is preconfirmed does not reuse a nonce.
-  return FORWARD_AS_IS;
+  // The node's `latest`, not its `pending`: pending here is the state after the last flashblock, and the node's
+  // pending nonce counts its own mempool, which would make the answer jump between two different notions of pending
+  // as the sender's transactions move from the mempool into a flashblock (DESIGN §5).
+  return new Forward(withLatest(params, 1));
 };
 
 /**
