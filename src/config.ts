@@ -161,6 +161,16 @@ export function helpText(): string {
     lines.push(`  --${s.flag.padEnd(30)} ${envName(s.flag).padEnd(30)} default: ${s.def === '' ? '(none)' : s.def}`);
     lines.push(`      ${s.help}`);
   }
+  lines.push(
+    '',
+    'Subcommands (each has --help):',
+    '  flashblocksd setup              ask for the settings (or take them as flags; --yes for defaults), write the',
+    '                                  environment file systemd/flashblocksd.service reads, print the install commands.',
+    '                                  Exit 0 written, 1 not written (file exists without --force), 2 invalid input.',
+    '  flashblocksd verify <rpc-url>   watch pending vs latest and report whether the endpoint serves preconfirmations.',
+    '                                  Exit 0 preconfirmations observed, 1 not observed, 2 could not verify. --json.',
+    'The daemon itself exits 2 on a start-up error (E_CONFIG, E_NATIVE, E_LISTEN).',
+  );
   return lines.join('\n');
 }
 

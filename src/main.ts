@@ -3,6 +3,8 @@
 import { readFileSync } from 'node:fs';
 import { helpText, loadConfig, redactedConfig, type Config } from './config.js';
 import { startDaemon, type Daemon } from './daemon.js';
+import { runSetup } from './cli/setup.js';
+import { runVerify } from './cli/verify.js';
 import { StartupError } from './errors.js';
 import { createLogger, type Logger } from './log.js';
 import { notifyReady, notifyStopping } from './metrics/sdnotify.js';
@@ -62,6 +64,9 @@ async function startEmbeddedDevnet(log: Logger): Promise<DevnetHandle> {
 }
 
 async function run(argv: string[]): Promise<number> {
+  // Operator subcommands (src/cli/): they return their own exit codes and never start the daemon.
+  if (argv[0] === 'setup') return await runSetup(argv.slice(1), { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+  if (argv[0] === 'verify') return await runVerify(argv.slice(1), { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(helpText() + '\n');
     return 0;

@@ -1,0 +1,328 @@
+// `flashblocksd setup`: asks for (or takes as flags) the settings a systemd install needs, checks the URLs, writes
+// the environment file the unit reads and prints the commands to install and start it. Never prints a secret
+// embedded in a URL and never replaces an existing file without --force.
+import { existsSync } from 'node:fs';
+import { isIP } from 'node:net';
+import { resolve as resolvePath } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { envName, loadConfig, SETTINGS, type Config } from '../config.js';
+import { StartupError } from '../errors.js';
+import { redactUrl } from '../log.js';
+import { checkFlashblocksUrl, checkNodeRpcUrl } from './checks.js';
+import { DEFAULT_ENV_FILE, EnvFileError, formatEnvFile, writeEnvFile } from './envfile.js';
+import { Prompter, type CliIo } from './prompt.js';
+
+/** Exit codes of `flashblocksd setup`. */
+export const SetupExit = { WRITTEN: 0, NOT_WRITTEN: 1, BAD_INPUT: 2 } as const;
+
+/** One setting setup asks for; `def` is setup's default (the node usually holds 8545, so the daemon takes 8547). */
+interface Question {
+  flag: 'flashblocks-enabled' | 'flashblocks-url' | 'node-rpc-url' | 'host' | 'port' | 'metrics-port';
+  def: string;
+}
+
+const QUESTIONS: readonly Question[] = [
+  { flag: 'flashblocks-enabled', def: 'true' },
+  { flag: 'flashblocks-url', def: '' },
+  { flag: 'node-rpc-url', def: 'http://127.0.0.1:8545' },
+  { flag: 'host', def: '127.0.0.1' },
+  { flag: 'port', def: '8547' },
+  { flag: 'metrics-port', def: '9464' },
+];
+
+const MAX_ATTEMPTS = 5;
+
+/** `flashblocksd setup --help`. */
+export function setupHelp(): string {
+  const lines = [
+    'Usage: flashblocksd setup [flags]',
+    '',
+    'Asks for the settings below (defaults in brackets; Enter keeps them), checks the URLs, writes the environment',
+    `file systemd/flashblocksd.service reads (mode 0600) and prints the commands to install and start the unit.`,
+    'Every answer can be given as a flag instead; with --yes the remaining ones take their defaults (no questions).',
+    '',
+  ];
+  for (const q of QUESTIONS) lines.push(`  --${q.flag.padEnd(22)} ${envName(q.flag).padEnd(20)} default: ${q.def === '' ? '(none; required when enabled)' : q.def}`);
+  lines.push(
+    `  --${'env-path <path>'.padEnd(22)} where to write (default ${DEFAULT_ENV_FILE}, the file the unit reads)`,
+    `  --${'force'.padEnd(22)} replace an existing file (otherwise it is never overwritten)`,
+    `  --${'yes, -y'.padEnd(22)} accept defaults for everything not given as a flag; ask nothing`,
+    `  --${'no-check'.padEnd(22)} do not connect to the URLs (e.g. provisioning before the node runs)`,
+    `  --${'check-timeout-ms <ms>'.padEnd(22)} connect timeout of the URL checks (default 3000)`,
+    '',
+    'A URL that cannot be reached is a warning, not an error. Flashblocks URLs are given comma-separated or by',
+    'repeating --flashblocks-url.',
+    '',
+    'Exit codes: 0 file written; 1 nothing written (the file exists without --force, cannot be written, or the',
+    'write was declined); 2 invalid flag or answer, or standard input ended before every question was answered.',
+  );
+  return lines.join('\n');
+}
+
+/** The help text of a setting, from the config table. */
+function helpOf(flag: string): string {
+  return SETTINGS.find((s) => s.flag === flag)?.help ?? '';
+}
+
+/** How a value is shown: URLs redacted (they may carry API keys). */
+function shown(flag: Question['flag'], value: string): string {
+  if (flag === 'flashblocks-url' || flag === 'node-rpc-url') return value === '' ? '(none)' : value.split(',').map(redactUrl).join(',');
+  return value;
+}
+
+/** Shell-quotes a path for the printed commands. */
+function sh(s: string): string {
+  return /^[A-Za-z0-9_./:=@%+-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+class InputError extends Error {}
+
+/**
+ * Validates one answer with the daemon's own parser (the config table) plus setup's cross-checks, and returns the
+ * value as it is written to the file. Throws InputError with a message that names the setting.
+ */
+function validate(q: Question, raw: string, answers: ReadonlyMap<string, string>): string {
+  const v = raw.trim();
+  const name = `--${q.flag} (${envName(q.flag)})`;
+  if (v === '') {
+    if (q.flag === 'flashblocks-url') throw new InputError(`${name}: required while flashblocks are enabled; give the provider's ws:// or wss:// flashblocks endpoint`);
+    if (q.flag === 'node-rpc-url') throw new InputError(`${name}: required; give your node's http:// or https:// JSON-RPC URL`);
+    throw new InputError(`${name}: a value is required`);
+  }
+  let c: Readonly<Config>;
+  try {
+    c = loadConfig([`--${q.flag}=${v}`], {});
+  } catch (e) {
+    if (e instanceof StartupError) throw new InputError(e.message.replace(`--${q.flag}:`, `${name}:`));
+    throw e;
+  }
+  switch (q.flag) {
+    case 'flashblocks-enabled':
+      return String(c.flashblocksEnabled);
+    case 'flashblocks-url':
+      return c.flashblocksUrls.join(',');
+    case 'node-rpc-url':
+      return c.nodeRpcUrl;
+    case 'host':
+      if (isIP(v) === 0 && (!/^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$/.test(v) || /^[\d.]+$/.test(v))) throw new InputError(`${name}: "${v}" is not an IP address or host name (e.g. 127.0.0.1, 0.0.0.0, ::)`);
+      return c.host;
+    case 'port':
+    case 'metrics-port': {
+      const port = q.flag === 'port' ? c.port : c.metricsPort;
+      if (port === 0) throw new InputError(`${name}: 0 (any free port) cannot be used by a service; pick a fixed port`);
+      if (q.flag === 'metrics-port' && answers.get('port') === String(port)) throw new InputError(`${name}: ${port} is already the JSON-RPC port; pick another`);
+      const node = answers.get('node-rpc-url');
+      if (node !== undefined && node !== '') {
+        const u = new URL(node);
+        const nodePort = u.port !== '' ? Number(u.port) : u.protocol === 'https:' ? 443 : 80;
+        const local = ['127.0.0.1', 'localhost', '[::1]', '0.0.0.0'].includes(u.hostname);
+        if (local && nodePort === port) throw new InputError(`${name}: ${port} is the port of your node (NODE_RPC_URL); pick another (8547 is customary)`);
+      }
+      return String(port);
+    }
+  }
+}
+
+/** Warnings that do not stop the write. */
+function warnings(q: Question, value: string): string[] {
+  const out: string[] = [];
+  if ((q.flag === 'port' || q.flag === 'metrics-port') && Number(value) < 1024) {
+    out.push(`${envName(q.flag)} ${value} is below 1024: the unit grants no capabilities, so binding it fails unless you add CAP_NET_BIND_SERVICE (see the unit's comment)`);
+  }
+  if (q.flag === 'host' && (value === '0.0.0.0' || value === '::')) out.push(`HOST ${value} serves other hosts: put a firewall or a proxy in front, and keep METRICS_PORT off the internet`);
+  return out;
+}
+
+/** Connects to the URLs of an answer; returns warning lines (empty when all were reachable). Prints progress. */
+async function checkReachable(q: Question, value: string, io: CliIo, timeoutMs: number): Promise<string[]> {
+  const warn: string[] = [];
+  if (q.flag === 'flashblocks-url') {
+    for (const u of value.split(',')) {
+      const r = await checkFlashblocksUrl(u, timeoutMs);
+      if (r.ok) io.stdout.write(`  ok: ${redactUrl(u)}: ${r.detail}\n`);
+      else warn.push(`${redactUrl(u)} is not reachable: ${r.detail}`);
+    }
+  } else if (q.flag === 'node-rpc-url') {
+    const r = await checkNodeRpcUrl(value, timeoutMs);
+    if (r.ok) io.stdout.write(`  ok: ${redactUrl(value)}: ${r.detail}\n`);
+    else warn.push(`${redactUrl(value)} did not answer eth_chainId: ${r.detail}`);
+  }
+  return warn;
+}
+
+/** The path of the unit file shipped with this package, for the printed install command. */
+function unitSourcePath(): string {
+  for (const rel of ['../../systemd/flashblocksd.service', '../../../systemd/flashblocksd.service']) {
+    const p = fileURLToPath(new URL(rel, import.meta.url));
+    if (existsSync(p)) return p;
+  }
+  return 'systemd/flashblocksd.service';
+}
+
+/** The commands that install and start the unit with this environment file. */
+export function nextSteps(envFile: string, answers: ReadonlyMap<string, string>): string[] {
+  const host = answers.get('host') ?? '127.0.0.1';
+  const local = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : isIP(host) === 6 ? `[${host}]` : host;
+  const lines = ['Install and start the unit (as root):', `  sudo install -m 0644 ${sh(unitSourcePath())} /etc/systemd/system/flashblocksd.service`];
+  if (envFile !== DEFAULT_ENV_FILE) {
+    // The unit reads DEFAULT_ENV_FILE; a drop-in points it at this file instead.
+    lines.push(
+      '  sudo mkdir -p /etc/systemd/system/flashblocksd.service.d',
+      `  printf '[Service]\\nEnvironmentFile=\\nEnvironmentFile=%s\\n' ${sh(envFile)} | sudo tee /etc/systemd/system/flashblocksd.service.d/env-file.conf >/dev/null`,
+    );
+  }
+  lines.push(
+    '  sudo systemctl daemon-reload',
+    '  sudo systemctl enable --now flashblocksd',
+    '  systemctl status flashblocksd --no-pager',
+    '  journalctl -u flashblocksd -f',
+    'The unit starts /usr/local/bin/flashblocksd; from a source checkout, set ExecStart as the comment in the unit shows.',
+    'Then check that it serves preconfirmations:',
+    `  flashblocksd verify http://${local}:${answers.get('port') ?? '8547'}/`,
+    `  curl -s http://${local}:${answers.get('metrics-port') ?? '9464'}/readyz`,
+  );
+  return lines;
+}
+
+/** Parses setup's flags; throws InputError on an unknown or malformed one. */
+function parseSetupArgs(argv: string[]) {
+  try {
+    return parseArgs({
+      args: argv,
+      allowPositionals: false,
+      strict: true,
+      options: {
+        // Not --env-file: Node 20 claims that flag anywhere on its command line, even after the script.
+        'env-path': { type: 'string' },
+        force: { type: 'boolean' },
+        yes: { type: 'boolean', short: 'y' },
+        'no-check': { type: 'boolean' },
+        'check-timeout-ms': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+        'flashblocks-enabled': { type: 'string' },
+        'flashblocks-url': { type: 'string', multiple: true },
+        'node-rpc-url': { type: 'string' },
+        host: { type: 'string' },
+        port: { type: 'string' },
+        'metrics-port': { type: 'string' },
+      },
+    }).values;
+  } catch (e) {
+    // parseArgs quotes the offending argument; an unexpected positional may be a URL with a key in it.
+    throw new InputError((e as Error).message.replace(/'[a-z]+:\/\/[^']*'/gi, (m) => `'${redactUrl(m.slice(1, -1))}'`));
+  }
+}
+
+/**
+ * Runs `flashblocksd setup` with the given arguments (after the word `setup`) and streams; resolves with the exit
+ * code (see {@link SetupExit}).
+ */
+export async function runSetup(argv: string[], io: CliIo): Promise<number> {
+  const err = (msg: string): void => void io.stderr.write(msg + '\n');
+  let flags: ReturnType<typeof parseSetupArgs>;
+  try {
+    flags = parseSetupArgs(argv);
+  } catch (e) {
+    err(`setup: ${(e as Error).message} (see flashblocksd setup --help)`);
+    return SetupExit.BAD_INPUT;
+  }
+  if (flags.help === true) {
+    io.stdout.write(setupHelp() + '\n');
+    return SetupExit.WRITTEN;
+  }
+  const envFile = resolvePath(flags['env-path'] ?? DEFAULT_ENV_FILE);
+  const force = flags.force === true;
+  const interactive = flags.yes !== true;
+  const check = flags['no-check'] !== true;
+  const timeoutMs = Number(flags['check-timeout-ms'] ?? '3000');
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 100) {
+    err(`setup: --check-timeout-ms: expected a whole number of milliseconds >= 100, got "${flags['check-timeout-ms']}"`);
+    return SetupExit.BAD_INPUT;
+  }
+  if (existsSync(envFile) && !force) {
+    err(`setup: ${envFile} already exists; not overwritten (re-run with --force to replace it)`);
+    return SetupExit.NOT_WRITTEN;
+  }
+  const given = (q: Question): string | undefined => {
+    const v = flags[q.flag];
+    return Array.isArray(v) ? v.join(',') : v;
+  };
+
+  const prompter = interactive ? new Prompter(io) : null;
+  const answers = new Map<string, string>();
+  try {
+    if (interactive) io.stdout.write(`flashblocksd setup: writes ${envFile}. Enter keeps the [default].\n`);
+    for (const q of QUESTIONS) {
+      if (q.flag === 'flashblocks-url' && answers.get('flashblocks-enabled') === 'false') continue;
+      const fromFlag = given(q);
+      let value: string | null = null;
+      if (fromFlag !== undefined || prompter === null) {
+        value = validate(q, fromFlag ?? q.def, answers);
+        for (const w of warnings(q, value)) err(`warning: ${w}`);
+        if (check) for (const w of await checkReachable(q, value, io, timeoutMs)) err(`warning: ${w}`);
+      }
+      for (let attempt = 1; value === null && prompter !== null; attempt++) {
+        if (attempt > MAX_ATTEMPTS) throw new InputError(`${envName(q.flag)}: no valid answer after ${MAX_ATTEMPTS} attempts`);
+        const def = q.def === '' ? '' : ` [${q.def}]`;
+        const line = await prompter.ask(`${envName(q.flag)} - ${helpOf(q.flag)}${def}: `);
+        if (line === null) throw new InputError(`standard input ended before ${envName(q.flag)} was answered; give the remaining answers as flags, or --yes for the defaults`);
+        let candidate: string;
+        try {
+          candidate = validate(q, line === '' ? q.def : line, answers);
+        } catch (e) {
+          if (!(e instanceof InputError)) throw e;
+          err(`  ${e.message}`);
+          continue;
+        }
+        const warn = warnings(q, candidate);
+        if (check) warn.push(...(await checkReachable(q, candidate, io, timeoutMs)));
+        for (const w of warn) err(`  warning: ${w}`);
+        if (warn.length > 0) {
+          const keep = await prompter.ask('  Keep this value anyway? [Y/n]: ');
+          if (keep === null) throw new InputError(`standard input ended before ${envName(q.flag)} was confirmed`);
+          if (/^n(o)?$/i.test(keep)) continue;
+        }
+        value = candidate;
+      }
+      if (value === null) throw new InputError(`${envName(q.flag)}: no answer`);
+      answers.set(q.flag, value);
+    }
+
+    io.stdout.write(`\nSettings for ${envFile}:\n`);
+    for (const q of QUESTIONS) {
+      const v = answers.get(q.flag);
+      if (v !== undefined) io.stdout.write(`  ${envName(q.flag).padEnd(20)} ${shown(q.flag, v)}\n`);
+    }
+    if (prompter !== null) {
+      const ok = await prompter.ask(`Write ${envFile}? [Y/n]: `);
+      if (ok === null) throw new InputError('standard input ended before the write was confirmed');
+      if (/^n(o)?$/i.test(ok)) {
+        err('setup: nothing written');
+        return SetupExit.NOT_WRITTEN;
+      }
+    }
+  } catch (e) {
+    if (!(e instanceof InputError)) throw e;
+    err(`setup: ${e.message}`);
+    return SetupExit.BAD_INPUT;
+  } finally {
+    prompter?.close();
+  }
+
+  const header = [
+    `flashblocksd settings, written by \`flashblocksd setup\` on ${new Date().toISOString()}.`,
+    'Read by systemd/flashblocksd.service (EnvironmentFile=). Mode 0600: the URLs may carry API keys.',
+    'Each variable twins a flag (`flashblocksd --help` lists all of them). Apply changes with: systemctl restart flashblocksd',
+  ];
+  const entries = QUESTIONS.filter((q) => answers.has(q.flag)).map((q) => [envName(q.flag), answers.get(q.flag) as string] as const);
+  try {
+    await writeEnvFile(envFile, formatEnvFile(entries, header), force);
+  } catch (e) {
+    if (!(e instanceof EnvFileError)) throw e;
+    err(`setup: ${e.message}`);
+    return SetupExit.NOT_WRITTEN;
+  }
+  io.stdout.write(`\nWrote ${envFile} (mode 0600).\n\n${nextSteps(envFile, answers).join('\n')}\n`);
+  return SetupExit.WRITTEN;
+}

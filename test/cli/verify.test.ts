@@ -1,0 +1,111 @@
+// `flashblocksd verify`: against the daemon on the devnet with traffic (preconfirmations, exit 0), against plain
+// anvil (pending equals latest, exit 1), against nothing (exit 2), and through the real CLI process.
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { startAnvil } from '../../scripts/devnet/anvil.js';
+import { startDevnet } from '../../scripts/devnet/sequencer.js';
+import { startTraffic } from '../../scripts/devnet/traffic.js';
+import { runVerify, VerifyExit, type VerifyReport } from '../../src/cli/verify.js';
+import { loadConfig } from '../../src/config.js';
+import { startDaemon } from '../../src/daemon.js';
+import { createLogger } from '../../src/log.js';
+import { freePort } from '../helpers/rpc-harness.js';
+
+const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+
+async function verify(argv: string[]) {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = '';
+  let err = '';
+  stdout.on('data', (d: Buffer) => (out += d.toString()));
+  stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const code = await runVerify(argv, { stdin: new PassThrough(), stdout, stderr });
+  return { code, out, err };
+}
+
+t.test('the daemon on the devnet serves preconfirmations: exit 0 with heights, interval, txs and receipts', async (t) => {
+  const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200 });
+  t.teardown(() => devnet.stop());
+  const config = loadConfig(
+    ['--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', '1000', '--log-level', 'error'],
+    {},
+  );
+  const daemon = await startDaemon(config, { log: createLogger({ level: 'error', write: () => undefined }) });
+  t.teardown(() => daemon.stop());
+  const traffic = await startTraffic({ rpcUrl: devnet.nodeRpcUrl, chainId: devnet.chainId, accounts: devnet.accounts.slice(0, 4), txPerSec: 20 });
+  t.teardown(() => traffic.stop());
+  const rpc = `http://127.0.0.1:${daemon.rpcPort}/`;
+
+  const json = await verify([rpc, '--duration-ms', '3000', '--json']);
+  t.equal(json.code, VerifyExit.PRECONFIRMING, 'exit 0', { output: json.out + json.err });
+  const r = JSON.parse(json.out) as VerifyReport;
+  t.equal(r.servesPreconfirmations, true);
+  t.equal(r.url, rpc);
+  t.ok(r.polls > 0 && r.pending.aheadPolls > 0, `pending ahead of latest in ${r.pending.aheadPolls} of ${r.polls} polls`);
+  t.ok((r.pending.last ?? 0) > r.latest.first, 'pending height above the first latest');
+  t.ok(r.transactions.seenInPending > 0 && r.transactions.reachedLatest > 0, `${r.transactions.reachedLatest} of ${r.transactions.seenInPending} txs reached latest after pending`);
+  t.ok(r.receipts.beforeLatest > 0, `${r.receipts.beforeLatest} of ${r.receipts.checked} receipts before latest`);
+  t.ok(r.flashblockIntervalMs !== null && r.flashblockIntervalMs.samples > 0, `flashblock interval ${JSON.stringify(r.flashblockIntervalMs)}`);
+  t.match(r.summary, /^preconfirmations observed: \d+ transaction\(s\) were in pending before they reached latest/);
+
+  const text = await verify([rpc, '--duration-ms', '2500']);
+  t.equal(text.code, VerifyExit.PRECONFIRMING, 'exit 0 (text)', { output: text.out + text.err });
+  t.match(text.out, /heights: +pending \d+ vs latest \d+/);
+  t.match(text.out, /flashblocks: +pending changed \d+ times; interval median \d+ ms/);
+  t.match(text.out, /receipts: +\d+ of \d+ looked up were served before latest/);
+  t.match(text.out, /^OK: preconfirmations observed/m);
+});
+
+t.test('plain anvil (no flashblocks): exit 1, "pending equals latest"', async (t) => {
+  const anvil = await startAnvil();
+  t.teardown(() => anvil.stop());
+  const r = await verify([anvil.url, '--duration-ms', '1000']);
+  t.equal(r.code, VerifyExit.NOT_PRECONFIRMING, 'exit 1', { output: r.out + r.err });
+  t.match(r.out, /^NO: pending equals latest: in \d+ polls over 1\.\d s the pending block never held a transaction that latest did not/m);
+  const j = await verify([anvil.url, '--duration-ms', '500', '--json']);
+  t.equal(j.code, VerifyExit.NOT_PRECONFIRMING);
+  const report = JSON.parse(j.out) as VerifyReport;
+  t.equal(report.servesPreconfirmations, false);
+  t.equal(report.transactions.seenInPending, 0);
+  t.match(report.summary, /pending equals latest/);
+});
+
+t.test('an unreachable endpoint or bad arguments: exit 2 with a clear message, no secret printed', async (t) => {
+  const dead = await freePort();
+  const r = await verify([`http://user:verysecret@127.0.0.1:${dead}/?apikey=abc123`, '--duration-ms', '500']);
+  t.equal(r.code, VerifyExit.CANNOT_VERIFY);
+  t.match(r.err, /^verify: the endpoint unreachable \(ECONNREFUSED\)|^verify: .*unreachable \(ECONNREFUSED\)/);
+  t.notMatch(r.out + r.err, /verysecret|abc123/);
+  const j = await verify([`http://127.0.0.1:${dead}/`, '--json']);
+  t.equal(j.code, VerifyExit.CANNOT_VERIFY);
+  t.match(JSON.parse(j.out), { error: /unreachable/ });
+  const cases: [string[], RegExp][] = [
+    [[], /give exactly one <rpc-url>/],
+    [['wss://user:wsssecret@x.example/'], /wss:\/\/redacted@x\.example\/ must use http:\/\/ or https:\/\//],
+    [['nonsense'], /"<invalid url>" is not a URL/],
+    [['http://127.0.0.1:1/', '--duration-ms', 'x'], /--duration-ms: expected a whole number from 200 to 600000, got "x"/],
+    [['http://127.0.0.1:1/', '--nope'], /Unknown option '--nope'/],
+  ];
+  for (const [args, message] of cases) {
+    const c = await verify(args);
+    t.equal(c.code, VerifyExit.CANNOT_VERIFY, `exit 2: ${message}`);
+    t.match(c.err, message);
+    t.notMatch(c.err, /wsssecret/);
+  }
+});
+
+t.test('the real CLI: `flashblocksd verify` against anvil exits 1', async (t) => {
+  const anvil = await startAnvil();
+  t.teardown(() => anvil.stop());
+  const child = spawn(process.execPath, ['--import', 'tsx', join(repoRoot, 'src/main.ts'), 'verify', anvil.url, '--duration-ms', '500'], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  t.equal(code, 1, 'exit 1', { output: out });
+  t.match(out, /pending equals latest/);
+});
