@@ -1,9 +1,9 @@
 // Frame decoding (pure): transport detection (JSON text or brotli), JSON.parse once, strict validation of the
 // flashblock shape, transaction decoding. Returns a result value; never throws on bad input, never touches state.
 import { brotliDecompressSync, constants as zlibConstants } from 'node:zlib';
-import { decodeTransaction } from '../chain/tx.js';
+import { ingestTransaction } from '../chain/lazy-tx.js';
 import type { DecodedTx } from '../chain/types.js';
-import { isAddress, isHash, isHexData, isLooseQuantity, quantityToBigInt, quantityToNumber } from '../chain/hex.js';
+import { isHexData, isLooseQuantity, lowerHexData, quantityToBigInt, quantityToNumber } from '../chain/hex.js';
 
 /** Block properties carried by index 0 (hex strings normalised to lower case). */
 export interface FlashblockBase {
@@ -68,10 +68,19 @@ export type DecodeFrameResult =
   | { ok: true; fb: Flashblock; json: string }
   | { ok: false; reason: DecodeErrorReason; detail: string; blockNumber?: number; index?: number };
 
-const RECEIPT_TAGS: Record<string, number> = { Legacy: 0, Eip2930: 1, Eip1559: 2, Eip4844: 3, Eip7702: 4, Deposit: 0x7e };
+/** EIP-2718 type of an externally tagged receipt (`{"Eip1559":{…}}`), or -1. */
+function receiptTag(key: string): number {
+  switch (key) {
+    case 'Legacy': return 0;
+    case 'Eip2930': return 1;
+    case 'Eip1559': return 2;
+    case 'Eip4844': return 3;
+    case 'Eip7702': return 4;
+    case 'Deposit': return 0x7e;
+    default: return -1;
+  }
+}
 const BLOOM_BYTES = 256;
-/** Sender recovery (and so the signing hash) is deferred off the ingest path; see DecodeTxOptions.signingHash. */
-const NO_SIGNING_HASH = { signingHash: false } as const;
 
 class SchemaError extends Error {}
 
@@ -81,14 +90,19 @@ function req(obj: Record<string, unknown>, key: string, where: string): unknown 
   return v;
 }
 
+// Per-item paths in messages ("metadata.receipts[0x1234abcd].logs[0]") are built only when something is wrong:
+// the checks below run ~2,000 times per flashblock (bench/ingest.ts).
+
 function hash(v: unknown, where: string): string {
-  if (!isHash(v)) throw new SchemaError(`${where} must be a 32-byte hex hash`);
-  return v.toLowerCase();
+  const s = lowerHexData(v, 66);
+  if (s === null) throw new SchemaError(`${where} must be a 32-byte hex hash`);
+  return s;
 }
 
 function address(v: unknown, where: string): string {
-  if (!isAddress(v)) throw new SchemaError(`${where} must be a 20-byte hex address`);
-  return v.toLowerCase();
+  const s = lowerHexData(v, 42);
+  if (s === null) throw new SchemaError(`${where} must be a 20-byte hex address`);
+  return s;
 }
 
 function quantity(v: unknown, where: string): bigint {
@@ -102,8 +116,9 @@ function smallQuantity(v: unknown, where: string): number {
 }
 
 function data(v: unknown, where: string): string {
-  if (!isHexData(v)) throw new SchemaError(`${where} must be hex data`);
-  return v.toLowerCase();
+  const s = lowerHexData(v, -1);
+  if (s === null) throw new SchemaError(`${where} must be hex data`);
+  return s;
 }
 
 function object(v: unknown, where: string): Record<string, unknown> {
@@ -126,14 +141,33 @@ function parseBase(v: unknown): FlashblockBase {
   };
 }
 
-function parseDiff(v: unknown): { diff: FlashblockDiff; txHex: string[] } {
+interface ParsedDiff {
+  diff: FlashblockDiff;
+  txs: DecodedTx[];
+  /** The first transaction that does not decode (reported after the schema checks, as a 'transaction' failure). */
+  badTx: { at: number; reason: string } | null;
+}
+
+function parseDiff(v: unknown): ParsedDiff {
   const d = object(v, 'diff');
   const bloom = data(req(d, 'logs_bloom', 'diff'), 'diff.logs_bloom');
   if (bloom.length !== 2 + BLOOM_BYTES * 2) throw new SchemaError('diff.logs_bloom must be 256 bytes');
-  const txs = req(d, 'transactions', 'diff');
-  if (!Array.isArray(txs)) throw new SchemaError('diff.transactions must be an array');
-  for (let i = 0; i < txs.length; i++) {
-    if (!isHexData(txs[i]) || (txs[i] as string).length < 4) throw new SchemaError(`diff.transactions[${i}] must be hex bytes`);
+  const raw = req(d, 'transactions', 'diff');
+  if (!Array.isArray(raw)) throw new SchemaError('diff.transactions must be an array');
+  // Decoding checks the hex too; the hex-shape test (a schema failure) only runs for what did not decode.
+  const txs: DecodedTx[] = new Array(raw.length);
+  let badTx: ParsedDiff['badTx'] = null;
+  for (let i = 0; i < raw.length; i++) {
+    const s: unknown = raw[i];
+    if (badTx === null) {
+      const r = ingestTransaction(s as string);
+      if (r.ok) {
+        txs[i] = r.tx;
+        continue;
+      }
+      if (isHexData(s) && s.length >= 4) badTx = { at: i, reason: r.reason };
+    }
+    if (!isHexData(s) || s.length < 4) throw new SchemaError(`diff.transactions[${i}] must be hex bytes`);
   }
   const withdrawals = d.withdrawals ?? [];
   if (!Array.isArray(withdrawals)) throw new SchemaError('diff.withdrawals must be an array');
@@ -150,56 +184,84 @@ function parseDiff(v: unknown): { diff: FlashblockDiff; txHex: string[] } {
       withdrawalsRoot: wroot === undefined || wroot === null ? null : hash(wroot, 'diff.withdrawals_root'),
       withdrawals,
     },
-    txHex: txs as string[],
+    txs,
+    badTx,
   };
 }
 
-function parseLog(v: unknown, where: string): FlashLog {
-  const l = object(v, where);
-  const topics = req(l, 'topics', where);
-  if (!Array.isArray(topics) || topics.length > 4) throw new SchemaError(`${where}.topics must be an array of at most 4 hashes`);
-  return {
-    address: address(req(l, 'address', where), `${where}.address`),
-    topics: topics.map((t, i) => hash(t, `${where}.topics[${i}]`)),
-    data: data(req(l, 'data', where), `${where}.data`),
-  };
+function receiptPath(key: string): string {
+  return `metadata.receipts[${key.slice(0, 10)}]`;
 }
 
-function parseStatus(v: unknown, where: string): number | null {
+function parseLog(v: unknown, key: string, i: number): FlashLog {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) object(v, `${receiptPath(key)}.logs[${i}]`);
+  const l = v as Record<string, unknown>;
+  const raw = l.topics;
+  if (!Array.isArray(raw) || raw.length > 4) {
+    req(l, 'topics', `${receiptPath(key)}.logs[${i}]`);
+    throw new SchemaError(`${receiptPath(key)}.logs[${i}].topics must be an array of at most 4 hashes`);
+  }
+  const addr = lowerHexData(l.address, 42);
+  if (addr === null) address(req(l, 'address', `${receiptPath(key)}.logs[${i}]`), `${receiptPath(key)}.logs[${i}].address`);
+  const topics: string[] = new Array(raw.length);
+  for (let j = 0; j < raw.length; j++) {
+    const t = lowerHexData(raw[j], 66);
+    if (t === null) hash(raw[j], `${receiptPath(key)}.logs[${i}].topics[${j}]`);
+    topics[j] = t as string;
+  }
+  const d = lowerHexData(l.data, -1);
+  if (d === null) data(req(l, 'data', `${receiptPath(key)}.logs[${i}]`), `${receiptPath(key)}.logs[${i}].data`);
+  return { address: addr as string, topics, data: d as string };
+}
+
+function parseStatus(v: unknown, key: string): number | null {
   if (v === undefined || v === null) return null;
   if (v === true || v === '0x1') return 1;
   if (v === false || v === '0x0') return 0;
-  throw new SchemaError(`${where}.status must be "0x1", "0x0" or a boolean`);
+  throw new SchemaError(`${receiptPath(key)}.status must be "0x1", "0x0" or a boolean`);
+}
+
+function optionalQuantity(v: unknown, key: string, field: string): bigint | null {
+  if (v === undefined || v === null) return null;
+  if (!isLooseQuantity(v)) throw new SchemaError(`${receiptPath(key)}.${field} must be a hex quantity`);
+  return quantityToBigInt(v);
 }
 
 /** Normalises one receipt, externally tagged `{"Eip1559":{…}}` or internally tagged `{"type":"0x2",…}`. */
-function parseReceipt(v: unknown, where: string): FlashReceipt {
-  const outer = object(v, where);
+function parseReceipt(v: unknown, key: string): FlashReceipt {
+  const outer = object(v, receiptPath(key));
   let type: number | null = null;
   let body = outer;
-  const keys = Object.keys(outer);
-  if (keys.length === 1 && RECEIPT_TAGS[keys[0] as string] !== undefined) {
-    type = RECEIPT_TAGS[keys[0] as string] as number;
-    body = object(outer[keys[0] as string], `${where}.${keys[0]}`);
+  let first: string | undefined;
+  let keyCount = 0;
+  for (const k in outer) {
+    if (keyCount++ === 0) first = k;
+    else break;
+  }
+  const tag = keyCount === 1 ? receiptTag(first as string) : -1;
+  if (tag !== -1) {
+    type = tag;
+    body = object(outer[first as string], `${receiptPath(key)}.${first}`);
   } else if (outer.type !== undefined) {
-    const t = smallQuantity(outer.type, `${where}.type`);
-    if (t > 0x7f) throw new SchemaError(`${where}.type out of range`);
+    const t = smallQuantity(outer.type, `${receiptPath(key)}.type`);
+    if (t > 0x7f) throw new SchemaError(`${receiptPath(key)}.type out of range`);
     type = t;
-  } else if (keys.length > 0 && outer.status === undefined && outer.cumulativeGasUsed === undefined) {
-    throw new SchemaError(`${where}: unknown receipt shape (keys ${keys.slice(0, 3).join(',')})`);
+  } else if (keyCount > 0 && outer.status === undefined && outer.cumulativeGasUsed === undefined) {
+    throw new SchemaError(`${receiptPath(key)}: unknown receipt shape (keys ${Object.keys(outer).slice(0, 3).join(',')})`);
   }
   const logsRaw = body.logs ?? [];
-  if (!Array.isArray(logsRaw)) throw new SchemaError(`${where}.logs must be an array`);
-  const cum = body.cumulativeGasUsed;
-  const dn = body.depositNonce;
-  const drv = body.depositReceiptVersion;
+  if (!Array.isArray(logsRaw)) throw new SchemaError(`${receiptPath(key)}.logs must be an array`);
+  const status = parseStatus(body.status, key);
+  const cumulativeGasUsed = optionalQuantity(body.cumulativeGasUsed, key, 'cumulativeGasUsed');
+  const logs: FlashLog[] = new Array(logsRaw.length);
+  for (let i = 0; i < logsRaw.length; i++) logs[i] = parseLog(logsRaw[i], key, i);
   return {
     type,
-    status: parseStatus(body.status, where),
-    cumulativeGasUsed: cum === undefined || cum === null ? null : quantity(cum, `${where}.cumulativeGasUsed`),
-    logs: logsRaw.map((l, i) => parseLog(l, `${where}.logs[${i}]`)),
-    depositNonce: dn === undefined || dn === null ? null : quantity(dn, `${where}.depositNonce`),
-    depositReceiptVersion: drv === undefined || drv === null ? null : quantity(drv, `${where}.depositReceiptVersion`),
+    status,
+    cumulativeGasUsed,
+    logs,
+    depositNonce: optionalQuantity(body.depositNonce, key, 'depositNonce'),
+    depositReceiptVersion: optionalQuantity(body.depositReceiptVersion, key, 'depositReceiptVersion'),
   };
 }
 
@@ -211,13 +273,18 @@ function parseMetadata(v: unknown): { blockNumber: number; receipts: Map<string,
   if (m.receipts !== undefined && m.receipts !== null) {
     const r = object(m.receipts, 'metadata.receipts');
     receipts = new Map();
-    for (const k in r) receipts.set(hash(k, 'metadata.receipts key'), parseReceipt(r[k], `metadata.receipts[${k.slice(0, 10)}]`));
+    for (const k in r) receipts.set(hash(k, 'metadata.receipts key'), parseReceipt(r[k], k));
   }
   let balances: Map<string, bigint> | null = null;
   if (m.new_account_balances !== undefined && m.new_account_balances !== null) {
     const b = object(m.new_account_balances, 'metadata.new_account_balances');
     balances = new Map();
-    for (const k in b) balances.set(address(k, 'metadata.new_account_balances key'), quantity(b[k], `metadata.new_account_balances[${k.slice(0, 10)}]`));
+    for (const k in b) {
+      const a = address(k, 'metadata.new_account_balances key');
+      const q = b[k];
+      if (!isLooseQuantity(q)) throw new SchemaError(`metadata.new_account_balances[${k.slice(0, 10)}] must be a hex quantity`);
+      balances.set(a, quantityToBigInt(q));
+    }
   }
   return { blockNumber: bn, receipts, balances };
 }
@@ -274,13 +341,8 @@ export function validateFlashblock(root: unknown, json: string): DecodeFrameResu
     if (base !== null && base.blockNumber !== meta.blockNumber) {
       throw new SchemaError(`base.block_number ${base.blockNumber} differs from metadata.block_number ${meta.blockNumber}`);
     }
-    const { diff, txHex } = parseDiff(req(o, 'diff', 'frame'));
-    const txs: DecodedTx[] = new Array(txHex.length);
-    for (let i = 0; i < txHex.length; i++) {
-      const r = decodeTransaction(txHex[i] as string, NO_SIGNING_HASH);
-      if (!r.ok) return { ok: false, reason: 'transaction', detail: `diff.transactions[${i}]: ${r.reason}`, blockNumber, index };
-      txs[i] = r.tx;
-    }
+    const { diff, txs, badTx } = parseDiff(req(o, 'diff', 'frame'));
+    if (badTx !== null) return { ok: false, reason: 'transaction', detail: `diff.transactions[${badTx.at}]: ${badTx.reason}`, blockNumber, index };
     const fb: Flashblock = {
       payloadId: (pid as string).toLowerCase(),
       index: idx,

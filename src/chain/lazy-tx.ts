@@ -1,0 +1,357 @@
+// Ingest-time transaction decoding (pure): every consensus-encoding check of `decodeTransaction` run as one walk over
+// the bytes without building fields, plus the hash; the fields are decoded on first access and memoized.
+// Must never accept a transaction `decodeTransaction` rejects (test/chain/lazy-tx.test.ts checks it differentially).
+import type { AccessListEntry, Authorization, DecodedTx, DecodeTxResult } from './types.js';
+import { TX_DEPOSIT, TX_EIP1559, TX_EIP2930, TX_EIP4844, TX_EIP7702, TX_LEGACY } from './types.js';
+import { decodeTransaction } from './tx.js';
+import { keccak256Hex } from './keccak.js';
+import { KECCAK_POOL_BYTES, keccakPool, keccakPoolHex } from './keccak-wasm.js';
+
+/** secp256k1 n and n/2, big-endian (signature range checks without BigInt). */
+const N_BYTES = Buffer.from('fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141', 'hex');
+const HALF_N_BYTES = Buffer.from('7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0', 'hex');
+const U64_MAX = 0xffffffffffffffffn;
+
+// The item `readItem` parsed last: payload bounds and kind. Module registers, so the walk allocates nothing.
+let payloadStart = 0;
+let payloadEnd = 0;
+let itemIsList = false;
+
+/** Big-endian length of `n` bytes at `pos`, canonical (no leading zero, > 55); -1 when not. */
+function longLength(b: Buffer, pos: number, n: number, end: number): number {
+  if (pos + n > end || b[pos] === 0) return -1;
+  let len = 0;
+  for (let i = 0; i < n; i++) len = len * 256 + (b[pos + i] as number);
+  return len <= 55 ? -1 : len;
+}
+
+/** Parses the canonical RLP header at `pos` of an item that must end by `end`; false when malformed. */
+function readItem(b: Buffer, pos: number, end: number): boolean {
+  if (pos >= end) return false;
+  const h = b[pos] as number;
+  let start: number;
+  let len: number;
+  if (h < 0x80) {
+    payloadStart = pos;
+    payloadEnd = pos + 1;
+    itemIsList = false;
+    return true;
+  } else if (h <= 0xb7) {
+    len = h - 0x80;
+    start = pos + 1;
+    if (len === 1 && start < end && (b[start] as number) < 0x80) return false;
+    itemIsList = false;
+  } else if (h < 0xc0) {
+    len = longLength(b, pos + 1, h - 0xb7, end);
+    start = pos + 1 + h - 0xb7;
+    itemIsList = false;
+  } else if (h <= 0xf7) {
+    len = h - 0xc0;
+    start = pos + 1;
+    itemIsList = true;
+  } else {
+    len = longLength(b, pos + 1, h - 0xf7, end);
+    start = pos + 1 + h - 0xf7;
+    itemIsList = true;
+  }
+  if (len < 0 || start + len > end) return false;
+  payloadStart = start;
+  payloadEnd = start + len;
+  return true;
+}
+
+/** A byte string item at `pos`; its end, or -1. */
+function byteString(b: Buffer, pos: number, end: number): number {
+  return readItem(b, pos, end) && !itemIsList ? payloadEnd : -1;
+}
+
+/** A canonical unsigned integer of at most `maxBytes` bytes; its end, or -1. */
+function scalar(b: Buffer, pos: number, end: number, maxBytes: number): number {
+  if (!readItem(b, pos, end) || itemIsList) return -1;
+  const len = payloadEnd - payloadStart;
+  if (len > maxBytes || (len > 0 && b[payloadStart] === 0)) return -1;
+  return payloadEnd;
+}
+
+/** A byte string of exactly `bytes` bytes; its end, or -1. */
+function fixed(b: Buffer, pos: number, end: number, bytes: number): number {
+  if (!readItem(b, pos, end) || itemIsList || payloadEnd - payloadStart !== bytes) return -1;
+  return payloadEnd;
+}
+
+/** `to`: 20 bytes, or empty when `allowCreate`; its end, or -1. */
+function toAddress(b: Buffer, pos: number, end: number, allowCreate: boolean): number {
+  if (!readItem(b, pos, end) || itemIsList) return -1;
+  const len = payloadEnd - payloadStart;
+  return len === 20 || (len === 0 && allowCreate) ? payloadEnd : -1;
+}
+
+/** Sign of (payload [start, end) − k) for a canonical scalar payload (no leading zeros) and a 32-byte constant. */
+function compare32(b: Buffer, start: number, end: number, k: Buffer): number {
+  if (end - start < 32) return -1;
+  return b.compare(k, 0, 32, start, end);
+}
+
+/** r and s in [1, n-1] with s ≤ n/2, read from the three items at `pos`: yParity/v was read by the caller. */
+function signatureRS(b: Buffer, pos: number, end: number): number {
+  const rEnd = scalar(b, pos, end, 32);
+  if (rEnd < 0 || payloadEnd === payloadStart || compare32(b, payloadStart, payloadEnd, N_BYTES) >= 0) return -1;
+  const sEnd = scalar(b, rEnd, end, 32);
+  if (sEnd < 0 || payloadEnd === payloadStart || compare32(b, payloadStart, payloadEnd, HALF_N_BYTES) > 0) return -1;
+  return sEnd;
+}
+
+/** A list of byte strings of `bytes` bytes each; its end, or -1. */
+function fixedList(b: Buffer, pos: number, end: number, bytes: number): number {
+  if (!readItem(b, pos, end) || !itemIsList) return -1;
+  const listEnd = payloadEnd;
+  let p = payloadStart;
+  while (p < listEnd) {
+    p = fixed(b, p, listEnd, bytes);
+    if (p < 0) return -1;
+  }
+  return listEnd;
+}
+
+function accessList(b: Buffer, pos: number, end: number): number {
+  if (!readItem(b, pos, end) || !itemIsList) return -1;
+  const listEnd = payloadEnd;
+  let p = payloadStart;
+  while (p < listEnd) {
+    if (!readItem(b, p, listEnd) || !itemIsList) return -1;
+    const entryEnd = payloadEnd;
+    let q = fixed(b, payloadStart, entryEnd, 20);
+    if (q < 0) return -1;
+    q = fixedList(b, q, entryEnd, 32);
+    if (q !== entryEnd) return -1;
+    p = entryEnd;
+  }
+  return listEnd;
+}
+
+function authorizations(b: Buffer, pos: number, end: number): number {
+  if (!readItem(b, pos, end) || !itemIsList) return -1;
+  const listEnd = payloadEnd;
+  let p = payloadStart;
+  while (p < listEnd) {
+    if (!readItem(b, p, listEnd) || !itemIsList) return -1;
+    const e = payloadEnd;
+    let q = scalar(b, payloadStart, e, 32);
+    if (q >= 0) q = fixed(b, q, e, 20);
+    if (q >= 0) q = scalar(b, q, e, 8);
+    if (q >= 0) q = scalar(b, q, e, 1);
+    if (q >= 0) q = scalar(b, q, e, 32);
+    if (q >= 0) q = scalar(b, q, e, 32);
+    if (q !== e) return -1;
+    p = e;
+  }
+  return listEnd;
+}
+
+/** Legacy: [nonce, gasPrice, gas, to, value, input, v, r, s] with v 27/28 or EIP-155 (chain id < 2^64). */
+function checkLegacy(b: Buffer, end: number): boolean {
+  if (!readItem(b, 0, end) || !itemIsList || payloadEnd !== end) return false;
+  let p = scalar(b, payloadStart, end, 8);
+  if (p >= 0) p = scalar(b, p, end, 32);
+  if (p >= 0) p = scalar(b, p, end, 8);
+  if (p >= 0) p = toAddress(b, p, end, true);
+  if (p >= 0) p = scalar(b, p, end, 32);
+  if (p >= 0) p = byteString(b, p, end);
+  if (p >= 0) p = scalar(b, p, end, 32);
+  if (p < 0) return false;
+  const vLen = payloadEnd - payloadStart;
+  if (vLen > 6) {
+    const v = BigInt('0x' + b.toString('hex', payloadStart, payloadEnd));
+    if (((v - 35n) >> 1n) > U64_MAX) return false;
+  } else {
+    const v = vLen === 0 ? 0 : b.readUIntBE(payloadStart, vLen);
+    if (v !== 27 && v !== 28 && v < 35) return false;
+  }
+  return signatureRS(b, p, end) === end;
+}
+
+/** Field counts of the signed typed payloads (block form). */
+const FIELD_COUNT: Record<number, number> = { 1: 11, 2: 12, 3: 14, 4: 13 };
+
+/** Typed 0x01-0x04 payload at 1: the list and its fields in order, then yParity 0/1, r, s. */
+function checkTyped(b: Buffer, type: number, end: number): boolean {
+  if (!readItem(b, 1, end) || !itemIsList || payloadEnd !== end) return false;
+  let p = scalar(b, payloadStart, end, 8); // chainId (≤ 8 bytes, so < 2^64)
+  if (p >= 0) p = scalar(b, p, end, 8); // nonce
+  if (p >= 0) p = scalar(b, p, end, 32); // gasPrice or maxPriorityFeePerGas
+  if (p >= 0 && type !== TX_EIP2930) p = scalar(b, p, end, 32); // maxFeePerGas
+  if (p >= 0) p = scalar(b, p, end, 8); // gas
+  if (p >= 0) p = toAddress(b, p, end, type === TX_EIP2930 || type === TX_EIP1559);
+  if (p >= 0) p = scalar(b, p, end, 32); // value
+  if (p >= 0) p = byteString(b, p, end); // input
+  if (p >= 0) p = accessList(b, p, end);
+  if (p >= 0 && type === TX_EIP4844) {
+    p = scalar(b, p, end, 32);
+    if (p >= 0) p = fixedList(b, p, end, 32);
+  } else if (p >= 0 && type === TX_EIP7702) {
+    p = authorizations(b, p, end);
+  }
+  if (p >= 0) p = scalar(b, p, end, 1); // yParity
+  if (p < 0 || (payloadEnd > payloadStart && b[payloadStart] !== 1)) return false;
+  return signatureRS(b, p, end) === end;
+}
+
+/** Deposit 0x7e: [sourceHash, from, to, mint, value, gas, isSystemTx, input]; returns `from`'s offset, or -1. */
+function checkDeposit(b: Buffer, end: number): number {
+  if (!readItem(b, 1, end) || !itemIsList || payloadEnd !== end) return -1;
+  let p = fixed(b, payloadStart, end, 32);
+  if (p < 0) return -1;
+  p = fixed(b, p, end, 20);
+  if (p < 0) return -1;
+  const from = payloadStart;
+  p = toAddress(b, p, end, true);
+  if (p >= 0) p = scalar(b, p, end, 16);
+  if (p >= 0) p = scalar(b, p, end, 32);
+  if (p >= 0) p = scalar(b, p, end, 8);
+  if (p >= 0) p = byteString(b, p, end);
+  if (p < 0 || payloadEnd - payloadStart > 1 || (payloadEnd > payloadStart && b[payloadStart] !== 1)) return -1;
+  return byteString(b, p, end) === end ? from : -1;
+}
+
+/**
+ * A transaction as ingest keeps it: type, hash and (deposits) sender known; every other field decoded by
+ * `decodeTransaction` on first access (with the signing hash), then memoized.
+ */
+export class LazyTx implements DecodedTx {
+  private full: DecodedTx | null = null;
+  private rawLower: string | null = null;
+  private sender: string | null;
+
+  constructor(
+    readonly type: number,
+    readonly hash: string,
+    /** The transaction's hex exactly as the frame carried it. */
+    private readonly rawText: string,
+    from: string | null,
+  ) {
+    this.sender = from;
+  }
+
+  private decoded(): DecodedTx {
+    if (this.full === null) {
+      const r = decodeTransaction(this.rawText);
+      // Unreachable: the ingest walk rejects everything decodeTransaction does (differential test).
+      if (!r.ok) throw new Error(`transaction ${this.hash} passed ingest checks but does not decode: ${r.reason}`);
+      if (this.sender !== null) r.tx.from = this.sender;
+      this.full = r.tx;
+    }
+    return this.full;
+  }
+
+  get raw(): string {
+    if (this.rawLower === null) this.rawLower = this.rawText.toLowerCase();
+    return this.rawLower;
+  }
+  get from(): string | null {
+    return this.sender;
+  }
+  set from(v: string | null) {
+    this.sender = v;
+    if (this.full !== null) this.full.from = v;
+  }
+  get signingHash(): Buffer | null {
+    return this.decoded().signingHash;
+  }
+  set signingHash(v: Buffer | null) {
+    this.decoded().signingHash = v;
+  }
+  get chainId(): bigint | null {
+    return this.decoded().chainId;
+  }
+  get nonce(): bigint {
+    return this.decoded().nonce;
+  }
+  get gasPrice(): bigint | null {
+    return this.decoded().gasPrice;
+  }
+  get maxPriorityFeePerGas(): bigint | null {
+    return this.decoded().maxPriorityFeePerGas;
+  }
+  get maxFeePerGas(): bigint | null {
+    return this.decoded().maxFeePerGas;
+  }
+  get maxFeePerBlobGas(): bigint | null {
+    return this.decoded().maxFeePerBlobGas;
+  }
+  get gas(): bigint {
+    return this.decoded().gas;
+  }
+  get to(): string | null {
+    return this.decoded().to;
+  }
+  get value(): bigint {
+    return this.decoded().value;
+  }
+  get input(): string {
+    return this.decoded().input;
+  }
+  get accessList(): AccessListEntry[] | null {
+    return this.decoded().accessList;
+  }
+  get blobVersionedHashes(): string[] | null {
+    return this.decoded().blobVersionedHashes;
+  }
+  get authorizationList(): Authorization[] | null {
+    return this.decoded().authorizationList;
+  }
+  get v(): bigint {
+    return this.decoded().v;
+  }
+  get r(): bigint {
+    return this.decoded().r;
+  }
+  get s(): bigint {
+    return this.decoded().s;
+  }
+  get sourceHash(): string | null {
+    return this.decoded().sourceHash;
+  }
+  get mint(): bigint | null {
+    return this.decoded().mint;
+  }
+  get isSystemTx(): boolean | null {
+    return this.decoded().isSystemTx;
+  }
+}
+
+/** Runs the checks on `b[0, end)`; on success returns the LazyTx (hashing with `hash`), else null. */
+function check(b: Buffer, end: number, rawHex: string, hash: (len: number) => string): LazyTx | null {
+  const first = b[0] as number;
+  if (first >= 0xc0) return checkLegacy(b, end) ? new LazyTx(TX_LEGACY, hash(end), rawHex, null) : null;
+  if (first === TX_DEPOSIT) {
+    const from = checkDeposit(b, end);
+    return from < 0 ? null : new LazyTx(TX_DEPOSIT, hash(end), rawHex, '0x' + b.toString('hex', from, from + 20));
+  }
+  if (FIELD_COUNT[first] === undefined || !checkTyped(b, first, end)) return null;
+  return new LazyTx(first, hash(end), rawHex, null);
+}
+
+let largeRaw: Buffer = keccakPool;
+const hashLarge = (len: number): string => keccak256Hex(largeRaw.subarray(0, len));
+
+/**
+ * Ingest form of `decodeTransaction` (no chain-id filter): the same accept/reject decision and reasons, the same
+ * hash, but fields decode lazily. The hex is decoded into a pooled buffer and hashed there (bench/ingest.ts).
+ */
+export function ingestTransaction(rawHex: string): DecodeTxResult {
+  if (typeof rawHex === 'string' && rawHex.length >= 4 && (rawHex.length & 1) === 0 && rawHex.charCodeAt(0) === 48 && rawHex.charCodeAt(1) === 120) {
+    const bytes = (rawHex.length - 2) >>> 1;
+    let tx: LazyTx | null;
+    if (bytes <= KECCAK_POOL_BYTES) {
+      if (keccakPool.write(rawHex.slice(2), 0, 'hex') !== bytes) return decodeTransaction(rawHex);
+      tx = check(keccakPool, bytes, rawHex, keccakPoolHex);
+    } else {
+      largeRaw = Buffer.from(rawHex.slice(2), 'hex');
+      if (largeRaw.length !== bytes) return decodeTransaction(rawHex);
+      tx = check(largeRaw, bytes, rawHex, hashLarge);
+    }
+    if (tx !== null) return { ok: true, tx };
+  }
+  // Rejected (or an edge the walk is stricter about): the full decoder decides and words the reason.
+  return decodeTransaction(rawHex);
+}
