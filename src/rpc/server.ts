@@ -97,7 +97,9 @@ export function mountRpc(app: TemplatedApp, ctx: ServiceContext): Mounted {
 
   function respond(call: HttpCall, body: Reply): void {
     if (call.aborted || call.done) return;
-    write(call.res, '200 OK', body, call.allowOrigin, false);
+    // While draining, answer and close (Connection: close): a keep-alive client would otherwise send its next
+    // request on this socket just as the process exits, and get a connection reset instead of an answer.
+    write(call.res, '200 OK', body, call.allowOrigin, draining);
     end(call);
   }
 
