@@ -3,7 +3,7 @@
 // redaction of secrets, and the real CLI process.
 import t, { type Test } from 'tap';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -45,7 +45,7 @@ function readEnv(path: string): Record<string, string> {
 
 function tmp(t: Test): string {
   const dir = mkdtempSync(join(tmpdir(), 'flashblocksd-setup-'));
-  t.teardown(() => undefined);
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
 
