@@ -7,7 +7,7 @@ import { runSetup } from './cli/setup.js';
 import { runVerify } from './cli/verify.js';
 import { StartupError } from './errors.js';
 import { createLogger, type Logger } from './log.js';
-import { notifyReady, notifyStopping } from './metrics/sdnotify.js';
+import { notifyReady, notifyStopping, startWatchdog } from './metrics/sdnotify.js';
 
 function version(): string {
   try {
@@ -109,6 +109,8 @@ async function run(argv: string[]): Promise<number> {
     );
   }
   void notifyReady(log, `serving on ${daemon.rpcPort}`);
+  // WatchdogSec= in the unit: pets while the event loop runs (kept up through draining; exit ends it).
+  startWatchdog(log);
 
   return await new Promise<number>((resolve) => {
     let signals = 0;

@@ -9,6 +9,7 @@
 // dependants and `systemctl start` return too early); a native sd-notify addon (one more binary to build and ship).
 
 import { execFile } from 'node:child_process';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Logger } from '../log.js';
 
 const NOTIFY_TIMEOUT_MS = 5_000;
@@ -67,14 +68,46 @@ export function watchdogIntervalMs(env: NodeJS.ProcessEnv = process.env): number
   return Math.max(1, Math.floor(usec / 2000));
 }
 
+/** Options of startWatchdog. */
+export interface WatchdogOptions {
+  /** The environment systemd gave us (NOTIFY_SOCKET, WATCHDOG_USEC, WATCHDOG_PID); default process.env. */
+  env?: NodeJS.ProcessEnv;
+  /** A pet is skipped when the event loop was blocked this long since the previous one; default one interval. */
+  maxLoopDelayMs?: number;
+}
+
 /**
- * Pets the watchdog at watchdogIntervalMs() from the event loop (so a stuck loop stops the pets) and returns a
- * function that stops it. Does nothing when the watchdog is off.
+ * Pets systemd's watchdog every watchdogIntervalMs() from the event loop, so a stuck loop stops the pets, and skips
+ * a pet when the loop was blocked for a whole interval (half of WatchdogSec=) since the last one: a daemon that
+ * stalls that long is treated as wedged and systemd restarts it. Upstream or node trouble does not stop the pets
+ * (/readyz reports it; a restart cannot fix a silent upstream and would drop every subscriber). Returns a function
+ * that stops it; does nothing when the watchdog is off.
  */
-export function startWatchdog(log: Logger): () => void {
-  const ms = watchdogIntervalMs();
+export function startWatchdog(log: Logger, opts: WatchdogOptions = {}): () => void {
+  const ms = watchdogIntervalMs(opts.env ?? process.env);
   if (ms === null) return () => {};
-  const timer = setInterval(() => void notifyWatchdog(log), ms);
+  const maxDelayMs = opts.maxLoopDelayMs ?? ms;
+  const delay = monitorEventLoopDelay({ resolution: 20 });
+  delay.enable();
+  let sending = false;
+  const pet = (): void => {
+    const blockedMs = delay.max / 1e6;
+    delay.reset();
+    if (blockedMs >= maxDelayMs) {
+      log.warn(`event loop was blocked for ${Math.round(blockedMs)} ms (limit ${maxDelayMs} ms): watchdog not petted; systemd restarts the daemon if it stays stuck`);
+      return;
+    }
+    // A systemd-notify still running (it times out after 5 s): no second child on top of it.
+    if (sending) return;
+    sending = true;
+    void notifyWatchdog(log).finally(() => (sending = false));
+  };
+  log.info(`systemd watchdog on: petting every ${ms} ms`);
+  pet();
+  const timer = setInterval(pet, ms);
   timer.unref();
-  return () => clearInterval(timer);
+  return () => {
+    clearInterval(timer);
+    delay.disable();
+  };
 }
