@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# CI: build the single-file binary, run it from an empty temp directory (no node_modules) against a replayed
+# flashblocks stream and a real anvil (test/ops/binary.test.ts on this build: eth_blockNumber must be the replayed
+# pending height), then print its size and start-up time (exec → /healthz answering, median of 5).
+# Exits non-zero on any failure. Run after `npm ci`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+npm run --silent build:binary
+bin="$PWD/dist-bin/flashblocksd"
+
+FLASHBLOCKSD_BINARY="$bin" npx tap --disable-coverage test/ops/binary.test.ts
+
+# Start-up time: the binary copied alone into an empty directory, flashblocks off, node at a closed port.
+node --input-type=module - "$bin" <<'EOF'
+import { spawn } from 'node:child_process';
+import { copyFileSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const src = process.argv[2];
+const dir = mkdtempSync(join(tmpdir(), 'flashblocksd-ci-'));
+const bin = join(dir, 'flashblocksd');
+copyFileSync(src, bin);
+const freePort = () => new Promise((resolve) => { const s = createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); }); });
+const env = { PATH: process.env.PATH, HOME: dir, XDG_RUNTIME_DIR: dir };
+const runs = [];
+try {
+  for (let i = 0; i < 5; i++) {
+    const [port, metricsPort] = [await freePort(), await freePort()];
+    const t0 = performance.now();
+    const child = spawn(bin, ['--port', String(port), '--metrics-port', String(metricsPort), '--flashblocks-enabled', 'false', '--node-rpc-url', 'http://127.0.0.1:9/', '--log-level', 'error'], { cwd: dir, env, stdio: 'ignore' });
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`the binary exited with ${child.exitCode} before /healthz answered`);
+      try {
+        if ((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).status === 200) break;
+      } catch {}
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    runs.push(performance.now() - t0);
+    child.kill('SIGTERM');
+    const code = await exited;
+    if (code !== 0) throw new Error(`the binary exited with ${code} after SIGTERM`);
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+runs.sort((a, b) => a - b);
+const mib = (statSync(src).size / 1024 / 1024).toFixed(1);
+console.log(`== binary: ${mib} MiB; start-up (exec → /healthz 200, run ${runs.length}x from an empty dir): median ${runs[2].toFixed(0)} ms, min ${runs[0].toFixed(0)} ms, max ${runs.at(-1).toFixed(0)} ms`);
+EOF
