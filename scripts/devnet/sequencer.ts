@@ -130,7 +130,10 @@ const FEE_VAULTS = [
 ];
 const ZERO_HASH = `0x${'00'.repeat(32)}`;
 
-/** Serialises async critical sections (the build cycle and submissions). */
+/** Re-submitted txs per JSON-RPC batch after a revert (see buildFlashblock). */
+const RESUBMIT_BATCH = 32;
+
+/** The build cycle runs alone (exclusive); calls through the ingress proxy run side by side (shared). */
 class RwLock {
   private readers = 0;
   private writer = false;
@@ -412,8 +415,14 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     } finally {
       await rpcCall(url, 'evm_revert', [snap]);
       // The mined txs left the pool with the revert: put the block's txs back, earlier ones first.
+      // In batches of at most RESUBMIT_BATCH, one after another: anvil 1.7 does not keep the order of a larger
+      // JSON-RPC batch, which reordered blocks of more than 64 txs (the canonical block then differed).
       const back = [...b.raws, ...newRaws];
-      const res = await rpcBatch(url, back.map((raw): [string, unknown[]] => ['eth_sendRawTransaction', [raw]]));
+      const res = [];
+      for (let i = 0; i < back.length; i += RESUBMIT_BATCH) {
+        const part = back.slice(i, i + RESUBMIT_BATCH);
+        res.push(...(await rpcBatch(url, part.map((raw): [string, unknown[]] => ['eth_sendRawTransaction', [raw]]))));
+      }
       for (const r of res) {
         if (!r.ok) {
           st.resendErrors++;
