@@ -1,44 +1,89 @@
 // Runs every benchmark in bench/ (one concern per file, each side by side with its baseline) and writes
-// BENCHMARKS.md with machine, Node version, commit and date. `--quick` for a short run; `--only a,b` to select.
+// BENCHMARKS.md with machine, Node version, commit and date, a DESIGN §9 summary collected from the suites' rows,
+// their tables, notes and SVG plots (bench/results/). Flags: `--quick` for a short run; `--only=a,b` to select;
+// `--profile` to CPU-profile in a quick run too (full runs profile by default; `--no-profile` turns that off).
 import { execSync } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { fmt, type BenchOptions, type BenchResult } from './lib.js';
+import { fmt, optionsFromArgv, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
 
-const SUITES = ['ingest', 'recover', 'rpc', 'fanout'];
+const SUITES = ['ingest', 'recover', 'rpc', 'fanout', 'combined', 'saturation', 'memory'];
+
+/** DESIGN §9, in order; each suite tags its rows with one of these (by prefix) in `design`. */
+const DESIGN_ROWS = [
+  'parse + apply of a 150 KB / 200-tx flashblock ≤ 1.5× bare JSON.parse',
+  'parse + apply of a 150 KB / 200-tx flashblock: p99 < 5 ms',
+  'frame arrival → receipt visible over RPC',
+  'pending receipt lookups ≥ 80 % of a uWS static response',
+  'pending receipt lookups ≥ 2× node:http',
+  'fan-out to 1,000 subscribers',
+  'forwarded call overhead',
+  'memory flat over 1 M flashblocks',
+];
 
 function commit(): string {
   try {
-    return execSync('git rev-parse --short HEAD', { encoding: 'utf8' }).trim();
+    const sha = execSync('git rev-parse --short HEAD', { encoding: 'utf8' }).trim();
+    const dirty = execSync('git status --porcelain -- src bench', { encoding: 'utf8' }).trim() !== '';
+    return dirty ? `${sha} (with uncommitted changes in src/ or bench/)` : sha;
   } catch {
     return 'unknown';
   }
 }
 
-function render(results: BenchResult[], opts: BenchOptions, failures: string[]): string {
+const cell = (s: string): string => s.replace(/\|/g, '\\|').replace(/\n/g, ' ');
+const value = (r: BenchRow): string => r.display ?? `${fmt(r.value)} ${r.unit}`.trim();
+const baseline = (r: BenchRow): string => (r.baseline === undefined ? '' : `${r.baseline.label}: ${r.baseline.display ?? `${fmt(r.baseline.value)} ${r.unit}`.trim()}`);
+const met = (r: BenchRow): string => (r.met === undefined ? '' : r.met ? 'met' : '**not met**');
+
+function summary(results: BenchResult[], failures: string[]): string[] {
+  const tagged = results.flatMap((res) => res.rows.filter((r) => r.design !== undefined).map((r) => ({ r, section: res.title })));
+  const lines = [
+    '## DESIGN §9 summary',
+    '',
+    '| Budget (DESIGN §9) | Measured | Baseline (same run) | Ratio / target | Met | Bottleneck (when not met) |',
+    '|---|---|---|---|---|---|',
+  ];
+  for (const d of DESIGN_ROWS) {
+    const rows = tagged.filter((t) => t.r.design!.startsWith(d));
+    if (rows.length === 0) {
+      const why = failures.length > 0 ? 'suite failed or not run (see below)' : 'suite not run (--only)';
+      lines.push(`| ${cell(d)} | — | | | — | ${why} |`);
+      continue;
+    }
+    for (const { r, section } of rows) {
+      lines.push(`| ${cell(r.design!)} | ${cell(value(r))} | ${cell(baseline(r))} | ${cell(r.verdict ?? '')} | ${met(r)} | ${cell(r.met === false ? (r.bottleneck ?? '') : '')} ${r.met === false ? `(${cell(section)})` : ''} |`);
+    }
+  }
+  lines.push('');
+  return lines;
+}
+
+function render(results: BenchResult[], opts: BenchOptions, failures: string[], seconds: number): string {
   const cpu = os.cpus()[0]?.model ?? 'unknown cpu';
   const lines = [
     '# Benchmarks',
     '',
-    'Written by `npm run bench` (do not edit by hand). Every subject is measured next to its baseline in the same run.',
+    'Written by `npm run bench` (do not edit by hand; `npm run bench -- --quick` for a short run). Every subject is measured next to its',
+    'baseline in the same run; plots are SVGs in [bench/results/](bench/results/) written by the same run.',
     '',
     `- date: ${new Date().toISOString()}`,
     `- commit: ${commit()}`,
-    `- machine: ${os.cpus().length} × ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}`,
+    `- machine: ${os.cpus().length} × ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}; load average at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}`,
     `- node: ${process.version}`,
-    `- mode: ${opts.quick ? 'quick (--quick)' : 'full'}`,
+    `- mode: ${opts.quick ? 'quick (--quick)' : 'full'}${opts.profile === true ? ', profiled' : ''}; wall time ${fmt(seconds)} s`,
     '',
+    ...summary(results, failures),
   ];
   for (const r of results) {
-    lines.push(`## ${r.title}`, '', '| what | value | baseline (same run) | ratio / target | met |', '|---|---|---|---|---|');
-    for (const row of r.rows) {
-      const base = row.baseline === undefined ? '' : `${row.baseline.label}: ${fmt(row.baseline.value)} ${row.unit}`;
-      const met = row.met === undefined ? '' : row.met ? 'met' : '**not met**';
-      lines.push(`| ${row.name} | ${fmt(row.value)} ${row.unit} | ${base} | ${row.verdict ?? ''} | ${met} |`);
-    }
+    lines.push(`## ${r.title}`, '', '| What | Measured | Baseline (same run) | Ratio / target | Met |', '|---|---|---|---|---|');
+    for (const row of r.rows) lines.push(`| ${cell(row.name)} | ${cell(value(row))} | ${cell(baseline(row))} | ${cell(row.verdict ?? '')} | ${met(row)} |`);
     lines.push('');
+    for (const row of r.rows) if (row.met === false && row.bottleneck !== undefined) lines.push(`**Not met — ${row.name}:** ${row.bottleneck}`, '');
     if (r.notes !== undefined) lines.push(r.notes, '');
+    for (const p of r.plots ?? []) lines.push(`![${p.alt}](${p.path})`, '');
   }
   if (failures.length > 0) lines.push('## Benchmarks that failed to run', '', ...failures.map((f) => `- ${f}`), '');
   return lines.join('\n');
@@ -46,29 +91,39 @@ function render(results: BenchResult[], opts: BenchOptions, failures: string[]):
 
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
-  const opts: BenchOptions = { quick: argv.includes('--quick') };
+  const opts = optionsFromArgv(argv);
   const onlyArg = argv.find((a) => a.startsWith('--only='));
   const only = onlyArg === undefined ? SUITES : onlyArg.slice('--only='.length).split(',');
+  const unknown = argv.filter((a) => !['--quick', '--profile', '--no-profile'].includes(a) && !a.startsWith('--only='));
+  if (unknown.length > 0) {
+    process.stderr.write(`bench: unknown argument(s) ${unknown.join(' ')}; use --quick, --only=${SUITES.join(',')}, --profile, --no-profile\n`);
+    process.exit(2);
+  }
+  const t0 = performance.now();
   const results: BenchResult[] = [];
   const failures: string[] = [];
   for (const name of only) {
     const file = fileURLToPath(new URL(`./${name}.ts`, import.meta.url));
-    if (!existsSync(file)) {
-      failures.push(`${name}: bench/${name}.ts not found`);
+    if (!SUITES.includes(name) || !existsSync(file)) {
+      failures.push(`${name}: not a benchmark (known: ${SUITES.join(', ')})`);
       continue;
     }
+    const ts = performance.now();
     process.stderr.write(`bench: ${name} …\n`);
     try {
       const mod = (await import(`./${name}.ts`)) as { run(o: BenchOptions): Promise<BenchResult> };
       results.push(await mod.run(opts));
+      process.stderr.write(`bench: ${name} done in ${fmt((performance.now() - ts) / 1000)} s\n`);
     } catch (e) {
-      failures.push(`${name}: ${(e as Error).message}`);
+      failures.push(`${name}: ${(e as Error).stack ?? (e as Error).message}`.split('\n').slice(0, 3).join(' '));
+      process.stderr.write(`bench: ${name} failed: ${(e as Error).message}\n`);
     }
   }
   const out = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));
-  writeFileSync(out, render(results, opts, failures));
-  process.stderr.write(`bench: wrote ${out}\n`);
-  if (failures.length > 0) process.exitCode = 1;
+  writeFileSync(out, render(results, opts, failures, (performance.now() - t0) / 1000));
+  process.stderr.write(`bench: wrote ${out} in ${fmt((performance.now() - t0) / 1000)} s\n`);
+  // Children and sockets of the suites are closed; exit even if a stray handle (autocannon, agents) lingers.
+  process.exit(failures.length > 0 ? 1 : 0);
 }
 
 void main();

@@ -1,0 +1,375 @@
+// Combined load: the whole daemon (a child process, so its CPU and RSS are its own) under a Base-mainnet-shaped
+// stream — a brotli flashblock every 200 ms, 150–250 signed transactions with logs each, 10 flashblocks per block —
+// with 1,000 raw-stream subscribers, 100 `eth_subscribe newFlashblocks` subscribers and a fixed-rate JSON-RPC mix
+// (pending block, receipts of fresh transactions, pending balances and nonces, calls forwarded to a real anvil), all
+// at once. Baseline, same run: the same daemon and stream with 1 subscriber of each kind and the mix at 20 req/s.
+// Timeline of each flashblock: sent by the replay server → received by the daemon → applied → readers notified →
+// receipt of its last transaction visible over RPC (tight polling from the replay process) → received by subscribers.
+import http from 'node:http';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { brotliCompressSync, constants } from 'node:zlib';
+import { startAnvil } from '../scripts/devnet/anvil.js';
+import { startReplayServer } from '../test/helpers/replay-server.js';
+import { RPC_MIX, type MixReport } from './clients.js';
+import type { AppliedRow } from './daemon-child.js';
+import { generateStream } from './flashblock-gen.js';
+import {
+  absNow, describeTop, fmt, forkTs, frameKey, LatencyHistogram, ProcSampler, request, scrapeMetrics, sleep, SubscriberPool, topSelfTime, triple, waitExit, writePlot,
+  type BenchOptions, type BenchResult, type BenchRow, type CpuProfile, type ProcSample,
+} from './lib.js';
+import { cdfChart, lineChart } from './svg.js';
+
+const RAW_SUBSCRIBERS = 1000;
+const NF_SUBSCRIBERS = 100;
+const INTERVAL_MS = 200;
+const VISIBLE_BUDGET_MS = 2;
+
+export interface Frame {
+  data: Buffer;
+  key: string;
+  blockNumber: number;
+  index: number;
+  blockHash: string;
+  lastTx: string;
+  txHashes: string[];
+  senders: string[];
+}
+
+let cache: { frames: Frame[]; jsonBytes: number; txs: number } | null = null;
+
+/**
+ * The stream: consecutive blocks from 30,000,000 of 10 flashblocks with 150–250 transactions each, brotli-compressed
+ * (memoised: the combined and saturation suites replay the same stream, each to a fresh daemon).
+ */
+export function streamFrames(n: number): { frames: Frame[]; jsonBytes: number; txs: number } {
+  if (cache === null || cache.frames.length < n) cache = makeFrames(n, 30_000_000);
+  return { ...cache, frames: cache.frames.slice(0, n) };
+}
+
+function makeFrames(n: number, firstBlock: number): { frames: Frame[]; jsonBytes: number; txs: number } {
+  const fbs = generateStream({ firstBlock, blocks: Math.ceil(n / 10), flashblocksPerBlock: 10, txs: (i) => 150 + ((i * 37) % 101), calldataBytes: 100 });
+  let jsonBytes = 0;
+  let txs = 0;
+  const frames = fbs.slice(0, n).map((f) => {
+    const json = Buffer.from(JSON.stringify(f.message));
+    jsonBytes += json.length;
+    txs += f.txHashes.length;
+    const data = brotliCompressSync(json, { params: { [constants.BROTLI_PARAM_QUALITY]: 6 } });
+    return { data, key: frameKey(data), blockNumber: f.blockNumber, index: f.index, blockHash: f.blockHash, lastTx: f.txHashes.at(-1)!, txHashes: f.txHashes, senders: f.senders };
+  });
+  if (new Set(frames.map((f) => f.key)).size !== frames.length) throw new Error('generated frames are not distinguishable by frameKey');
+  return { frames, jsonBytes: jsonBytes / n, txs: txs / n };
+}
+
+/** One keep-alive connection polling a receipt until it is not null; resolves with the time it was seen (absNow). */
+function receiptPoller(url: string): { until(hash: string, deadline: number): Promise<number | null>; close(): void } {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const u = new URL(url);
+  const post = (body: string): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const req = http.request({ agent, host: u.hostname, port: u.port, path: '/', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  return {
+    async until(hash, deadline) {
+      const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getTransactionReceipt', params: [hash] });
+      while (absNow() < deadline) {
+        const text = await post(body);
+        if (text.includes('"blockHash"')) return absNow();
+      }
+      return null;
+    },
+    close: () => agent.destroy(),
+  };
+}
+
+interface PhaseResult {
+  /** sent → daemon received / applied / readers notified, ms */
+  received: LatencyHistogram;
+  applied: LatencyHistogram;
+  notified: LatencyHistogram;
+  /** daemon received → applied (the daemon's own parse + apply), ms */
+  arrivalToApplied: LatencyHistogram;
+  visible: LatencyHistogram;
+  notVisible: number;
+  raw: LatencyHistogram;
+  rawLast: LatencyHistogram;
+  rawIncomplete: number;
+  nf: LatencyHistogram;
+  nfIncomplete: number;
+  closes: Record<string, number>;
+  mix: MixReport;
+  subscriberCpuPct: number;
+}
+
+interface Setup {
+  daemon: ReturnType<typeof forkTs>;
+  rpcUrl: string;
+  streamUrl: string;
+  wsUrl: string;
+  rawPool: SubscriberPool;
+  nfPool: SubscriberPool;
+  mixChild: ReturnType<typeof forkTs>;
+  send: (f: Frame) => void;
+}
+
+async function phase(s: Setup, frames: Frame[], raw: number, nf: number, rate: number): Promise<PhaseResult> {
+  await s.rawPool.start(s.streamUrl, raw, 'raw');
+  await s.nfPool.start(s.wsUrl, nf, 'newFlashblocks');
+  s.mixChild.send({ fresh: { txHashes: frames[0]!.txHashes, senders: frames[0]!.senders } });
+  await request(s.mixChild, { mix: { url: s.rpcUrl, rate } }, 'started');
+  const poller = receiptPoller(s.rpcUrl);
+  const sentAt = new Map<string, number>();
+  const sentByHash = new Map<string, number>();
+  const sentByIndex = new Map<string, number>();
+  const visible = new LatencyHistogram();
+  let notVisible = 0;
+  const t0 = absNow() + 50;
+  for (let i = 0; i < frames.length; i++) {
+    const f = frames[i]!;
+    const wait = t0 + i * INTERVAL_MS - absNow();
+    if (wait > 0) await sleep(wait);
+    const sent = absNow();
+    s.send(f);
+    sentAt.set(f.key, sent);
+    sentByHash.set(f.blockHash, sent);
+    sentByIndex.set(`${f.blockNumber}:${f.index}`, sent);
+    s.mixChild.send({ fresh: { txHashes: f.txHashes.slice(-50), senders: f.senders.slice(-50) } });
+    const seen = await poller.until(f.lastTx, sent + INTERVAL_MS * 0.75);
+    if (seen === null) notVisible++;
+    else visible.record(seen - sent);
+  }
+  await sleep(500);
+  poller.close();
+  const mix = await request<MixReport>(s.mixChild, { report: true }, 'report');
+  const rawRep = await s.rawPool.report(sentAt);
+  const nfRep = await s.nfPool.report(sentByHash);
+  const rows = await request<AppliedRow[]>(s.daemon, { report: true }, 'report');
+  const r: PhaseResult = {
+    received: new LatencyHistogram(), applied: new LatencyHistogram(), notified: new LatencyHistogram(), arrivalToApplied: new LatencyHistogram(),
+    visible, notVisible, raw: rawRep.all, rawLast: new LatencyHistogram(), rawIncomplete: 0, nf: nfRep.all, nfIncomplete: 0,
+    closes: { ...rawRep.closes }, mix, subscriberCpuPct: (rawRep.cpuMs / rawRep.wallMs) * 100,
+  };
+  for (const [code, n] of Object.entries(nfRep.closes)) r.closes[code] = (r.closes[code] ?? 0) + n;
+  for (const [b, i, recv, applied, notified] of rows) {
+    const sent = sentByIndex.get(`${b}:${i}`);
+    if (sent === undefined) continue;
+    r.received.record(recv - sent);
+    r.applied.record(applied - sent);
+    r.notified.record(notified - sent);
+    r.arrivalToApplied.record(applied - recv);
+  }
+  for (const f of frames) {
+    const e = rawRep.last.get(f.key);
+    if (e === undefined || e[1] < raw) r.rawIncomplete++;
+    else r.rawLast.record(e[0] - sentAt.get(f.key)!);
+    const n = nfRep.last.get(f.blockHash);
+    if (n === undefined || n[1] < nf) r.nfIncomplete++;
+  }
+  return r;
+}
+
+/** Runs the idle baseline and the loaded phase against one daemon child. */
+export async function run(opts: BenchOptions): Promise<BenchResult> {
+  const idleSeconds = opts.quick ? 5 : 15;
+  const loadSeconds = opts.quick ? 20 : 60;
+  const rate = 500;
+  const idleN = (idleSeconds * 1000) / INTERVAL_MS;
+  const loadN = (loadSeconds * 1000) / INTERVAL_MS;
+  const t = performance.now();
+  const { frames, jsonBytes, txs } = streamFrames(idleN + loadN);
+  const genSeconds = (performance.now() - t) / 1000;
+  const profDir = opts.profile === true ? mkdtempSync(join(os.tmpdir(), 'flashblocksd-prof-')) : null;
+
+  const anvil = await startAnvil();
+  const upstream = await startReplayServer();
+  const daemon = forkTs('daemon-child.ts', [
+    '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--port', '0', '--metrics-port', '0',
+    '--stream-max-per-ip', '5000', '--stream-max-subscribers', '5000', '--log-level', 'error',
+  ], profDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`]);
+  const rawPool = new SubscriberPool(2);
+  const nfPool = new SubscriberPool(1);
+  const mixChild = forkTs('clients.ts', ['--rpc-mix']);
+  try {
+    const ready = await request<{ rpcPort: number; metricsPort: number; pid: number }>(daemon, {}, 'ready', 60_000);
+    await upstream.waitForClients(1, 10_000);
+    const base = `127.0.0.1:${ready.rpcPort}`;
+    const s: Setup = {
+      daemon, rawPool, nfPool, mixChild,
+      rpcUrl: `http://${base}/`, streamUrl: `ws://${base}/flashblocks`, wsUrl: `ws://${base}/`,
+      send: (f) => upstream.send(f.data, { binary: true }),
+    };
+    // Warm the state so pending queries have a block before the baseline starts.
+    s.send(frames[0]!);
+    await sleep(300);
+
+    const sampler = new ProcSampler(ready.pid, 250);
+    sampler.start();
+    const idle = await phase(s, frames.slice(1, idleN), 1, 1, 20);
+    const loadStartT = sampler.samples.at(-1)?.t ?? 0;
+    const metricsBefore = await scrapeMetrics(`http://127.0.0.1:${ready.metricsPort}/metrics`);
+    const loaded = await phase(s, frames.slice(idleN), RAW_SUBSCRIBERS, NF_SUBSCRIBERS, rate);
+    const metricsAfter = await scrapeMetrics(`http://127.0.0.1:${ready.metricsPort}/metrics`);
+    const proc = sampler.stop();
+    const loadSamples = sampler.samples.filter((x) => x.t >= loadStartT);
+    const loadCpu = loadSamples.reduce((a, x) => a + x.cpuPct, 0) / Math.max(1, loadSamples.length);
+    const delta = (name: string): number => (metricsAfter.get(name) ?? 0) - (metricsBefore.get(name) ?? 0);
+    const slowCloses = delta('flashblocksd_stream_slow_closes_total');
+    const framesDropped = delta('flashblocksd_stream_frames_dropped_total');
+
+    daemon.send({ stop: true });
+    await waitExit(daemon);
+    let profileNote = '';
+    let top: { fn: string; pct: number }[] = [];
+    if (profDir !== null) {
+      const file = readdirSync(profDir).find((f) => f.endsWith('.cpuprofile'));
+      if (file !== undefined) {
+        top = topSelfTime(JSON.parse(readFileSync(join(profDir, file), 'utf8')) as CpuProfile, 8);
+        profileNote = ` Daemon CPU profile (--cpu-prof, whole run), top self time: ${describeTop(top)}.`;
+      }
+      rmSync(profDir, { recursive: true, force: true });
+    }
+    return report(opts, { idle, loaded, proc, loadCpu, samples: sampler.samples, loadStartT, slowCloses, framesDropped, jsonBytes, txs, frames: frames[1]!.data.length, genSeconds, rate, loadSeconds, idleSeconds, profileNote, top });
+  } finally {
+    rawPool.kill();
+    nfPool.kill();
+    mixChild.kill();
+    if (daemon.exitCode === null) daemon.kill();
+    await upstream.close();
+    await anvil.stop();
+  }
+}
+
+interface Collected {
+  idle: PhaseResult;
+  loaded: PhaseResult;
+  proc: { cpuPct: number; peakRssMiB: number; lastRssMiB: number };
+  loadCpu: number;
+  samples: ProcSample[];
+  loadStartT: number;
+  slowCloses: number;
+  framesDropped: number;
+  jsonBytes: number;
+  txs: number;
+  frames: number;
+  genSeconds: number;
+  rate: number;
+  loadSeconds: number;
+  idleSeconds: number;
+  profileNote: string;
+  top: { fn: string; pct: number }[];
+}
+
+function report(opts: BenchOptions, c: Collected): BenchResult {
+  const { idle, loaded } = c;
+  const lat = (name: string, l: LatencyHistogram, b: LatencyHistogram, extra: Partial<BenchRow> = {}): BenchRow => ({
+    name: `${name}, p50 / p99 / max`,
+    value: l.percentile(99),
+    unit: 'ms',
+    display: `${triple(l)} ms`,
+    baseline: { label: 'idle', value: b.percentile(99), display: `${triple(b)} ms` },
+    verdict: `p99 ${fmt(l.percentile(99) / b.percentile(99))}× idle`,
+    ...extra,
+  });
+  const vis99 = loaded.visible.percentile(99);
+  const visibleMet = vis99 <= VISIBLE_BUDGET_MS && loaded.notVisible === 0;
+  const rows: BenchRow[] = [
+    lat('frame sent → daemon received (loopback WebSocket)', loaded.received, idle.received),
+    lat('daemon: frame arrival → applied (brotli + parse + validate + apply)', loaded.arrivalToApplied, idle.arrivalToApplied),
+    lat('frame sent → applied', loaded.applied, idle.applied),
+    lat('frame sent → receipt of its last tx visible over RPC', loaded.visible, idle.visible, {
+      verdict: `p99 ${fmt(vis99)} ms (target ≤ ${VISIBLE_BUDGET_MS} ms); ${fmt(vis99 / idle.visible.percentile(99))}× idle${loaded.notVisible > 0 ? `; ${loaded.notVisible} not visible within 150 ms` : ''}`,
+      met: visibleMet,
+      design: 'frame arrival → receipt visible over RPC: p99 ≤ 2 ms (under the combined load)',
+    }),
+    lat('frame sent → daemon notified readers (raw publish + newFlashblocks fan-out done)', loaded.notified, idle.notified),
+    lat(`frame sent → received, all deliveries to ${RAW_SUBSCRIBERS} raw subscribers`, loaded.raw, idle.raw),
+    lat(`frame sent → last of ${RAW_SUBSCRIBERS} raw subscribers`, loaded.rawLast, idle.rawLast),
+    lat(`frame sent → received, all deliveries to ${NF_SUBSCRIBERS} newFlashblocks subscribers`, loaded.nf, idle.nf),
+  ];
+  for (const m of RPC_MIX) {
+    const l = loaded.mix.byMethod[m.method];
+    const b = idle.mix.byMethod[m.method];
+    if (l === undefined || b === undefined) continue;
+    rows.push(lat(`RPC ${m.method} (${m.weight} % of the mix)${l.errors > 0 ? `, ${l.errors} errors` : ''}`, LatencyHistogram.fromJson(l.latency), LatencyHistogram.fromJson(b.latency)));
+  }
+  const closes = Object.entries(loaded.closes).map(([k, v]) => `${v} × ${k}`).join(', ') || 'none';
+  rows.push(
+    { name: 'RPC mix achieved rate', value: loaded.mix.completed / loaded.mix.seconds, unit: 'req/s', verdict: `target ${c.rate} req/s; ${loaded.mix.sent - loaded.mix.completed} unanswered at the end` },
+    { name: 'subscribers closed while running (slow-consumer closes from /metrics)', value: c.slowCloses, unit: '', display: `${fmt(c.slowCloses)} (client close codes: ${closes})` },
+    { name: 'frames not delivered to every subscriber (raw / newFlashblocks; dropped frames from /metrics)', value: loaded.rawIncomplete, unit: '', display: `${loaded.rawIncomplete} / ${loaded.nfIncomplete} of ${loaded.visible.count + loaded.notVisible} (${fmt(c.framesDropped)} dropped)` },
+    { name: 'daemon CPU, average under load', value: c.loadCpu, unit: '% of a core', verdict: `subscriber processes: ${fmt(loaded.subscriberCpuPct)} % of a core` },
+    { name: 'daemon RSS, peak', value: c.proc.peakRssMiB, unit: 'MiB', verdict: `last ${fmt(c.proc.lastRssMiB)} MiB` },
+  );
+  const design = rows.find((r) => r.design !== undefined)!;
+  if (!visibleMet) {
+    const cpuBound = c.loadCpu > 85;
+    design.bottleneck =
+      `Measured: sent → daemon received p99 ${fmt(loaded.received.percentile(99))} ms and received → applied p99 ${fmt(loaded.arrivalToApplied.percentile(99))} ms ` +
+      `(idle: ${fmt(idle.received.percentile(99))} / ${fmt(idle.arrivalToApplied.percentile(99))} ms); the daemon used ${fmt(c.loadCpu)} % of a core and the ` +
+      `subscriber processes ${fmt(loaded.subscriberCpuPct)} % on the same 2 cores${cpuBound ? ' — the daemon is CPU-bound' : ''}. ` +
+      `Applying a flashblock of ~${Math.round(c.txs)} transactions takes the p50 above, and the receipt becomes visible only after the whole frame is applied.` +
+      (c.top.length > 0 ? ` Profile top: ${describeTop(c.top.slice(0, 4))}.` : ' Run with --profile for the daemon\'s top functions.');
+  }
+
+  const plots = [
+    writePlot('combined-latency-cdf', cdfChart('Combined load: frame sent → …', 'ms after the replay server sent the frame (log)', [
+      { name: 'applied', points: loaded.applied.cdf() },
+      { name: 'receipt visible (RPC)', points: loaded.visible.cdf() },
+      { name: 'notified readers', points: loaded.notified.cdf() },
+      { name: `raw subscribers (all ${RAW_SUBSCRIBERS})`, points: loaded.raw.cdf() },
+      { name: 'newFlashblocks subscribers', points: loaded.nf.cdf() },
+      { name: 'receipt visible, idle', points: idle.visible.cdf(), dashed: true },
+    ], [{ x: VISIBLE_BUDGET_MS, label: '2 ms budget' }]), 'CDF of frame sent → applied / visible over RPC / received by subscribers under the combined load'),
+    writePlot('combined-rpc-cdf', cdfChart(`Combined load: RPC latency by method at ${c.rate} req/s`, 'ms (log)', RPC_MIX.flatMap((m) => {
+      const l = loaded.mix.byMethod[m.method];
+      return l === undefined ? [] : [{ name: m.method, points: LatencyHistogram.fromJson(l.latency).cdf() }];
+    })), 'CDF of RPC latency by method under the combined load'),
+    writePlot('combined-daemon-resources', lineChart({
+      title: 'Combined load: daemon CPU and RSS over time', xLabel: 's since the idle baseline started', yLabel: '% of a core / MiB',
+      series: [
+        { name: 'CPU % of a core', points: c.samples.map((x) => [x.t, x.cpuPct]) },
+        { name: 'RSS MiB', points: c.samples.map((x) => [x.t, x.rssMiB]) },
+      ],
+      vLines: [{ x: c.loadStartT, label: 'load starts' }],
+    }), 'Daemon CPU and RSS over time, idle baseline then combined load'),
+  ];
+  return {
+    title: 'Combined load: the whole daemon under a Base-mainnet-shaped stream',
+    rows,
+    plots,
+    notes:
+      `Stream: a brotli frame (quality 6) every ${INTERVAL_MS} ms, ~${Math.round(c.txs)} signed EIP-1559 transactions each (150–250), a Transfer log per ` +
+      `receipt, ~${fmt(c.jsonBytes / 1024)} KiB of JSON (${fmt(c.frames / 1024)} KiB compressed), 10 flashblocks per block (${fmt(c.genSeconds)} s to generate, ` +
+      `not measured). Daemon: bench/daemon-child.ts (startDaemon in its own process; anvil as node; emitApplied wrapped to timestamp apply and ` +
+      `notification). Load, all at once for ${c.loadSeconds} s: ${RAW_SUBSCRIBERS} /flashblocks subscribers (2 child processes), ${NF_SUBSCRIBERS} ` +
+      `eth_subscribe newFlashblocks subscribers (1 child), an open-loop RPC mix at ${c.rate} req/s (1 child; latency from the scheduled send time: ` +
+      `${RPC_MIX.map((m) => `${m.method} ${m.weight} %`).join(', ')}), and the replay process polling eth_getTransactionReceipt of each frame's last ` +
+      `transaction back to back from the moment it sent the frame (resolution: one loopback round trip). Baseline "idle": the same daemon and stream ` +
+      `for ${c.idleSeconds} s with 1 subscriber of each kind and the mix at 20 req/s. Times: performance.timeOrigin + performance.now() in every ` +
+      `process. Daemon CPU and RSS from /proc/<pid>/stat every 250 ms; whole-run average CPU ${fmt(c.proc.cpuPct)} %.` +
+      (opts.quick ? ' Quick mode: shorter phases.' : '') + c.profileNote,
+  };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const { optionsFromArgv } = await import('./lib.js');
+  run(optionsFromArgv(process.argv)).then(
+    (r) => {
+      console.log(JSON.stringify(r, null, 2));
+      process.exit(0);
+    },
+    (e: unknown) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,66 @@
+// The daemon as a child process for benchmarks (forked by bench/combined.ts and bench/saturation.ts, never run as a
+// suite), so its CPU and RSS are its own. Arguments are daemon flags (`--flashblocks-url …`), read by loadConfig.
+// Instrumentation, from outside src/: the state-events hub's emitApplied is wrapped to timestamp each flashblock when
+// its apply finished (before readers are notified) and when every reader was notified (raw-stream publish,
+// eth_subscribe fan-out). IPC: → {ready}; {report} → {report: rows}; {stop} → stops the daemon and exits, which
+// writes the CPU profile when started with --cpu-prof.
+// `--static`: instead of the daemon, a bare uWS app answering every POST with a constant (the ceiling baseline):
+// IPC {constant} → {ready: {rpcPort}}.
+import { loadConfig } from '../src/config.js';
+import { startDaemon } from '../src/daemon.js';
+import { silentLogger } from '../src/log.js';
+import { loadUws } from '../src/native.js';
+import { absNow } from './lib.js';
+
+/** [block number, index, received (abs ms), applied (abs ms), readers notified (abs ms)] */
+export type AppliedRow = [number, number, number, number, number];
+
+async function main(): Promise<void> {
+  const config = loadConfig(process.argv.slice(2), {});
+  const d = await startDaemon(config, { log: silentLogger });
+  let rows: AppliedRow[] = [];
+  const events = d.pipeline.events;
+  const emit = events.emitApplied.bind(events);
+  events.emitApplied = (block, fb, frame, onError) => {
+    const applied = absNow();
+    emit(block, fb, frame, onError);
+    rows.push([fb.blockNumber, fb.index, performance.timeOrigin + frame.receivedAtMs, applied, absNow()]);
+  };
+  process.on('message', (msg: { report?: true; stop?: true }) => {
+    if (msg.report !== undefined) {
+      process.send!({ report: rows });
+      rows = [];
+    } else if (msg.stop !== undefined) {
+      void d.stop().finally(() => process.exit(0));
+    }
+  });
+  process.on('disconnect', () => void d.stop().finally(() => process.exit(0)));
+  process.send!({ ready: { rpcPort: d.rpcPort, metricsPort: d.metricsPort, pid: process.pid } });
+}
+
+function staticServer(): void {
+  process.on('message', (msg: { constant?: string; stop?: true }) => {
+    if (msg.stop !== undefined) process.exit(0);
+    if (msg.constant === undefined) return;
+    const constant = msg.constant;
+    const uws = loadUws();
+    const app = uws.App();
+    app.post('/*', (res) => {
+      res.onAborted(() => {});
+      res.onData((_c, last) => {
+        if (last) res.cork(() => res.writeHeader('Content-Type', 'application/json').end(constant));
+      });
+    });
+    app.listen('127.0.0.1', 0, (ls) => {
+      if (ls === false) throw new Error('static server: cannot listen');
+      process.send!({ ready: { rpcPort: uws.us_socket_local_port(ls), pid: process.pid } });
+    });
+  });
+  process.on('disconnect', () => process.exit(0));
+}
+
+if (process.argv.includes('--static')) staticServer();
+else main().catch((e: unknown) => {
+  console.error('daemon child:', (e as Error).message);
+  process.exit(1);
+});
