@@ -19,40 +19,21 @@ export function isQuantity(s: unknown): s is string {
  * (some serialisers pad), empty digits not.
  */
 export function isLooseQuantity(s: unknown): s is string {
-  return typeof s === 'string' && s.length > 2 && s.length <= 66 && s.charCodeAt(0) === 48 && s.charCodeAt(1) === 120 && hexDigits(s) !== 0;
+  return typeof s === 'string' && s.length > 2 && s.length <= 66 && HEX_CHARS.test(s);
 }
 
-/**
- * Scans `s` from index 2: 0 when some character is not a hex digit, 1 when all are lower-case (or digits), 2 when
- * some are upper case. A loop instead of a regex: ingest checks ~2,000 strings per flashblock (bench/ingest.ts).
- */
-function hexDigits(s: string): 0 | 1 | 2 {
-  let upper = false;
-  for (let i = 2; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 97) {
-      if (c > 102) return 0;
-    } else if (c >= 65) {
-      if (c > 70) return 0;
-      upper = true;
-    } else if (c < 48 || c > 57) {
-      return 0;
-    }
-  }
-  return upper ? 2 : 1;
-}
+const LOWER_HEX_CHARS = /^0x[0-9a-f]*$/;
 
 /**
  * `v` as lower-case 0x-hex data when it is 0x-hex of an even number of digits — exactly `chars` characters in all
- * unless `chars` is -1 — else null. An already lower-case `v` is returned as is (no copy).
+ * unless `chars` is -1 — else null. An already lower-case `v` is returned as is (one regex test, no copy).
  */
 export function lowerHexData(v: unknown, chars: number): string | null {
   if (typeof v !== 'string') return null;
   const n = v.length;
-  if (chars === -1 ? (n & 1) !== 0 || n < 2 : n !== chars) return null;
-  if (v.charCodeAt(0) !== 48 || v.charCodeAt(1) !== 120) return null;
-  const k = hexDigits(v);
-  return k === 1 ? v : k === 2 ? v.toLowerCase() : null;
+  if (chars === -1 ? (n & 1) !== 0 : n !== chars) return null;
+  if (LOWER_HEX_CHARS.test(v)) return v;
+  return HEX_CHARS.test(v) ? v.toLowerCase() : null;
 }
 
 /** A 20-byte address check. */

@@ -14,9 +14,12 @@ const ROUND_CONSTANTS = [
   0x8000000080008081n, 0x8000000000008080n, 0x0000000080000001n, 0x8000000080008008n,
 ];
 const RATE_BYTES = 136;
-/** Memory layout: digest at 0, round constants at 64, input from 256. */
+/** Memory layout: digest at 0, hex digits table at 32, round constants at 64, "0x" + hex digest at 256, input from 384. */
+const DIGITS_OFFSET = 32;
 const RC_OFFSET = 64;
-const INPUT_OFFSET = 256;
+const HEX_OFFSET = 256;
+const HEX_CHARS = 66;
+const INPUT_OFFSET = 384;
 const MEMORY_PAGES = 8;
 
 function uleb(n: number): number[] {
@@ -45,7 +48,8 @@ function sleb(v: bigint): number[] {
 
 /**
  * The module: memory "m" and `f(ptr, blocks)`, which absorbs `blocks` padded 136-byte blocks at `ptr` into a zero
- * state (keccak-f[1600], 24 rounds, lanes in i64 locals) and stores the first 32 bytes of the state at 0.
+ * state (keccak-f[1600], 24 rounds, lanes in i64 locals), stores the first 32 bytes of the state at 0 and their
+ * lower-case hex at HEX_OFFSET + 2.
  */
 function assemble(): Uint8Array {
   // Locals: 0 ptr, 1 blocks (params); 2 round (i32); A 3..27, B 28..52, C 53..57, D 58..62 (i64).
@@ -143,6 +147,30 @@ function assemble(): Uint8Array {
     get(A(i));
     c.push(0x37, 0x03, ...uleb(8 * i)); // i64.store offset=8i
   }
+  // Digest to hex after "0x": for i in 0..31, two digits of byte i (one flat string for JS, no concatenation).
+  i32(0);
+  set(2);
+  c.push(0x03, 0x40);
+  for (const [shift, mask, at] of [[4, 15, HEX_OFFSET + 2], [0, 15, HEX_OFFSET + 3]] as const) {
+    get(2);
+    i32(1);
+    c.push(0x74); // i32.shl → 2i
+    get(2);
+    c.push(0x2d, 0x00, 0x00); // i32.load8_u digest[i]
+    i32(shift);
+    c.push(0x76); // i32.shr_u
+    i32(mask);
+    c.push(0x71); // i32.and
+    c.push(0x2d, 0x00, ...uleb(DIGITS_OFFSET)); // i32.load8_u digits[nibble]
+    c.push(0x3a, 0x00, ...uleb(at)); // i32.store8
+  }
+  get(2);
+  i32(1);
+  c.push(0x6a);
+  set(2);
+  get(2);
+  i32(32);
+  c.push(0x49, 0x0d, 0x00, 0x0b); // i32.lt_u; br_if 0; end loop
   c.push(0x0b);
   const body = [0x02, 0x01, 0x7f, 60, 0x7e, ...c]; // locals: 1 i32, 60 i64
   const section = (id: number, payload: number[]): number[] => [id, ...uleb(payload.length), ...payload];
@@ -168,6 +196,8 @@ const absorb = instance.exports.f;
 /** The module's whole memory (fixed size: it never grows, so this view never detaches). */
 const memory = Buffer.from(instance.exports.m.buffer);
 for (let i = 0; i < ROUND_CONSTANTS.length; i++) memory.writeBigUInt64LE(ROUND_CONSTANTS[i] as bigint, RC_OFFSET + 8 * i);
+memory.write('0123456789abcdef', DIGITS_OFFSET, 'latin1');
+memory.write('0x', HEX_OFFSET, 'latin1');
 
 /** The pooled input area: write up to `KECCAK_POOL_BYTES` bytes here, then call `keccakPool`. */
 export const keccakPool: Buffer = memory.subarray(INPUT_OFFSET, memory.length - RATE_BYTES);
@@ -182,5 +212,5 @@ export function keccakPoolHex(length: number): string {
   memory[INPUT_OFFSET + length] = 0x01;
   memory[end - 1] = (memory[end - 1] as number) | 0x80;
   absorb(INPUT_OFFSET, blocks);
-  return '0x' + memory.toString('hex', 0, 32);
+  return memory.toString('latin1', HEX_OFFSET, HEX_OFFSET + HEX_CHARS);
 }

@@ -89,7 +89,11 @@ function toAddress(b: Buffer, pos: number, end: number, allowCreate: boolean): n
 /** Sign of (payload [start, end) − k) for a canonical scalar payload (no leading zeros) and a 32-byte constant. */
 function compare32(b: Buffer, start: number, end: number, k: Buffer): number {
   if (end - start < 32) return -1;
-  return b.compare(k, 0, 32, start, end);
+  for (let i = 0; i < 32; i++) {
+    const d = (b[start + i] as number) - (k[i] as number);
+    if (d !== 0) return d;
+  }
+  return 0;
 }
 
 /** r and s in [1, n-1] with s ≤ n/2, read from the three items at `pos`: yParity/v was read by the caller. */

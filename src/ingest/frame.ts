@@ -121,9 +121,13 @@ function data(v: unknown, where: string): string {
   return s;
 }
 
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
 function object(v: unknown, where: string): Record<string, unknown> {
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new SchemaError(`${where} must be an object`);
-  return v as Record<string, unknown>;
+  if (!isObject(v)) throw new SchemaError(`${where} must be an object`);
+  return v;
 }
 
 function parseBase(v: unknown): FlashblockBase {
@@ -193,25 +197,31 @@ function receiptPath(key: string): string {
   return `metadata.receipts[${key.slice(0, 10)}]`;
 }
 
+/** Throws the schema error for a log field that failed its check (the message path is only built here). */
+function badLogField(l: Record<string, unknown>, key: string, i: number, field: 'address' | 'data'): never {
+  const where = `${receiptPath(key)}.logs[${i}]`;
+  req(l, field, where);
+  throw new SchemaError(`${where}.${field} must be ${field === 'address' ? 'a 20-byte hex address' : 'hex data'}`);
+}
+
 function parseLog(v: unknown, key: string, i: number): FlashLog {
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) object(v, `${receiptPath(key)}.logs[${i}]`);
-  const l = v as Record<string, unknown>;
-  const raw = l.topics;
+  if (!isObject(v)) throw new SchemaError(`${receiptPath(key)}.logs[${i}] must be an object`);
+  const raw = v.topics;
   if (!Array.isArray(raw) || raw.length > 4) {
-    req(l, 'topics', `${receiptPath(key)}.logs[${i}]`);
+    req(v, 'topics', `${receiptPath(key)}.logs[${i}]`);
     throw new SchemaError(`${receiptPath(key)}.logs[${i}].topics must be an array of at most 4 hashes`);
   }
-  const addr = lowerHexData(l.address, 42);
-  if (addr === null) address(req(l, 'address', `${receiptPath(key)}.logs[${i}]`), `${receiptPath(key)}.logs[${i}].address`);
+  const addr = lowerHexData(v.address, 42);
+  if (addr === null) badLogField(v, key, i, 'address');
   const topics: string[] = new Array(raw.length);
   for (let j = 0; j < raw.length; j++) {
     const t = lowerHexData(raw[j], 66);
-    if (t === null) hash(raw[j], `${receiptPath(key)}.logs[${i}].topics[${j}]`);
-    topics[j] = t as string;
+    if (t === null) throw new SchemaError(`${receiptPath(key)}.logs[${i}].topics[${j}] must be a 32-byte hex hash`);
+    topics[j] = t;
   }
-  const d = lowerHexData(l.data, -1);
-  if (d === null) data(req(l, 'data', `${receiptPath(key)}.logs[${i}]`), `${receiptPath(key)}.logs[${i}].data`);
-  return { address: addr as string, topics, data: d as string };
+  const d = lowerHexData(v.data, -1);
+  if (d === null) badLogField(v, key, i, 'data');
+  return { address: addr, topics, data: d };
 }
 
 function parseStatus(v: unknown, key: string): number | null {
@@ -229,7 +239,8 @@ function optionalQuantity(v: unknown, key: string, field: string): bigint | null
 
 /** Normalises one receipt, externally tagged `{"Eip1559":{…}}` or internally tagged `{"type":"0x2",…}`. */
 function parseReceipt(v: unknown, key: string): FlashReceipt {
-  const outer = object(v, receiptPath(key));
+  if (!isObject(v)) throw new SchemaError(`${receiptPath(key)} must be an object`);
+  const outer = v;
   let type: number | null = null;
   let body = outer;
   let first: string | undefined;
@@ -241,7 +252,9 @@ function parseReceipt(v: unknown, key: string): FlashReceipt {
   const tag = keyCount === 1 ? receiptTag(first as string) : -1;
   if (tag !== -1) {
     type = tag;
-    body = object(outer[first as string], `${receiptPath(key)}.${first}`);
+    const inner = outer[first as string];
+    if (!isObject(inner)) throw new SchemaError(`${receiptPath(key)}.${first} must be an object`);
+    body = inner;
   } else if (outer.type !== undefined) {
     const t = smallQuantity(outer.type, `${receiptPath(key)}.type`);
     if (t > 0x7f) throw new SchemaError(`${receiptPath(key)}.type out of range`);
