@@ -47,16 +47,18 @@ function sleb(v: bigint): number[] {
 }
 
 /**
- * The module: memory "m" and `f(ptr, blocks)`, which absorbs `blocks` padded 136-byte blocks at `ptr` into a zero
- * state (keccak-f[1600], 24 rounds, lanes in i64 locals), stores the first 32 bytes of the state at 0 and their
+ * The module: memory "m" and `f(ptr, length)`, which pads the `length` bytes at `ptr` (overwriting up to 136 bytes
+ * after them), absorbs the padded 136-byte blocks into a zero state (keccak-f[1600], 24 rounds, lanes in i64 locals), stores the first 32 bytes of the state at 0 and their
  * lower-case hex at HEX_OFFSET + 2.
  */
 function assemble(): Uint8Array {
-  // Locals: 0 ptr, 1 blocks (params); 2 round (i32); A 3..27, B 28..52, C 53..57, D 58..62 (i64).
+  // Locals: 0 ptr, 1 length then blocks (params); 2 round (i32); A 3..27, B 28..52, C 53..57, D 58..62 (i64);
+  // 63 END (i32).
   const A = (i: number): number => 3 + i;
   const B = (i: number): number => 28 + i;
   const C = (i: number): number => 53 + i;
   const D = (i: number): number => 58 + i;
+  const END = 63;
   const c: number[] = [];
   const get = (l: number): void => void c.push(0x20, ...uleb(l));
   const set = (l: number): void => void c.push(0x21, ...uleb(l));
@@ -65,6 +67,47 @@ function assemble(): Uint8Array {
   const XOR = 0x85;
   const AND = 0x83;
   const ROTL = 0x89;
+  // Padding (pad10*1 with the keccak domain bit): END = ptr + (len / 136 + 1) * 136; zero [ptr + len, END);
+  // mem[ptr + len] = 0x01; mem[END - 1] |= 0x80; then `blocks` = (END - ptr) / 136.
+  get(0);
+  get(1);
+  i32(RATE_BYTES);
+  c.push(0x6e); // i32.div_u
+  i32(1);
+  c.push(0x6a);
+  i32(RATE_BYTES);
+  c.push(0x6c, 0x6a); // i32.mul; i32.add
+  set(END);
+  get(0);
+  get(1);
+  c.push(0x6a);
+  i32(0);
+  get(END);
+  get(0);
+  get(1);
+  c.push(0x6a, 0x6b); // i32.add; i32.sub
+  c.push(0xfc, 0x0b, 0x00); // memory.fill
+  get(0);
+  get(1);
+  c.push(0x6a);
+  i32(1);
+  c.push(0x3a, 0x00, 0x00); // i32.store8
+  get(END);
+  i32(1);
+  c.push(0x6b);
+  get(END);
+  i32(1);
+  c.push(0x6b);
+  c.push(0x2d, 0x00, 0x00); // i32.load8_u
+  i32(0x80);
+  c.push(0x72); // i32.or
+  c.push(0x3a, 0x00, 0x00);
+  get(END);
+  get(0);
+  c.push(0x6b);
+  i32(RATE_BYTES);
+  c.push(0x6e);
+  set(1);
   c.push(0x02, 0x40, 0x03, 0x40); // block { loop
   get(1);
   c.push(0x45, 0x0d, 0x01); // i32.eqz; br_if 1 (no blocks left)
@@ -172,7 +215,7 @@ function assemble(): Uint8Array {
   i32(32);
   c.push(0x49, 0x0d, 0x00, 0x0b); // i32.lt_u; br_if 0; end loop
   c.push(0x0b);
-  const body = [0x02, 0x01, 0x7f, 60, 0x7e, ...c]; // locals: 1 i32, 60 i64
+  const body = [0x03, 0x01, 0x7f, 60, 0x7e, 0x01, 0x7f, ...c]; // locals: 1 i32, 60 i64, 1 i32
   const section = (id: number, payload: number[]): number[] => [id, ...uleb(payload.length), ...payload];
   return new Uint8Array([
     0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
@@ -187,7 +230,7 @@ function assemble(): Uint8Array {
 /** The slice of the WebAssembly API used here (the project's TS lib has no DOM/WebAssembly types). */
 interface Wasm {
   Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object, imports: object) => { exports: { f: (ptr: number, blocks: number) => void; m: { buffer: ArrayBuffer } } };
+  Instance: new (module: object, imports: object) => { exports: { f: (ptr: number, length: number) => void; m: { buffer: ArrayBuffer } } };
 }
 
 const wasm = (globalThis as unknown as { WebAssembly: Wasm }).WebAssembly;
@@ -206,11 +249,6 @@ export const KECCAK_POOL_BYTES = keccakPool.length;
 
 /** keccak-256 of the first `length` bytes of `keccakPool`, as lower-case 0x-hex. Overwrites the bytes after them. */
 export function keccakPoolHex(length: number): string {
-  const blocks = Math.floor(length / RATE_BYTES) + 1;
-  const end = INPUT_OFFSET + blocks * RATE_BYTES;
-  memory.fill(0, INPUT_OFFSET + length, end);
-  memory[INPUT_OFFSET + length] = 0x01;
-  memory[end - 1] = (memory[end - 1] as number) | 0x80;
-  absorb(INPUT_OFFSET, blocks);
+  absorb(INPUT_OFFSET, length);
   return memory.toString('latin1', HEX_OFFSET, HEX_OFFSET + HEX_CHARS);
 }
