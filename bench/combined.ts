@@ -313,11 +313,14 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
   if (!visibleMet) {
     const cpuBound = c.loadCpu > 85;
     design.bottleneck =
-      `Measured: sent → daemon received p99 ${fmt(loaded.received.percentile(99))} ms and received → applied p99 ${fmt(loaded.arrivalToApplied.percentile(99))} ms ` +
-      `(idle: ${fmt(idle.received.percentile(99))} / ${fmt(idle.arrivalToApplied.percentile(99))} ms); the daemon used ${fmt(c.loadCpu)} % of a core and the ` +
-      `subscriber processes ${fmt(loaded.subscriberCpuPct)} % on the same 2 cores${cpuBound ? ' — the daemon is CPU-bound' : ''}. ` +
-      `Applying a flashblock of ~${Math.round(c.txs)} transactions takes the p50 above, and the receipt becomes visible only after the whole frame is applied.` +
-      (c.top.length > 0 ? ` Profile top: ${describeTop(c.top.slice(0, 4))}.` : ' Run with --profile for the daemon\'s top functions.');
+      `Measured (p50 / p99): sent → daemon received ${fmt(loaded.received.percentile(50))} / ${fmt(loaded.received.percentile(99))} ms, received → applied ` +
+      `${fmt(loaded.arrivalToApplied.percentile(50))} / ${fmt(loaded.arrivalToApplied.percentile(99))} ms, sent → readers notified ` +
+      `${fmt(loaded.notified.percentile(50))} / ${fmt(loaded.notified.percentile(99))} ms, sent → visible ${fmt(loaded.visible.percentile(50))} / ${fmt(vis99)} ms. ` +
+      `The state is readable once applied, but the RPC request that reads it is served only after the synchronous reader notification ` +
+      `(raw-stream publish to ${RAW_SUBSCRIBERS} subscribers, newFlashblocks fan-out) and whatever else is queued on the event loop ` +
+      `(deferred sender recovery, other requests). Daemon CPU ${fmt(c.loadCpu)} % of a core, subscriber processes ${fmt(loaded.subscriberCpuPct)} %, on 2 cores` +
+      `${cpuBound ? ' — the daemon is CPU-bound' : ''}.` +
+      (c.top.length > 0 ? ` Daemon profile top: ${describeTop(c.top.slice(0, 4))}.` : ' Run with --profile for the daemon\'s top functions.');
   }
 
   const plots = [

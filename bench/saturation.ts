@@ -24,6 +24,8 @@ interface Step {
   max: number;
   errors: number;
   ok: boolean;
+  /** p99 by method, ms */
+  byMethod: Record<string, number>;
 }
 
 /** Steps the rate on `url` (split over the load children) until a step fails. */
@@ -37,7 +39,13 @@ async function stepUp(url: string, loaders: ChildProcess[], rates: number[], sec
     let errors = 0;
     let completed = 0;
     let secs = 0;
+    const per = new Map<string, LatencyHistogram>();
     for (const r of reps) {
+      for (const [m, v] of Object.entries(r.byMethod)) {
+        const x = per.get(m) ?? new LatencyHistogram();
+        x.merge(v.latency);
+        per.set(m, x);
+      }
       completed += r.completed;
       secs = Math.max(secs, r.seconds);
       for (const m of Object.values(r.byMethod)) {
@@ -48,7 +56,7 @@ async function stepUp(url: string, loaders: ChildProcess[], rates: number[], sec
     const achieved = completed / secs;
     const p99 = h.percentile(99);
     const ok = p99 <= P99_LIMIT_MS && achieved >= 0.95 * target && errors === 0;
-    steps.push({ target, achieved, p50: h.percentile(50), p99, max: h.max, errors, ok });
+    steps.push({ target, achieved, p50: h.percentile(50), p99, max: h.max, errors, ok, byMethod: Object.fromEntries([...per].map(([m, x]) => [m, x.percentile(99)])) });
     process.stderr.write(`  ${url} ${target} req/s → ${fmt(achieved)} req/s, p99 ${fmt(p99)} ms${ok ? '' : ' (saturated)'}\n`);
     if (!ok) break;
     await sleep(300);
@@ -102,7 +110,8 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const failed = (s: Step[]): string => {
       const last = s.at(-1);
       if (last === undefined || last.ok) return 'no step failed up to the highest rate tried';
-      return `at ${fmt(last.target)} req/s: achieved ${fmt(last.achieved)} req/s, p99 ${fmt(last.p99)} ms${last.errors > 0 ? `, ${last.errors} errors` : ''}`;
+      const methods = Object.entries(last.byMethod).map(([m, v]) => `${m} ${fmt(v)}`).join(', ');
+      return `at ${fmt(last.target)} req/s: achieved ${fmt(last.achieved)} req/s, p99 ${fmt(last.p99)} ms${last.errors > 0 ? `, ${last.errors} errors` : ''} (p99 by method, ms: ${methods})`;
     };
     const rows: BenchRow[] = [
       { name: 'knee: highest fixed rate with p99 ≤ 10 ms, pending-state RPC mix while ingesting', value: ko, unit: 'req/s', baseline: { label: 'uWS constant response', value: kb }, verdict: kb === 0 ? 'the ceiling saturated at the first step too (machine busy?)' : `${fmt((ko / kb) * 100)} % of the ceiling's knee` },
