@@ -252,3 +252,9 @@ export function keccakPoolHex(length: number): string {
   absorb(INPUT_OFFSET, length);
   return memory.toString('latin1', HEX_OFFSET, HEX_OFFSET + HEX_CHARS);
 }
+
+/** keccak-256 of the first `length` bytes of `keccakPool`, as 32 fresh bytes. Overwrites the bytes after them. */
+export function keccakPoolDigest(length: number): Buffer {
+  absorb(INPUT_OFFSET, length);
+  return Buffer.from(memory.subarray(0, 32));
+}

@@ -10,9 +10,24 @@ export const EMPTY_TRIE_ROOT = '0x56e81f171bcc55a6ff8345e692c0f86e5b48e01b996cad
 const EMPTY = Buffer.alloc(0);
 
 interface Entry {
+  /** Position in the list (the key is rlp(index)). */
+  index: number;
   /** Key as nibbles (one per byte, 0..15). */
   path: Uint8Array;
-  value: Uint8Array;
+}
+
+/**
+ * Node references of an ordered trie, kept across calls for a list that only grows (a pending block's transactions,
+ * flashblock after flashblock). A leaf's reference depends only on its item and the depth it sits at; an inner
+ * node's only on the depth and the set of items below it, which (keys only ever being added) is named by its first
+ * and last item and how many lie between. After an append only the nodes on the changed edge are rebuilt, and the
+ * other items are neither read nor hashed again.
+ */
+export class TrieCache {
+  /** index → depth and reference (32-byte hash, or the node itself when it encodes under 32 bytes). */
+  readonly leaves = new Map<number, { depth: number; ref: RlpInput }>();
+  /** "depth:first:last:count" → reference of the inner node over that range. */
+  readonly nodes = new Map<string, RlpInput>();
 }
 
 function toNibbles(key: Uint8Array): Uint8Array {
@@ -52,53 +67,106 @@ function sharedPrefix(entries: Entry[], lo: number, hi: number, depth: number): 
   return n;
 }
 
-function buildBranch(entries: Entry[], lo: number, hi: number, depth: number): RlpInput[] {
-  const slots: RlpInput[] = new Array(17).fill(EMPTY);
-  let i = lo;
-  if ((entries[i] as Entry).path.length === depth) {
-    slots[16] = (entries[i] as Entry).value;
-    i++;
+/** One trie build: the sorted entries, how to read an item, and the optional leaf cache. */
+class Builder {
+  constructor(
+    private readonly entries: Entry[],
+    private readonly valueAt: (index: number) => Uint8Array,
+    private readonly cache: TrieCache | null,
+  ) {}
+
+  leaf(e: Entry, depth: number): RlpInput {
+    return [hexPrefix(e.path.subarray(depth), true), this.valueAt(e.index)];
   }
-  while (i < hi) {
-    const nibble = (entries[i] as Entry).path[depth] as number;
-    let j = i + 1;
-    while (j < hi && (entries[j] as Entry).path[depth] === nibble) j++;
-    slots[nibble] = reference(buildNode(entries, i, j, depth + 1));
-    i = j;
+
+  /** The reference of the leaf for `e` at `depth`, from the cache when it sat at the same depth before. */
+  leafRef(e: Entry, depth: number): RlpInput {
+    if (this.cache === null) return reference(this.leaf(e, depth));
+    const hit = this.cache.leaves.get(e.index);
+    if (hit !== undefined && hit.depth === depth) return hit.ref;
+    const ref = reference(this.leaf(e, depth));
+    this.cache.leaves.set(e.index, { depth, ref });
+    return ref;
   }
-  return slots;
+
+  /** The reference of the inner node over entries [lo, hi) at `depth`, from the cache when built before. */
+  nodeRef(lo: number, hi: number, depth: number): RlpInput {
+    if (this.cache === null) return reference(this.node(lo, hi, depth));
+    const key = `${depth}:${(this.entries[lo] as Entry).index}:${(this.entries[hi - 1] as Entry).index}:${hi - lo}`;
+    let ref = this.cache.nodes.get(key);
+    if (ref === undefined) {
+      ref = reference(this.node(lo, hi, depth));
+      this.cache.nodes.set(key, ref);
+    }
+    return ref;
+  }
+
+  branch(lo: number, hi: number, depth: number): RlpInput[] {
+    const entries = this.entries;
+    const slots: RlpInput[] = new Array(17).fill(EMPTY);
+    let i = lo;
+    if ((entries[i] as Entry).path.length === depth) {
+      slots[16] = this.valueAt((entries[i] as Entry).index);
+      i++;
+    }
+    while (i < hi) {
+      const nibble = (entries[i] as Entry).path[depth] as number;
+      let j = i + 1;
+      while (j < hi && (entries[j] as Entry).path[depth] === nibble) j++;
+      slots[nibble] = j - i === 1 ? this.leafRef(entries[i] as Entry, depth + 1) : this.nodeRef(i, j, depth + 1);
+      i = j;
+    }
+    return slots;
+  }
+
+  /** The node over entries [lo, hi) (more than one) at `depth`: a branch, or an extension above one. */
+  node(lo: number, hi: number, depth: number): RlpInput {
+    const shared = sharedPrefix(this.entries, lo, hi, depth);
+    if (shared === 0) return this.branch(lo, hi, depth);
+    const path = (this.entries[lo] as Entry).path.subarray(depth, depth + shared);
+    return [hexPrefix(path, false), reference(this.branch(lo, hi, depth + shared))];
+  }
 }
 
-function buildNode(entries: Entry[], lo: number, hi: number, depth: number): RlpInput {
-  if (hi - lo === 1) {
-    const e = entries[lo] as Entry;
-    return [hexPrefix(e.path.subarray(depth), true), e.value];
-  }
-  const shared = sharedPrefix(entries, lo, hi, depth);
-  if (shared === 0) return buildBranch(entries, lo, hi, depth);
-  const path = (entries[lo] as Entry).path.subarray(depth, depth + shared);
-  return [hexPrefix(path, false), reference(buildBranch(entries, lo, hi, depth + shared))];
-}
+/** Trie keys by index, shared by every call (a key depends only on its index). */
+const keyByIndex: Entry[] = [];
+const MAX_SHARED_KEYS = 1 << 16;
 
-function comparePaths(a: Entry, b: Entry): number {
-  const n = Math.min(a.path.length, b.path.length);
-  for (let i = 0; i < n; i++) {
-    const d = (a.path[i] as number) - (b.path[i] as number);
-    if (d !== 0) return d;
+function keyOf(i: number): Entry {
+  let e = keyByIndex[i];
+  if (e === undefined) {
+    e = { index: i, path: toNibbles(encodeRlp(bigIntToBytes(BigInt(i)))) };
+    if (i < MAX_SHARED_KEYS) keyByIndex[i] = e;
   }
-  return a.path.length - b.path.length;
+  return e;
 }
 
 /**
- * Root hash (lower-case 0x-hex) of the trie mapping rlp(i) → items[i], as block headers commit to transactions
- * (EIP-2718 bytes) and receipts. The empty list gives `EMPTY_TRIE_ROOT`.
+ * The keys rlp(0..count-1) in nibble order, without sorting: rlp(1..127) are the single bytes 0x01..0x7f, rlp(0) is
+ * 0x80, and from 128 on rlp(i) is 0x81.. / 0x82.. followed by big-endian i, which sorts by i.
  */
+function sortedKeys(count: number): Entry[] {
+  const out: Entry[] = new Array(count);
+  let o = 0;
+  for (let i = 1; i < Math.min(count, 128); i++) out[o++] = keyOf(i);
+  out[o++] = keyOf(0);
+  for (let i = 128; i < count; i++) out[o++] = keyOf(i);
+  return out;
+}
+
+/**
+ * Root hash (lower-case 0x-hex) of the trie mapping rlp(i) → item i for i < count, as block headers commit to
+ * transactions (EIP-2718 bytes) and receipts. `valueAt` is called only for items whose leaf is not in `cache`.
+ */
+export function orderedTrieRootOf(count: number, valueAt: (index: number) => Uint8Array, cache: TrieCache | null = null): string {
+  if (count === 0) return EMPTY_TRIE_ROOT;
+  const entries = sortedKeys(count);
+  const b = new Builder(entries, valueAt, cache);
+  const root = count === 1 ? b.leaf(entries[0] as Entry, 0) : b.node(0, count, 0);
+  return '0x' + keccak256(encodeRlp(root)).toString('hex');
+}
+
+/** orderedTrieRootOf over an array of items. The empty list gives `EMPTY_TRIE_ROOT`. */
 export function orderedTrieRoot(items: Uint8Array[]): string {
-  if (items.length === 0) return EMPTY_TRIE_ROOT;
-  const entries: Entry[] = new Array(items.length);
-  for (let i = 0; i < items.length; i++) {
-    entries[i] = { path: toNibbles(encodeRlp(bigIntToBytes(BigInt(i)))), value: items[i] as Uint8Array };
-  }
-  entries.sort(comparePaths);
-  return '0x' + keccak256(encodeRlp(buildNode(entries, 0, entries.length, 0))).toString('hex');
+  return orderedTrieRootOf(items.length, (i) => items[i] as Uint8Array);
 }

@@ -1,5 +1,6 @@
 // A pending block: its flashblocks' cumulative diffs, transactions in order with their receipts, balances, raw
 // frames. Mutated only by PendingState (the single writer); everything else reads.
+import { TrieCache } from '../chain/trie.js';
 import type { DecodedTx } from '../chain/types.js';
 import type { FlashReceipt, FlashblockBase, FlashblockDiff } from '../ingest/frame.js';
 
@@ -55,6 +56,8 @@ export class PendingBlock {
   lastAppliedMs = 0;
   /** Derived data cached per flashblock index (transactionsRoot, size, ...). */
   readonly derived = new Map<string, unknown>();
+  /** transactionsRoot trie nodes, kept across flashblocks: the transaction list only grows (see view.headerParts). */
+  readonly txTrie = new TrieCache();
 
   constructor(
     readonly number: number,

@@ -5,7 +5,7 @@ import { keccak256Hex } from '../chain/keccak.js';
 import { logsBloom } from '../chain/bloom.js';
 import { encodeRlp } from '../chain/rlp.js';
 import { contractAddress, recoverSender } from '../chain/sender.js';
-import { EMPTY_TRIE_ROOT, orderedTrieRoot } from '../chain/trie.js';
+import { EMPTY_TRIE_ROOT, orderedTrieRootOf } from '../chain/trie.js';
 import { effectiveGasPrice, toRpcTransaction } from '../chain/rpc-tx.js';
 import { TX_DEPOSIT } from '../chain/types.js';
 import type { PendingBlock, TxRecord } from './block.js';
@@ -26,9 +26,9 @@ interface HeaderParts {
   size: number;
 }
 
-function rlpLengthOfString(bytes: Buffer): number {
-  const n = bytes.length;
-  if (n === 1 && (bytes[0] as number) < 0x80) return 1;
+/** RLP length of a byte string of `n` bytes whose first byte is `first`. */
+function rlpLengthOfString(n: number, first: number): number {
+  if (n === 1 && first < 0x80) return 1;
   return n + lengthPrefix(n);
 }
 
@@ -51,9 +51,9 @@ export function headerParts(block: PendingBlock, index: number): HeaderParts {
   const d = block.diffs[index];
   if (d === undefined) throw new Error(`block ${block.number} has no flashblock ${index}`);
   const count = block.txCountAt[index] as number;
-  const raws: Buffer[] = new Array(count);
-  for (let i = 0; i < count; i++) raws[i] = hexToBytes(block.txs[i]!.tx.raw);
-  const transactionsRoot = orderedTrieRoot(raws);
+  // The block's trie cache: each flashblock only appends, so only the new leaves and the nodes on the trie's right
+  // edge are hashed again (~10 ms → ~1 ms for the 10th flashblock of 200 txs each, measured).
+  const transactionsRoot = orderedTrieRootOf(count, (i) => hexToBytes(block.txs[i]!.tx.raw), block.txTrie);
   const b = block.base;
   const isthmus = d.withdrawalsRoot !== null && d.withdrawalsRoot !== EMPTY_TRIE_ROOT;
   const requestsHash = isthmus ? EMPTY_REQUESTS_HASH : null;
@@ -82,7 +82,13 @@ export function headerParts(block: PendingBlock, index: number): HeaderParts {
   if (requestsHash !== null) fields.push(hexToBytes(requestsHash));
   const rlp = encodeRlp(fields);
   let txPayload = 0;
-  for (const raw of raws) txPayload += (raw[0] as number) >= 0xc0 ? raw.length : rlpLengthOfString(raw);
+  for (let i = 0; i < count; i++) {
+    // From the hex, without decoding: byte length and first byte (a typed tx is an RLP string in the body).
+    const raw = block.txs[i]!.tx.raw;
+    const len = (raw.length - 2) >>> 1;
+    const first = Number.parseInt(raw.slice(2, 4), 16);
+    txPayload += first >= 0xc0 ? len : rlpLengthOfString(len, first);
+  }
   const withdrawalsPayload = 0; // OP blocks carry no withdrawals
   const bodyPayload = rlp.length + (txPayload + lengthPrefix(txPayload)) + 1 + (withdrawalsPayload + 1);
   const parts: HeaderParts = { rlp, transactionsRoot, requestsHash, size: bodyPayload + lengthPrefix(bodyPayload) };

@@ -2,7 +2,7 @@
 import t from 'tap';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { EMPTY_TRIE_ROOT, orderedTrieRoot } from '../../src/chain/trie.js';
+import { EMPTY_TRIE_ROOT, orderedTrieRoot, orderedTrieRootOf, TrieCache } from '../../src/chain/trie.js';
 import { decodeRlp, encodeRlp, type RlpItem } from '../../src/chain/rlp.js';
 import { keccak256Hex } from '../../src/chain/keccak.js';
 import { unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
@@ -81,4 +81,31 @@ t.test('many items (keys past rlp(127) and rlp(255)) hash deterministically and 
   t.equal(orderedTrieRoot(items.slice()), root, 'same input, same root');
   t.not(orderedTrieRoot(items.slice().reverse()), root, 'order matters');
   t.not(orderedTrieRoot(items.slice(0, 129)), orderedTrieRoot(items.slice(0, 128)), 'index 128 is included');
+});
+
+t.test('a growing list with one TrieCache gives the uncached root at every size, and reads only new items', async (t) => {
+  // Item sizes straddle the 32-byte inline limit; growth steps cross rlp(127)/rlp(0) and rlp(255)/rlp(256).
+  const items = Array.from({ length: 700 }, (_, i) => Buffer.alloc(1 + ((i * 37) % 90), i & 0xff));
+  const cache = new TrieCache();
+  let size = 0;
+  let mismatches = 0;
+  let reads = 0;
+  for (const step of [1, 1, 2, 5, 60, 60, 1, 70, 57, 200, 243]) {
+    size += step;
+    reads = 0;
+    const got = orderedTrieRootOf(size, (i) => (reads++, items[i]!), cache);
+    if (got !== orderedTrieRoot(items.slice(0, size))) mismatches++;
+    if (size > 300) t.ok(reads < size / 2, `size ${size}: ${reads} of ${size} items read`);
+  }
+  t.equal(size, 700);
+  t.equal(mismatches, 0, 'every size matches the uncached root');
+  // Real transactions: the Unichain block, grown flashblock by flashblock, ends at the canonical root.
+  const msgs = unichainMessages();
+  const raws: Buffer[] = [];
+  const rawCache = new TrieCache();
+  for (const m of msgs) {
+    for (const x of (m.diff as { transactions: string[] }).transactions) raws.push(bytes(x));
+    t.equal(orderedTrieRootOf(raws.length, (i) => raws[i]!, rawCache), orderedTrieRoot(raws), `after ${raws.length} txs`);
+  }
+  t.equal(orderedTrieRootOf(raws.length, (i) => raws[i]!, rawCache), unichainRpcBlock().transactionsRoot);
 });
