@@ -42,6 +42,8 @@ export class PendingBlock {
   readonly frames: RawFrame[] = [];
   /** Balances after the latest flashblock (cumulative within the block). */
   readonly balances = new Map<string, bigint>();
+  /** False once a flashblock with transactions came without new_account_balances (post-Azul metadata). */
+  balancesComplete = true;
   logCount = 0;
   /** Cumulative gas of the last transaction with a known receipt. */
   lastCumulativeGas: bigint | null = 0n;

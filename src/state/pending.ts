@@ -89,6 +89,7 @@ export class PendingState {
     }
     if (fb.receipts === null) block.noMetadata = true;
     if (fb.balances !== null) for (const [a, b] of fb.balances) block.balances.set(a, b);
+    else if (txs.length > 0) block.balancesComplete = false;
     block.diffs.push(fb.diff);
     block.txCountAt.push(block.txs.length);
     block.frames.push(frame);
@@ -233,8 +234,23 @@ export class PendingState {
 
   /** The next nonce of `address` after the pending transactions, or null when it has none pending. */
   nextNonce(address: string): bigint | null {
-    this.recoverSenders();
+    if (this.unrecovered.length > 0 && this.maySend(address)) this.recoverSenders();
     return this.nonces.get(address)?.next ?? null;
+  }
+
+  /**
+   * Whether `address` may be the sender of a transaction whose sender is not recovered yet. A sender's account
+   * changes (nonce, and balance through fees), so it is in its block's new_account_balances: an address absent from
+   * every such block sent none of them, and a nonce query for it need not recover ~65 µs per pending transaction.
+   */
+  private maySend(address: string): boolean {
+    let last: PendingBlock | null = null;
+    for (const rec of this.unrecovered) {
+      if (rec.block === last) continue;
+      last = rec.block;
+      if (!last.balancesComplete || last.balances.has(address)) return true;
+    }
+    return false;
   }
 
   /** The balance of `address` after the pending state, or null when no held block reports it. */
