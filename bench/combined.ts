@@ -9,17 +9,13 @@ import http from 'node:http';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { brotliCompressSync, constants } from 'node:zlib';
 import { startAnvil } from '../scripts/devnet/anvil.js';
 import { startReplayServer } from '../test/helpers/replay-server.js';
 import { RPC_MIX, type MixReport } from './clients.js';
 import type { AppliedRow } from './daemon-child.js';
 import { generateStream } from './flashblock-gen.js';
-import {
-  absNow, describeTop, fmt, forkTs, frameKey, LatencyHistogram, ProcSampler, request, scrapeMetrics, sleep, SubscriberPool, topSelfTime, triple, waitExit, writePlot,
-  type BenchOptions, type BenchResult, type BenchRow, type CpuProfile, type ProcSample,
-} from './lib.js';
+import { absNow, describeTop, fmt, forkTs, frameKey, LatencyHistogram, ProcSampler, request, scrapeMetrics, sleep, SubscriberPool, topSelfTime, triple, waitExit, writePlot, type BenchOptions, type BenchResult, type BenchRow, type CpuProfile, type ProcSample, runStandalone } from './lib.js';
 import { cdfChart, lineChart } from './svg.js';
 
 const RAW_SUBSCRIBERS = 1000;
@@ -363,16 +359,4 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
   };
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { optionsFromArgv } = await import('./lib.js');
-  run(optionsFromArgv(process.argv)).then(
-    (r) => {
-      console.log(JSON.stringify(r, null, 2));
-      process.exit(0);
-    },
-    (e: unknown) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-}
+runStandalone(import.meta.url, run);

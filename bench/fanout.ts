@@ -1,12 +1,11 @@
 // Fan-out latency: upstream frame sent → received by the last of 1,000 subscribers, for flashblocksd (full daemon:
 // upstream ws → pipeline → uWS publish) and for a minimal `ws` relay, same run, same subscriber code. Measures only.
-import { fileURLToPath } from 'node:url';
 import WebSocket, { WebSocketServer } from 'ws';
 import { loadConfig } from '../src/config.js';
 import { startDaemon } from '../src/daemon.js';
 import { silentLogger } from '../src/log.js';
 import { unichainMessages } from '../test/helpers/fixtures.js';
-import { absNow, fmt, frameKey, LatencyHistogram, percentile, sleep, SubscriberPool, writePlot, type BenchOptions, type BenchResult } from './lib.js';
+import { absNow, fmt, frameKey, LatencyHistogram, percentile, sleep, SubscriberPool, writePlot, type BenchOptions, type BenchResult, runStandalone } from './lib.js';
 import { cdfChart, cdfPoints } from './svg.js';
 
 const SUBSCRIBERS = 1000;
@@ -204,16 +203,4 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { optionsFromArgv } = await import('./lib.js');
-  run(optionsFromArgv(process.argv)).then(
-    (r) => {
-      console.log(JSON.stringify(r, null, 2));
-      process.exit(0);
-    },
-    (e: unknown) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-}
+runStandalone(import.meta.url, run);

@@ -7,7 +7,7 @@ import { decodeFrame } from '../src/ingest/frame.js';
 import { PendingState } from '../src/state/pending.js';
 import { silentLogger } from '../src/log.js';
 import { generateFlashblocks } from './flashblock-gen.js';
-import { describeTop, fmt, percentile, sampleMicros, topSelfTime, writePlot, type BenchOptions, type BenchResult, type CpuProfile } from './lib.js';
+import { describeTop, fmt, percentile, sampleMicros, topSelfTime, writePlot, type BenchOptions, type BenchResult, type CpuProfile, runStandalone } from './lib.js';
 import { cdfChart, cdfPoints } from './svg.js';
 
 /**
@@ -131,7 +131,4 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  const { optionsFromArgv } = await import('./lib.js');
-  run(optionsFromArgv(process.argv)).then((r) => console.log(JSON.stringify(r, null, 2)));
-}
+runStandalone(import.meta.url, run);

@@ -56,6 +56,21 @@ export function optionsFromArgv(argv: string[]): BenchOptions {
   return { quick, profile: argv.includes('--profile') || (!quick && !argv.includes('--no-profile')) };
 }
 
+/** Runs one benchmark file on its own (`npx tsx bench/<name>.ts [--quick]`): prints its result as JSON. */
+export function runStandalone(moduleUrl: string, run: (o: BenchOptions) => Promise<BenchResult>): void {
+  if (process.argv[1] !== fileURLToPath(moduleUrl)) return;
+  run(optionsFromArgv(process.argv)).then(
+    (r) => {
+      console.log(JSON.stringify(r, null, 2));
+      process.exit(0);
+    },
+    (e: unknown) => {
+      console.error(e);
+      process.exit(1);
+    },
+  );
+}
+
 /** Percentile (0..100) of a sorted-in-place numeric array. */
 export function percentile(values: number[], p: number): number {
   if (values.length === 0) return NaN;

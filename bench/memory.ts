@@ -6,13 +6,12 @@
 // flashblocks. Baseline, same run: the memory at the end of warm-up.
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { fileURLToPath } from 'node:url';
 import { IngestPipeline } from '../src/ingest/pipeline.js';
 import { PendingState } from '../src/state/pending.js';
 import { silentLogger } from '../src/log.js';
 import { keccak256 } from '../src/chain/keccak.js';
 import { signer, signTx } from './flashblock-gen.js';
-import { fmt, writePlot, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
+import { fmt, writePlot, type BenchOptions, type BenchResult, type BenchRow, runStandalone } from './lib.js';
 import { lineChart } from './svg.js';
 
 setFlagsFromString('--expose-gc');
@@ -176,16 +175,4 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   };
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { optionsFromArgv } = await import('./lib.js');
-  run(optionsFromArgv(process.argv)).then(
-    (r) => {
-      console.log(JSON.stringify(r, null, 2));
-      process.exit(0);
-    },
-    (e: unknown) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-}
+runStandalone(import.meta.url, run);

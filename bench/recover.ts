@@ -1,4 +1,4 @@
-// Benchmark: sender recovery (native secp256k1 vs @noble/curves), keccak-256 (native vs @noble/hashes) and
+// Benchmark: sender recovery (native secp256k1 vs @noble/curves), keccak-256 (ours vs @noble/hashes) and
 // decodeTransaction of an EIP-1559 tx (vs viem parseTransaction), side by side on real vectors in one run.
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -9,7 +9,7 @@ import { decodeTransaction } from '../src/chain/tx.js';
 import { recoverSender, secp256k1IsNative, type RecoveryEngine } from '../src/chain/sender.js';
 import { keccak256, keccakIsNative } from '../src/chain/keccak.js';
 import type { DecodedTx } from '../src/chain/types.js';
-import { fmt, percentile, sampleMicros, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
+import { fmt, percentile, sampleMicros, type BenchOptions, type BenchResult, type BenchRow, runStandalone } from './lib.js';
 
 const VECTORS = fileURLToPath(new URL('../test/fixtures/execution-apis-derived/chain-transactions.json', import.meta.url));
 
@@ -81,7 +81,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   const rows: BenchRow[] = [
     row('sender recovery (native secp256k1)', nativeRecover, '@noble/curves', nobleRecover,
       `200 recoveries ≈ ${fmt(perFlashblockMs)} ms per 200-tx flashblock`),
-    row('keccak-256 of 200 B (native keccak)', nativeKeccak, '@noble/hashes', nobleKeccak),
+    row('keccak-256 of 200 B (src/chain/keccak: WebAssembly pool below 2 KiB, native addon above)', nativeKeccak, '@noble/hashes', nobleKeccak),
     row(`decodeTransaction, EIP-1559 tx of ${(raw.length - 2) / 2} B (incl. hash + signing hash)`, ours,
       'viem parseTransaction', viem, 'viem computes neither hash; the two keccak-256 calls are ~2 × the keccak row'),
   ];
@@ -94,13 +94,4 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   return { title: 'Sender recovery, keccak-256 and transaction decoding', rows, notes };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  const quick = process.argv.includes('--quick');
-  run({ quick }).then(
-    (r) => console.log(JSON.stringify(r, null, 2)),
-    (e: unknown) => {
-      console.error(e);
-      process.exitCode = 1;
-    },
-  );
-}
+runStandalone(import.meta.url, run);

@@ -3,13 +3,12 @@
 // Load generator: autocannon (bench/lib.ts postLoad) in a worker thread; servers on the main thread.
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
 import { Dispatcher } from '../src/rpc/dispatch.js';
 import { loadUws } from '../src/native.js';
 import { unichainMessages, unichainRpcBlock } from '../test/helpers/fixtures.js';
 import { feed } from '../test/helpers/ingest.js';
 import { startAnvil, startRpc } from '../test/helpers/rpc-harness.js';
-import { fmt, percentile, postLoad, writePlot, type BenchOptions, type BenchResult } from './lib.js';
+import { fmt, percentile, postLoad, writePlot, type BenchOptions, type BenchResult, runStandalone } from './lib.js';
 import { cdfChart, cdfPoints } from './svg.js';
 
 async function load(url: string, body: string, seconds: number, connections: number): Promise<number> {
@@ -146,16 +145,4 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { optionsFromArgv } = await import('./lib.js');
-  run(optionsFromArgv(process.argv)).then(
-    (r) => {
-      console.log(JSON.stringify(r, null, 2));
-      process.exit(0);
-    },
-    (e: unknown) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-}
+runStandalone(import.meta.url, run);

@@ -4,12 +4,11 @@
 // Baseline, same run and steps: a bare uWS app (child process) answering every request with a constant of the size
 // of a receipt answer — the ceiling of this load generator on this machine.
 import type { ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { startAnvil } from '../scripts/devnet/anvil.js';
 import { startReplayServer } from '../test/helpers/replay-server.js';
 import { mixBody, RPC_MIX, type Fresh, type MixReport } from './clients.js';
 import { streamFrames, type Frame } from './combined.js';
-import { fmt, forkTs, LatencyHistogram, request, sleep, waitExit, writePlot, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
+import { fmt, forkTs, LatencyHistogram, request, sleep, waitExit, writePlot, type BenchOptions, type BenchResult, type BenchRow, runStandalone } from './lib.js';
 import { lineChart } from './svg.js';
 
 const P99_LIMIT_MS = 10;
@@ -156,16 +155,4 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const { optionsFromArgv } = await import('./lib.js');
-  run(optionsFromArgv(process.argv)).then(
-    (r) => {
-      console.log(JSON.stringify(r, null, 2));
-      process.exit(0);
-    },
-    (e: unknown) => {
-      console.error(e);
-      process.exit(1);
-    },
-  );
-}
+runStandalone(import.meta.url, run);
