@@ -1,6 +1,7 @@
 // Assembles the daemon: config → metrics, state, pipeline, node client → uWS app with rpc/ and stream/ mounted →
 // listeners → upstreams and canonical tracking. Owns start and stop order; holds no logic of its own.
 import { performance } from 'node:perf_hooks';
+import { RecoveryWorker } from './chain/recover-worker.js';
 import type { Config } from './config.js';
 import type { Mounted, ServiceContext } from './context.js';
 import { StartupCode, StartupError } from './errors.js';
@@ -71,9 +72,11 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const metrics = createMetrics({ version: opts.version ?? '0.0.0', commit: opts.commit ?? 'unknown', upstreamCount });
   const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });
   const events = new StateEvents();
+  // Sender recovery (~50 µs a transaction) on a worker thread; with the JS fallback it stays on the event loop.
+  const recoveryWorker = native.secp256k1 ? RecoveryWorker.start(log) : null;
   const pipeline = new IngestPipeline(
     state,
-    { maxFrameBytes: config.maxFrameBytes, gapWindowFrames: config.gapWindowFrames, gapTimeoutMs: config.gapTimeoutMs },
+    { maxFrameBytes: config.maxFrameBytes, gapWindowFrames: config.gapWindowFrames, gapTimeoutMs: config.gapTimeoutMs, recoveryWorker },
     log,
     metricsObserver(metrics, config.blockTimeMs),
     events,
@@ -196,6 +199,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       await pool?.stop();
       await metricsServer.close();
       node.close();
+      await recoveryWorker?.close();
     })();
     return stopping;
   };

@@ -54,10 +54,43 @@ export function recoverAddress(
   } catch {
     return null;
   }
-  if (pub.length !== 65) return null;
-  // The native keccak binding accepts only Buffers; wrap without copying.
+  return addressOfPublicKey(pub);
+}
+
+/** The address of an uncompressed (65-byte) public key, or null for anything else. */
+export function addressOfPublicKey(pub: Uint8Array): string | null {
+  if (pub.length !== 65 || pub[0] !== 4) return null;
   const xy = Buffer.from(pub.buffer, pub.byteOffset + 1, 64);
   return '0x' + keccak256(xy).subarray(12).toString('hex');
+}
+
+/** What a native ecdsaRecover call needs for one transaction: 64-byte r‖s, recovery id, 32-byte message. */
+export interface RecoveryInput {
+  sig: Buffer;
+  recid: number;
+  hash: Buffer;
+}
+
+/**
+ * The recovery input of a signed transaction whose sender is not known yet, or null when there is nothing to
+ * recover (sender known, a deposit) or the signature is out of range (recoverSender then settles it as null).
+ */
+export function recoveryInput(tx: DecodedTx): RecoveryInput | null {
+  if (tx.from !== null || tx.type === TX_DEPOSIT) return null;
+  const hash = signingHashOf(tx);
+  const recid = yParityOf(tx);
+  const { r, s } = tx;
+  if (hash === null || (recid !== 0 && recid !== 1) || r <= 0n || r >= SECP256K1_N || s <= 0n || s >= SECP256K1_N) return null;
+  return { sig: Buffer.concat([word(r), word(s)]), recid, hash };
+}
+
+function signingHashOf(tx: DecodedTx): Buffer | null {
+  if (tx.signingHash === null && tx.type !== TX_DEPOSIT) {
+    // Decoded without its signing hash (ingest defers it): decode again with it; ~8 µs next to a 65 µs recovery.
+    const again = decodeTransaction(tx.raw);
+    if (again.ok) tx.signingHash = again.tx.signingHash;
+  }
+  return tx.signingHash;
 }
 
 /** The y-parity carried by a signed transaction's `v` (legacy 27/28 or EIP-155, typed 0/1). */
@@ -73,13 +106,9 @@ function yParityOf(tx: DecodedTx): number {
  */
 export function recoverSender(tx: DecodedTx, engine?: RecoveryEngine): string | null {
   if (tx.from !== null) return tx.from;
-  if (tx.signingHash === null && tx.type !== TX_DEPOSIT) {
-    // Decoded without its signing hash (ingest defers it): decode again with it; ~8 µs next to a 65 µs recovery.
-    const again = decodeTransaction(tx.raw);
-    if (again.ok) tx.signingHash = again.tx.signingHash;
-  }
-  if (tx.signingHash === null) return null;
-  const from = recoverAddress(tx.signingHash, yParityOf(tx), tx.r, tx.s, engine);
+  const hash = signingHashOf(tx);
+  if (hash === null) return null;
+  const from = recoverAddress(hash, yParityOf(tx), tx.r, tx.s, engine);
   if (from !== null) tx.from = from;
   return from;
 }

@@ -1,6 +1,7 @@
 // The per-frame pipeline: decode → hedge de-duplication → sequence verdict → apply to state → notify. Single writer
 // of PendingState. Per-frame problems are values: counted by reason, logged with block/index, never thrown.
 import { performance } from 'node:perf_hooks';
+import type { RecoveryWorker } from '../chain/recover-worker.js';
 import type { Logger } from '../log.js';
 import type { PendingState } from '../state/pending.js';
 import type { PendingBlock, RawFrame } from '../state/block.js';
@@ -30,8 +31,10 @@ export interface PipelineOptions {
   maxFrameBytes: number;
   gapWindowFrames: number;
   gapTimeoutMs: number;
-  /** Time slice for sender recovery between frames. */
+  /** Time slice for sender recovery between frames (when it runs on the event loop). */
   recoverSliceMs?: number;
+  /** Recovers senders off the event loop when given and usable; else recovery runs here in slices. */
+  recoveryWorker?: RecoveryWorker | null;
 }
 
 interface Held {
@@ -204,6 +207,11 @@ export class IngestPipeline {
   }
 
   private scheduleRecovery(): void {
+    const worker = this.opts.recoveryWorker;
+    if (worker != null && worker.usable) {
+      this.state.recoverOn(worker, () => this.scheduleRecovery());
+      return;
+    }
     if (this.recoverScheduled || this.state.unrecoveredCount === 0) return;
     this.recoverScheduled = true;
     setImmediate(() => {

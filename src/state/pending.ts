@@ -1,6 +1,7 @@
 // The pending chain: blocks by number, indexes by tx hash, flashblock hash, sender nonce and balance. The only
 // writer is the ingest pipeline (synchronously per flashblock); readers never see half a flashblock.
-import { recoverSender } from '../chain/sender.js';
+import type { RecoveryWorker } from '../chain/recover-worker.js';
+import { addressOfPublicKey, recoverSender, recoveryInput, type RecoveryInput } from '../chain/sender.js';
 import { TX_DEPOSIT } from '../chain/types.js';
 import type { Flashblock } from '../ingest/frame.js';
 import { PendingBlock, TxRecord, type RawFrame } from './block.js';
@@ -31,6 +32,8 @@ export class PendingState {
   private readonly nonces = new Map<string, NonceEntry>();
   /** Signed transactions whose sender is not recovered yet (recovered in slices or on demand). */
   private unrecovered: TxRecord[] = [];
+  /** The batch the recovery worker holds (see recoverOn); empty when none is in flight. */
+  private inWorker: TxRecord[] = [];
   private highest = -1;
   /** Held blocks newest first; rebuilt lazily after a block is added or removed. */
   private orderCache: PendingBlock[] | null = null;
@@ -198,6 +201,49 @@ export class PendingState {
     return this.unrecovered.length;
   }
 
+  /**
+   * Recovers the waiting senders on `worker`: the inputs are prepared here, the public keys come back later and
+   * are applied on this thread (the single writer). One batch in flight; senders that arrive meanwhile go in the next
+   * one. Calls `onFail` when the worker fails (the caller falls back to recoverSenders slices).
+   */
+  recoverOn(worker: RecoveryWorker, onFail: () => void): void {
+    if (this.inWorker.length > 0 || this.unrecovered.length === 0) return;
+    const batch = this.unrecovered;
+    const inputs: RecoveryInput[] = [];
+    const sent: TxRecord[] = [];
+    for (const rec of batch) {
+      const input = recoveryInput(rec.tx);
+      if (input !== null) {
+        inputs.push(input);
+        sent.push(rec);
+      } else if (recoverSender(rec.tx) !== null) this.noteNonce(rec); // nothing for the worker: settled here
+    }
+    const taken = new Set(batch);
+    this.unrecovered = [];
+    if (inputs.length === 0) return;
+    this.inWorker = sent;
+    worker.recover(inputs).then(
+      (pubs) => {
+        this.inWorker = [];
+        for (let i = 0; i < sent.length; i++) {
+          const rec = sent[i]!;
+          const pub = pubs[i];
+          if (rec.tx.from === null && pub != null) rec.tx.from = addressOfPublicKey(pub);
+          // A block settled or replaced meanwhile no longer indexes its senders.
+          if (rec.tx.from !== null && this.blocks.get(rec.block.number) === rec.block) this.noteNonce(rec);
+        }
+        if (this.unrecovered.length > 0) this.recoverOn(worker, onFail);
+      },
+      () => {
+        this.inWorker = [];
+        // Back to the queue (still held, still unknown), ahead of what arrived meanwhile.
+        const back = sent.filter((r) => r.tx.from === null && this.blocks.get(r.block.number) === r.block);
+        this.unrecovered = [...back, ...this.unrecovered.filter((r) => !taken.has(r))];
+        onFail();
+      },
+    );
+  }
+
   // ---- reads ----
 
   /** The block `pending` means: the highest held block, or null when it is broken or none is held. */
@@ -234,7 +280,11 @@ export class PendingState {
 
   /** The next nonce of `address` after the pending transactions, or null when it has none pending. */
   nextNonce(address: string): bigint | null {
-    if (this.unrecovered.length > 0 && this.maySend(address)) this.recoverSenders();
+    if ((this.unrecovered.length > 0 || this.inWorker.length > 0) && this.maySend(address)) {
+      this.recoverSenders();
+      // The batch the worker holds is recovered here too; its answer then finds the senders known.
+      for (const rec of this.inWorker) if (rec.tx.from === null && recoverSender(rec.tx) !== null && this.blocks.get(rec.block.number) === rec.block) this.noteNonce(rec);
+    }
     return this.nonces.get(address)?.next ?? null;
   }
 
@@ -245,10 +295,12 @@ export class PendingState {
    */
   private maySend(address: string): boolean {
     let last: PendingBlock | null = null;
-    for (const rec of this.unrecovered) {
-      if (rec.block === last) continue;
-      last = rec.block;
-      if (!last.balancesComplete || last.balances.has(address)) return true;
+    for (const list of [this.unrecovered, this.inWorker]) {
+      for (const rec of list) {
+        if (rec.block === last) continue;
+        last = rec.block;
+        if (!last.balancesComplete || last.balances.has(address)) return true;
+      }
     }
     return false;
   }
@@ -275,8 +327,8 @@ export class PendingState {
     return this.txByHash.size;
   }
 
-  /** Count of senders awaiting recovery. */
+  /** Count of senders awaiting recovery (queued, or in the worker's batch). */
   get unrecoveredCount(): number {
-    return this.unrecovered.length;
+    return this.unrecovered.length + this.inWorker.length;
   }
 }

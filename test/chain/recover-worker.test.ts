@@ -1,0 +1,63 @@
+// Sender recovery on the worker thread: the same senders as recovery on the event loop (real signed transactions
+// of every type), applied to pending state by the pipeline; a dead worker falls back to the event loop.
+import t from 'tap';
+import { RecoveryWorker } from '../../src/chain/recover-worker.js';
+import { addressOfPublicKey, recoverSender, recoveryInput } from '../../src/chain/sender.js';
+import { decodeTransaction } from '../../src/chain/tx.js';
+import { IngestPipeline } from '../../src/ingest/pipeline.js';
+import { silentLogger } from '../../src/log.js';
+import { PendingState } from '../../src/state/pending.js';
+import { loadJson, unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
+import { feed } from '../helpers/ingest.js';
+
+const worker = RecoveryWorker.start(silentLogger);
+t.ok(worker, 'the worker starts here (native secp256k1 loads on a thread)');
+t.teardown(() => worker?.close());
+
+t.test('the worker recovers the same senders as the event loop', async (t) => {
+  const chain = loadJson<{ blocks: { transactions: { raw: string; sender: string }[] }[] }>('execution-apis-derived/chain-transactions.json');
+  const vectors = chain.blocks.flatMap((b) => b.transactions);
+  const txs = vectors.map((v) => decodeTransaction(v.raw)).filter((r) => r.ok).map((r) => (r as { tx: Parameters<typeof recoveryInput>[0] }).tx);
+  const inputs = txs.map((tx) => recoveryInput(tx));
+  const signed = txs.filter((_, i) => inputs[i] !== null);
+  t.ok(signed.length > 100, `${signed.length} signed transactions`);
+  const pubs = await worker!.recover(inputs.filter((x) => x !== null));
+  const fromWorker = pubs.map((p) => (p === null ? null : addressOfPublicKey(p)));
+  const onLoop = signed.map((tx) => recoverSender(tx));
+  t.same(fromWorker, onLoop, 'identical addresses, in order');
+  t.same(fromWorker, vectors.filter((_, i) => inputs[i] !== null).map((v) => v.sender.toLowerCase()), 'and equal to the recorded senders');
+  // A signature that does not recover comes back as null, not as an error for the batch.
+  const bad = { ...inputs.find((x) => x !== null)!, sig: Buffer.alloc(64, 0xff) };
+  t.same((await worker!.recover([bad])).map((p) => p === null), [true]);
+});
+
+t.test('the pipeline recovers senders on the worker and indexes their nonces', async (t) => {
+  const state = new PendingState({ maxPendingBlocks: 8 });
+  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: worker }, silentLogger, null);
+  const before = worker!.recovered;
+  for (const m of unichainMessages()) feed(pipeline, m);
+  const deadline = Date.now() + 5000;
+  while (state.unrecoveredCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  t.equal(state.unrecoveredCount, 0, 'every sender recovered');
+  const signed = (unichainRpcBlock() as { transactions: { type: string }[] }).transactions.filter((x) => x.type !== '0x7e').length;
+  t.equal(worker!.recovered - before, signed, `the worker recovered all ${signed} signed transactions' senders`);
+  const canonical = unichainRpcBlock() as { transactions: { hash: string; from: string; nonce: string; type: string }[] };
+  const wrong = canonical.transactions.filter((x) => state.tx(x.hash)?.tx.from !== x.from.toLowerCase());
+  t.same(wrong.map((x) => x.hash), [], 'each sender equals the canonical block\'s `from`');
+  const user = canonical.transactions.find((x) => x.type !== '0x7e')!;
+  const last = canonical.transactions.filter((x) => x.from === user.from).reduce((a, x) => (BigInt(x.nonce) > a ? BigInt(x.nonce) : a), 0n);
+  t.equal(state.nextNonce(user.from.toLowerCase()), last + 1n, 'nonce index filled from the worker\'s answers');
+});
+
+t.test('a dead worker: the pipeline falls back to recovery on the event loop', async (t) => {
+  const doomed = RecoveryWorker.start(silentLogger)!;
+  await doomed.close();
+  await new Promise((r) => setTimeout(r, 20));
+  t.equal(doomed.usable, false, 'a closed worker is not usable');
+  const state = new PendingState({ maxPendingBlocks: 8 });
+  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: doomed }, silentLogger, null);
+  for (const m of unichainMessages()) feed(pipeline, m);
+  const deadline = Date.now() + 5000;
+  while (state.unrecoveredCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  t.equal(state.unrecoveredCount, 0, 'senders recovered anyway');
+});
