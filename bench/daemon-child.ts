@@ -39,16 +39,23 @@ async function main(): Promise<void> {
 }
 
 function staticServer(): void {
-  process.on('message', (msg: { constant?: string; stop?: true }) => {
+  // Answers each JSON-RPC method with a fixed body (`constants`, keyed by method; `constant` for any other), so the
+  // ceiling moves answers of the same sizes as the subject does.
+  process.on('message', (msg: { constant?: string; constants?: Record<string, string>; stop?: true }) => {
     if (msg.stop !== undefined) process.exit(0);
     if (msg.constant === undefined) return;
-    const constant = msg.constant;
+    const fallback = msg.constant;
+    const byMethod = Object.entries(msg.constants ?? {}).map(([m, body]) => [`"method":"${m}"`, body] as const);
     const uws = loadUws();
     const app = uws.App();
     app.post('/*', (res) => {
       res.onAborted(() => {});
-      res.onData((_c, last) => {
-        if (last) res.cork(() => res.writeHeader('Content-Type', 'application/json').end(constant));
+      let text = '';
+      res.onData((c, last) => {
+        if (byMethod.length > 0) text += Buffer.from(c).toString('latin1');
+        if (!last) return;
+        const body = byMethod.find(([needle]) => text.includes(needle))?.[1] ?? fallback;
+        res.cork(() => res.writeHeader('Content-Type', 'application/json').end(body));
       });
     });
     app.listen('127.0.0.1', 0, (ls) => {
