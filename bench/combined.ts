@@ -190,6 +190,9 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   const daemon = forkTs('daemon-child.ts', [
     '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--port', '0', '--metrics-port', '0',
     '--stream-max-per-ip', '5000', '--stream-max-subscribers', '5000', '--log-level', 'error',
+    // The stream's blocks are not anvil's, so the canonical head never catches up: hold 2 blocks, as a daemon whose
+    // node is one block behind does (the default 8 would keep 4× the state a real deployment holds).
+    '--max-pending-blocks', '2',
   ], profDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`]);
   const rawPool = new SubscriberPool(2);
   const nfPool = new SubscriberPool(1);

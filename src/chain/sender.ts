@@ -7,6 +7,7 @@ import { TX_DEPOSIT, TX_LEGACY } from './types.js';
 import { keccak256 } from './keccak.js';
 import { encodeRlp } from './rlp.js';
 import { bigIntToBytes, hexToBytes } from './hex.js';
+import { signingInputOf } from './signing.js';
 import { decodeTransaction, SECP256K1_HALF_N, SECP256K1_N } from './tx.js';
 
 interface NativeSecp256k1 {
@@ -77,6 +78,8 @@ export interface RecoveryInput {
  */
 export function recoveryInput(tx: DecodedTx): RecoveryInput | null {
   if (tx.from !== null || tx.type === TX_DEPOSIT) return null;
+  const fast = signingInputOf(tx.raw);
+  if (fast !== null) return fast;
   const hash = signingHashOf(tx);
   const recid = yParityOf(tx);
   const { r, s } = tx;
