@@ -34,6 +34,8 @@ export class PendingState {
   private unrecovered: TxRecord[] = [];
   /** The batch the recovery worker holds (see recoverOn); empty when none is in flight. */
   private inWorker: TxRecord[] = [];
+  /** Settles when the worker's batch has been applied (or failed); null when none is in flight. */
+  private inWorkerDone: Promise<void> | null = null;
   private highest = -1;
   /** Held blocks newest first; rebuilt lazily after a block is added or removed. */
   private orderCache: PendingBlock[] | null = null;
@@ -222,9 +224,10 @@ export class PendingState {
     this.unrecovered = [];
     if (inputs.length === 0) return;
     this.inWorker = sent;
-    worker.recover(inputs).then(
+    this.inWorkerDone = worker.recover(inputs).then(
       (pubs) => {
         this.inWorker = [];
+        this.inWorkerDone = null;
         for (let i = 0; i < sent.length; i++) {
           const rec = sent[i]!;
           const pub = pubs[i];
@@ -236,6 +239,7 @@ export class PendingState {
       },
       () => {
         this.inWorker = [];
+        this.inWorkerDone = null;
         // Back to the queue (still held, still unknown), ahead of what arrived meanwhile.
         const back = sent.filter((r) => r.tx.from === null && this.blocks.get(r.block.number) === r.block);
         this.unrecovered = [...back, ...this.unrecovered.filter((r) => !taken.has(r))];
@@ -286,6 +290,19 @@ export class PendingState {
       for (const rec of this.inWorker) if (rec.tx.from === null && recoverSender(rec.tx) !== null && this.blocks.get(rec.block.number) === rec.block) this.noteNonce(rec);
     }
     return this.nonces.get(address)?.next ?? null;
+  }
+
+  /**
+   * For a nonce query: null when nextNonce(address) can answer now without recovering on this thread; otherwise a
+   * Promise that settles once the recovery worker has answered every batch that may hold a transaction of
+   * `address` (waiting ~10 ms instead of recovering a whole flashblock's senders on the event loop).
+   */
+  sendersSettled(address: string): Promise<void> | null {
+    if (this.inWorkerDone === null || !this.maySend(address)) return null;
+    return (async () => {
+      // A batch that finishes may start the next (senders that arrived meanwhile): wait for those too.
+      while (this.inWorkerDone !== null) await this.inWorkerDone;
+    })();
   }
 
   /**

@@ -49,6 +49,23 @@ t.test('the pipeline recovers senders on the worker and indexes their nonces', a
   t.equal(state.nextNonce(user.from.toLowerCase()), last + 1n, 'nonce index filled from the worker\'s answers');
 });
 
+t.test('a nonce query waits for the worker instead of recovering on the event loop', async (t) => {
+  const state = new PendingState({ maxPendingBlocks: 8 });
+  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: worker }, silentLogger, null);
+  const canonical = unichainRpcBlock() as { transactions: { from: string; nonce: string; type: string }[] };
+  const user = canonical.transactions.find((x) => x.type !== '0x7e')!.from.toLowerCase();
+  const before = worker!.recovered;
+  for (const m of unichainMessages()) feed(pipeline, m);
+  t.equal(state.sendersSettled('0x000000000000000000000000000000000000dead'), null, 'an address absent from the balances need not wait');
+  const settled = state.sendersSettled(user);
+  t.ok(settled instanceof Promise, 'a possible sender waits for the batch the worker holds');
+  await settled;
+  t.ok(worker!.recovered > before, 'the worker answered');
+  t.equal(state.unrecoveredCount, 0, 'nothing left to recover');
+  t.equal(state.sendersSettled(user), null, 'afterwards the answer is immediate');
+  t.ok(state.nextNonce(user) !== null, 'and the nonce is known');
+});
+
 t.test('a dead worker: the pipeline falls back to recovery on the event loop', async (t) => {
   const doomed = RecoveryWorker.start(silentLogger)!;
   await doomed.close();

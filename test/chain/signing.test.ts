@@ -19,7 +19,7 @@ function viaDecode(raw: string): { hash: string; sig: string; recid: number } | 
   if (!r.ok || r.tx.signingHash === null) return null;
   const tx = r.tx;
   const recid = tx.type !== TX_LEGACY ? Number(tx.v) : tx.v === 27n || tx.v === 28n ? Number(tx.v - 27n) : Number((tx.v - 35n) & 1n);
-  return { hash: tx.signingHash.toString('hex'), sig: word(tx.r) + word(tx.s), recid };
+  return { hash: r.tx.signingHash.toString('hex'), sig: word(tx.r) + word(tx.s), recid };
 }
 
 function fromBytes(raw: string): { hash: string; sig: string; recid: number } | null {

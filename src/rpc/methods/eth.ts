@@ -175,15 +175,21 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
   const a = address(params, 0);
   const bp = blockParam(params, 1, true, true);
   if (bp.kind !== 'pending') return FORWARD_AS_IS;
-  if (usablePending(ctx) !== null) {
-    const n = ctx.state.nextNonce(a);
-    if (n !== null) return toQuantity(n);
-  }
+  if (usablePending(ctx) === null) return new Forward(withLatest(params, 1));
+  // Senders still with the recovery worker: wait for its answer rather than recover them on the event loop.
+  const settled = ctx.state.sendersSettled(a);
+  if (settled !== null) return settled.then(() => pendingNonce(ctx, a, params));
+  return pendingNonce(ctx, a, params);
+};
+
+function pendingNonce(ctx: ServiceContext, a: string, params: unknown[]): unknown {
+  const n = ctx.state.nextNonce(a);
+  if (n !== null) return toQuantity(n);
   // The node's `latest`, not its `pending`: pending here is the state after the last flashblock, and the node's
   // pending nonce counts its own mempool, which would make the answer jump between two different notions of pending
   // as the sender's transactions move from the mempool into a flashblock (DESIGN §5).
   return new Forward(withLatest(params, 1));
-};
+}
 
 /**
  * A handler for node-executed methods: argument `i` = `pending`, or the number of a held pending block (which the
