@@ -199,7 +199,8 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       await pool?.stop();
       await metricsServer.close();
       node.close();
-      await recoveryWorker?.close();
+      // Nothing to lose: the worker holds no state, only a batch whose answer is no longer needed.
+      await recoveryWorker?.close().catch(() => undefined);
     })();
     return stopping;
   };

@@ -6,12 +6,12 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { startAnvil } from '../../scripts/devnet/anvil.js';
 import { DEFAULT_ENV_FILE, formatEnvFile, quoteEnvValue } from '../../src/cli/envfile.js';
 import { runSetup, SetupExit } from '../../src/cli/setup.js';
 import { loadConfig } from '../../src/config.js';
+import { captureIo } from '../helpers/cli-io.js';
 import { freePort } from '../helpers/rpc-harness.js';
 import { startReplayServer } from '../helpers/replay-server.js';
 
@@ -19,15 +19,10 @@ const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
 /** Runs setup in-process with `answers` (lines) on its standard input; returns exit code and both outputs. */
 async function setup(argv: string[], answers: string[] = []) {
-  const stdin = new PassThrough();
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (d: Buffer) => (out += d.toString()));
-  stderr.on('data', (d: Buffer) => (err += d.toString()));
-  stdin.end(answers.map((a) => a + '\n').join(''));
-  const code = await runSetup(argv, { stdin, stdout, stderr });
+  const c = captureIo(answers);
+  const code = await runSetup(argv, c.io);
+  const out = c.out();
+  const err = c.err();
   return { code, out, err, all: out + err };
 }
 

@@ -3,7 +3,6 @@
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { startAnvil } from '../../scripts/devnet/anvil.js';
 import { startDevnet } from '../../scripts/devnet/sequencer.js';
@@ -12,18 +11,16 @@ import { runVerify, VerifyExit, type VerifyReport } from '../../src/cli/verify.j
 import { loadConfig } from '../../src/config.js';
 import { startDaemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
+import { captureIo } from '../helpers/cli-io.js';
 import { freePort } from '../helpers/rpc-harness.js';
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
 async function verify(argv: string[]) {
-  const stdout = new PassThrough();
-  const stderr = new PassThrough();
-  let out = '';
-  let err = '';
-  stdout.on('data', (d: Buffer) => (out += d.toString()));
-  stderr.on('data', (d: Buffer) => (err += d.toString()));
-  const code = await runVerify(argv, { stdin: new PassThrough(), stdout, stderr });
+  const c = captureIo();
+  const code = await runVerify(argv, c.io);
+  const out = c.out();
+  const err = c.err();
   return { code, out, err };
 }
 

@@ -2,26 +2,11 @@
 // READY=1 + MAINPID to a datagram socket (received by a small python3 listener, skipped when python3 is absent).
 
 import t from 'tap';
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { createLogger } from '../../src/log.js';
 import { notifyReady, notifyStopping, notifyWatchdog, watchdogIntervalMs } from '../../src/metrics/sdnotify.js';
-
-const HAVE_NOTIFY = spawnSync('systemd-notify', ['--help'], { stdio: 'ignore' }).status === 0;
-const HAVE_PYTHON = spawnSync('python3', ['-c', 'import socket'], { stdio: 'ignore' }).status === 0;
-
-// Prints "bound", then one line per datagram (newlines escaped) until killed.
-const LISTENER = `
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-print("bound", flush=True)
-while True:
-    print(s.recv(4096).decode().replace("\\n", "|"), flush=True)
-`;
+import { cannotReceive, haveSystemdNotify, notifySocket } from '../helpers/notify-socket.js';
 
 function withEnv(t: { teardown(fn: () => unknown): void }, env: Record<string, string | undefined>): void {
   const saved: Record<string, string | undefined> = {};
@@ -52,7 +37,7 @@ t.test('outside systemd (no NOTIFY_SOCKET) every call is a no-op that resolves f
   t.same(lines, [], 'nothing logged');
 });
 
-t.test('a socket nobody listens on resolves false with a warning, never throws', { skip: !HAVE_NOTIFY && 'no systemd-notify' },
+t.test('a socket nobody listens on resolves false with a warning, never throws', { skip: !haveSystemdNotify && 'no systemd-notify' },
   async (t) => {
     withEnv(t, { NOTIFY_SOCKET: join(tmpdir(), `fbd-missing-${process.pid}.sock`) });
     const { lines, log } = sink();
@@ -68,19 +53,9 @@ t.test('without the systemd-notify binary it resolves false and says so', async 
 });
 
 t.test('systemd-notify delivers READY=1 with our MAINPID, then STOPPING=1',
-  { skip: !(HAVE_NOTIFY && HAVE_PYTHON) && 'needs systemd-notify and python3 to receive the datagram' },
+  { skip: cannotReceive },
   async (t) => {
-    const dir = mkdtempSync(join(tmpdir(), 'fbd-notify-'));
-    const sock = join(dir, 'notify.sock');
-    const listener = spawn('python3', ['-c', LISTENER, sock], { stdio: ['ignore', 'pipe', 'inherit'] });
-    t.teardown(() => {
-      listener.kill();
-      rmSync(dir, { recursive: true, force: true });
-    });
-    const received: string[] = [];
-    const lines = createInterface({ input: listener.stdout });
-    await new Promise<void>((resolve) => lines.once('line', () => resolve()));
-    lines.on('line', (l) => received.push(l));
+    const { path: sock, received } = await notifySocket(t);
 
     withEnv(t, { NOTIFY_SOCKET: sock });
     const { log } = sink();

@@ -1,50 +1,14 @@
 // The systemd watchdog: interval from WATCHDOG_USEC/WATCHDOG_PID, pets delivered through the real systemd-notify to a
 // datagram socket (a python3 listener stands in for systemd), a blocked event loop skips a pet, and the daemon
 // process pets once it is ready. Skipped where systemd-notify or python3 is missing.
-import t, { type Test } from 'tap';
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { createInterface } from 'node:readline';
+import t from 'tap';
 import { createLogger } from '../../src/log.js';
 import { startWatchdog, watchdogIntervalMs } from '../../src/metrics/sdnotify.js';
 import { sourceCommand, spawnDaemon } from '../helpers/daemon-process.js';
+import { cannotReceive, notifySocket } from '../helpers/notify-socket.js';
 import { startAnvil } from '../helpers/rpc-harness.js';
 
-const HAVE_NOTIFY = spawnSync('systemd-notify', ['--help'], { stdio: 'ignore' }).status === 0;
-const HAVE_PYTHON = spawnSync('python3', ['-c', 'import socket'], { stdio: 'ignore' }).status === 0;
-const CAN_RECEIVE = HAVE_NOTIFY && HAVE_PYTHON ? false : 'needs systemd-notify and python3 to receive the datagrams';
-
-// Prints "bound", then one line per datagram (newlines as "|") until killed.
-const LISTENER = `
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-print("bound", flush=True)
-while True:
-    print(s.recv(4096).decode().replace("\\n", "|"), flush=True)
-`;
-
-/** A datagram socket standing in for systemd's notify socket; `received` grows as datagrams arrive. */
-async function notifySocket(t: Test): Promise<{ path: string; received: string[]; next(re: RegExp): Promise<string> }> {
-  const dir = mkdtempSync(join(tmpdir(), 'fbd-watchdog-'));
-  const path = join(dir, 'notify.sock');
-  const listener = spawn('python3', ['-c', LISTENER, path], { stdio: ['ignore', 'pipe', 'inherit'] });
-  t.teardown(() => {
-    listener.kill();
-    rmSync(dir, { recursive: true, force: true });
-  });
-  const received: string[] = [];
-  let waiters: { re: RegExp; resolve: (l: string) => void }[] = [];
-  const lines = createInterface({ input: listener.stdout });
-  await new Promise<void>((resolve) => lines.once('line', () => resolve()));
-  lines.on('line', (l) => {
-    received.push(l);
-    waiters = waiters.filter((w) => (w.re.test(l) ? (w.resolve(l), false) : true));
-  });
-  return { path, received, next: (re) => new Promise((resolve) => waiters.push({ re, resolve })) };
-}
+const CAN_RECEIVE = cannotReceive;
 
 function sink(): { lines: string[]; log: ReturnType<typeof createLogger> } {
   const lines: string[] = [];
@@ -116,5 +80,5 @@ t.test('the daemon process pets the watchdog once it is ready', { skip: CAN_RECE
   t.match(await pet, 'WATCHDOG=1');
   t.ok(d.logs().some((l) => l.msg === 'systemd watchdog on: petting every 1000 ms'));
   d.proc.kill('SIGTERM');
-  t.same(await d.exited, { code: 0, signal: null });
+  t.same(await d.exited, { code: 0, signal: null }, `exit 0 after SIGTERM; last log lines: ${d.logs().slice(-3).map((l) => JSON.stringify(l)).join(' ')} ${d.stderr()}`);
 });
