@@ -32,10 +32,14 @@ export class RecoveryWorker {
   private nextId = 1;
   private readonly waiting = new Map<number, { resolve(pubs: (Uint8Array | null)[]): void; reject(e: Error): void }>();
   private failed: Error | null = null;
+  private closing = false;
   /** Public keys recovered by the worker so far. */
   recovered = 0;
 
-  private constructor(private readonly worker: Worker) {
+  private constructor(
+    private readonly worker: Worker,
+    log: Logger,
+  ) {
     worker.on('message', (m: { id: number; pubs: (Uint8Array | null)[] }) => {
       const w = this.waiting.get(m.id);
       if (w === undefined) return;
@@ -45,6 +49,7 @@ export class RecoveryWorker {
       w.resolve(m.pubs);
     });
     const fail = (e: Error): void => {
+      if (this.failed === null && !this.closing) log.warn('sender recovery worker failed; recovering on the event loop from now on', { error: e.message });
       this.failed ??= e;
       for (const w of this.waiting.values()) w.reject(e);
       this.waiting.clear();
@@ -59,7 +64,7 @@ export class RecoveryWorker {
   static start(log: Logger): RecoveryWorker | null {
     try {
       const binding = createRequire(import.meta.url).resolve('secp256k1/bindings');
-      return new RecoveryWorker(new Worker(WORKER_SOURCE, { eval: true, workerData: { binding } }));
+      return new RecoveryWorker(new Worker(WORKER_SOURCE, { eval: true, workerData: { binding } }), log);
     } catch (e) {
       log.warn('sender recovery stays on the event loop: the worker thread could not start', { error: (e as Error).message });
       return null;
@@ -84,6 +89,7 @@ export class RecoveryWorker {
 
   /** Stops the thread; pending batches reject. */
   async close(): Promise<void> {
+    this.closing = true;
     await this.worker.terminate();
   }
 }
