@@ -120,9 +120,9 @@ t.test('geth\'s eth_getTransactionByHash answers on the execution-apis chain are
 });
 
 t.test('every execution-apis chain transaction satisfies the TransactionInfo schema', async (t) => {
-  const path = locate('execution-apis/openrpc.json');
+  const path = locate('execution-apis-derived/result-schemas.json');
   if (path === null) {
-    t.fail('openrpc.json not available');
+    t.fail('result-schemas.json not available');
     return;
   }
   const spec = JSON.parse(readFileSync(path, 'utf8'));

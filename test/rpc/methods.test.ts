@@ -10,7 +10,7 @@ import { startAnvil, startRpc } from '../helpers/rpc-harness.js';
 interface OpenRpc {
   methods: { name: string; result: { schema: unknown } }[];
 }
-const doc = loadJson<OpenRpc>('execution-apis/openrpc.json');
+const doc = loadJson<OpenRpc>('execution-apis-derived/result-schemas.json');
 const ajv = new Ajv({ strict: false, allErrors: true });
 const validators = new Map<string, ValidateFunction>();
 for (const m of doc.methods) validators.set(m.name, ajv.compile(m.result.schema as object));
