@@ -16,6 +16,8 @@ export interface AnvilOptions {
   accounts?: number;
   /** Give up when anvil has not printed its port and answered eth_chainId within this time. */
   startTimeoutMs?: number;
+  /** Mine each transaction at once (anvil's default) instead of leaving mining to the caller (the sequencer). */
+  automine?: boolean;
   /** Extra command-line arguments appended last. */
   extraArgs?: string[];
 }
@@ -110,15 +112,17 @@ function installExitHooks(): void {
   }
 }
 
-/** Starts anvil in OP-stack mode with mining off (the sequencer mines), on 127.0.0.1 and a port the OS picks. */
+/**
+ * Starts anvil in OP-stack mode on 127.0.0.1 and a port the OS picks; mining off (the sequencer mines, FIFO order)
+ * unless `automine`. Resolves once it answers eth_chainId.
+ */
 export async function startAnvil(opts: AnvilOptions = {}): Promise<Anvil> {
   const chainId = opts.chainId ?? 901;
   const args = [
     '--optimism',
     '--host', '127.0.0.1',
     '--port', '0',
-    '--no-mining',
-    '--order', 'fifo',
+    ...(opts.automine === true ? [] : ['--no-mining', '--order', 'fifo']),
     '--hardfork', opts.hardfork ?? 'isthmus',
     '--chain-id', String(chainId),
     '--accounts', String(opts.accounts ?? 10),

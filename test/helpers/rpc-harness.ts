@@ -1,6 +1,5 @@
 // Test helper: the RPC server mounted on a real uWS app over a real pending state (fed through the ingest
 // pipeline), plus a real anvil node. Owns process and socket cleanup; knows nothing of what the tests assert.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { loadConfig, type Config } from '../../src/config.js';
 import type { Mounted, ServiceContext } from '../../src/context.js';
@@ -8,7 +7,7 @@ import { silentLogger, type Logger } from '../../src/log.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { loadUws } from '../../src/native.js';
 import { NodeClient } from '../../src/node/client.js';
-import { anvilBinary } from '../../scripts/devnet/anvil.js';
+import { rpcCall, startAnvil as startDevnetAnvil } from '../../scripts/devnet/anvil.js';
 import { mountRpc } from '../../src/rpc/server.js';
 import { makePipeline } from './ingest.js';
 
@@ -102,54 +101,22 @@ export async function freePort(): Promise<number> {
 export interface Anvil {
   url: string;
   port: number;
-  proc: ChildProcess;
   /** JSON-RPC call straight to anvil; throws on an error reply. */
   rpc<T = unknown>(method: string, params?: unknown[]): Promise<T>;
   stop(): Promise<void>;
 }
 
-const ANVIL_BIN = anvilBinary();
-
-/** Starts `anvil --optimism` on a free port; resolves once it listens. `args` are appended. */
+/**
+ * anvil --optimism as the node for RPC tests: chain id 31337, automine unless `args` has --no-mining (then FIFO
+ * order, as on the devnet); other `args` are appended. The devnet's launcher, with its exit hooks.
+ */
 export async function startAnvil(args: string[] = []): Promise<Anvil> {
-  const port = await freePort();
-  const proc = spawn(ANVIL_BIN, ['--optimism', '--port', String(port), '--host', '127.0.0.1', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  await new Promise<void>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('anvil did not start within 15 s: ' + out.slice(-500))), 15000);
-    proc.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('Listening on')) {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-    proc.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-    proc.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`anvil exited with ${code}: ${out.slice(-500)}`));
-    });
-  });
-  proc.stdout!.resume();
-  const url = `http://127.0.0.1:${port}/`;
-  let id = 1;
+  const automine = !args.includes('--no-mining');
+  const a = await startDevnetAnvil({ chainId: 31337, automine, extraArgs: args.filter((x) => x !== '--no-mining') });
   return {
-    url,
-    port,
-    proc,
-    async rpc<T>(method: string, params: unknown[] = []): Promise<T> {
-      const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: id++, method, params }) });
-      const j = (await r.json()) as { result?: T; error?: { message: string } };
-      if (j.error !== undefined) throw new Error(`anvil ${method}: ${j.error.message}`);
-      return j.result as T;
-    },
-    async stop() {
-      if (proc.exitCode !== null || proc.signalCode !== null) return;
-      const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-      proc.kill('SIGTERM');
-      const t = setTimeout(() => proc.kill('SIGKILL'), 2000);
-      await exited;
-      clearTimeout(t);
-    },
+    url: `${a.url}/`,
+    port: a.port,
+    rpc: <T>(method: string, params: unknown[] = []) => rpcCall<T>(a.url, method, params),
+    stop: a.stop,
   };
 }
