@@ -120,3 +120,17 @@ export async function startAnvil(args: string[] = []): Promise<Anvil> {
     stop: a.stop,
   };
 }
+
+/** anvil (`anvilArgs`) as the node behind a fresh RPC harness; both are stopped by `t`'s teardown. */
+export async function startRpcOverAnvil(
+  t: { teardown(fn: () => unknown): void },
+  anvilArgs: string[] = [],
+): Promise<{ anvil: Anvil; h: RpcHarness }> {
+  const anvil = await startAnvil(anvilArgs);
+  const h = await startRpc({ nodeUrl: anvil.url });
+  t.teardown(async () => {
+    await h.close();
+    await anvil.stop();
+  });
+  return { anvil, h };
+}

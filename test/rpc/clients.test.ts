@@ -8,19 +8,14 @@ import { optimism } from 'viem/chains';
 import { JsonRpcProvider, Wallet } from 'ethers';
 import { feed } from '../helpers/ingest.js';
 import { flashblocksOf, previewNextBlock } from '../helpers/flashblock-builder.js';
-import { startAnvil, startRpc } from '../helpers/rpc-harness.js';
+import { startRpcOverAnvil } from '../helpers/rpc-harness.js';
 
 const KEY0 = '0xac0974bec39a17e36ba4a6b4d238ff944bacb478cbed5efcae784d7bf4f2ff80';
 const KEY1 = '0x59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d';
 const A = '0xf39fd6e51aad88f6f4ce6ab8827279cfffb92266';
 const B = '0x70997970c51812dc3a010c7d01b50e0d17dc79c8';
 
-const anvil = await startAnvil(['--no-mining']);
-const h = await startRpc({ nodeUrl: anvil.url });
-t.teardown(async () => {
-  await h.close();
-  await anvil.stop();
-});
+const { anvil, h } = await startRpcOverAnvil(t, ['--no-mining']);
 
 const chain = defineChain({ ...optimism, id: 31337, name: 'anvil (op)', rpcUrls: { default: { http: [h.url] } } });
 const pub = createPublicClient({ chain, transport: http(h.url), pollingInterval: 10 });

@@ -5,7 +5,7 @@ import { Ajv, type ValidateFunction } from 'ajv';
 import WebSocket from 'ws';
 import { feed } from '../helpers/ingest.js';
 import { loadJson, unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
-import { startAnvil, startRpc } from '../helpers/rpc-harness.js';
+import { startRpcOverAnvil } from '../helpers/rpc-harness.js';
 
 interface OpenRpc {
   methods: { name: string; result: { schema: unknown } }[];
@@ -47,12 +47,7 @@ function valid(tt: Test, method: string, result: unknown): void {
 const msgs = unichainMessages();
 const canonical = unichainRpcBlock() as { transactions: Record<string, unknown>[]; number: string };
 const hashes = msgs.map((m) => (m.diff as { block_hash: string }).block_hash);
-const anvil = await startAnvil();
-const h = await startRpc({ nodeUrl: anvil.url });
-t.teardown(async () => {
-  await h.close();
-  await anvil.stop();
-});
+const { h } = await startRpcOverAnvil(t);
 for (const m of msgs) feed(h.pipeline, m);
 const NUM = canonical.number;
 const txHashes = canonical.transactions.map((x) => x.hash as string);

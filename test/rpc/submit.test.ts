@@ -6,16 +6,11 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { optimism } from 'viem/chains';
 import { feed } from '../helpers/ingest.js';
 import { flashblocksOf, previewNextBlock } from '../helpers/flashblock-builder.js';
-import { startAnvil, startRpc } from '../helpers/rpc-harness.js';
+import { startRpcOverAnvil } from '../helpers/rpc-harness.js';
 
 const KEY2 = '0x5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a';
 const B = '0x70997970c51812dc3a010c7d01b50e0d17dc79c8';
-const anvil = await startAnvil(['--no-mining']);
-const h = await startRpc({ nodeUrl: anvil.url });
-t.teardown(async () => {
-  await h.close();
-  await anvil.stop();
-});
+const { anvil, h } = await startRpcOverAnvil(t, ['--no-mining']);
 const chain = defineChain({ ...optimism, id: 31337, name: 'anvil (op)', rpcUrls: { default: { http: [h.url] } } });
 const wallet = createWalletClient({ chain, transport: http(anvil.url), account: privateKeyToAccount(KEY2) });
 
