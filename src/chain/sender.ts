@@ -109,6 +109,21 @@ function yParityOf(tx: DecodedTx): number {
  */
 export function recoverSender(tx: DecodedTx, engine?: RecoveryEngine): string | null {
   if (tx.from !== null) return tx.from;
+  if (nativeSecp !== null && engine !== 'noble') {
+    // The same input the recovery worker gets (cut from the raw bytes: no field decoding).
+    const input = recoveryInput(tx);
+    if (input !== null) {
+      let pub: Uint8Array;
+      try {
+        pub = nativeSecp.ecdsaRecover(input.sig, input.recid, input.hash, false);
+      } catch {
+        return null;
+      }
+      const from = addressOfPublicKey(pub);
+      if (from !== null) tx.from = from;
+      return from;
+    }
+  }
   const hash = signingHashOf(tx);
   if (hash === null) return null;
   const from = recoverAddress(hash, yParityOf(tx), tx.r, tx.s, engine);
