@@ -26,7 +26,8 @@ const DESIGN_ROWS = [
 function commit(): string {
   try {
     const sha = execSync('git rev-parse --short HEAD', { encoding: 'utf8' }).trim();
-    const dirty = execSync('git status --porcelain -- src bench', { encoding: 'utf8' }).trim() !== '';
+    // The run's own outputs (bench/results/*.svg) do not make the measured code dirty.
+    const dirty = execSync("git status --porcelain -- src bench ':!bench/results'", { encoding: 'utf8' }).trim() !== '';
     return dirty ? `${sha} (with uncommitted changes in src/ or bench/)` : sha;
   } catch {
     return 'unknown';
