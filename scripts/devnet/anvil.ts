@@ -1,8 +1,9 @@
 // Owns the anvil child process of the devnet: spawn on a free loopback port, wait until it answers, stop it.
 // Must not touch any process it did not start, and must never leave its child behind when the parent exits.
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
+import { spawnTied } from '../../src/child.js';
 
 /** The mnemonic of anvil's funded dev accounts (anvil's default). */
 export const DEV_MNEMONIC = 'test test test test test test test test test test test junk';
@@ -130,7 +131,8 @@ export async function startAnvil(opts: AnvilOptions = {}): Promise<Anvil> {
     ...(opts.extraArgs ?? []),
   ];
   installExitHooks();
-  const child = spawn(anvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // Tied: the kernel kills anvil if this process dies, `kill -9` included (the exit hooks cover only clean exits).
+  const { child } = spawnTied(anvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   void exited.then(() => live.delete(child));

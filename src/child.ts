@@ -1,0 +1,45 @@
+// Spawns child processes that cannot outlive this process, even when it is killed with SIGKILL. Owns nothing else:
+// callers keep their own start/stop logic. A leaf: imports only node built-ins.
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { accessSync, constants } from 'node:fs';
+
+/** util-linux's setpriv sets PR_SET_PDEATHSIG and then execs the real program (Debian ships it in util-linux). */
+const SETPRIV_PATHS = ['/usr/bin/setpriv', '/bin/setpriv'];
+
+let setprivPath: string | null | undefined;
+
+/** Path of setpriv when it is executable here, else null (looked up once). */
+export function setpriv(): string | null {
+  if (setprivPath !== undefined) return setprivPath;
+  setprivPath = null;
+  if (process.platform !== 'linux') return setprivPath;
+  for (const p of SETPRIV_PATHS) {
+    try {
+      accessSync(p, constants.X_OK);
+      setprivPath = p;
+      break;
+    } catch {
+      // try the next one
+    }
+  }
+  return setprivPath;
+}
+
+/** A spawned child and whether the kernel will kill it when this process dies. */
+export interface TiedChild {
+  readonly child: ChildProcess;
+  /** True when the child gets SIGKILL from the kernel if this process dies (setpriv --pdeathsig). */
+  readonly tied: boolean;
+}
+
+/**
+ * Spawns `file args` so that the kernel sends it SIGKILL when this process dies, however it dies (`kill -9`
+ * included): on Linux through `setpriv --pdeathsig KILL`, which execs the program in place (same pid, same stdio).
+ * Where setpriv is missing the child is spawned plainly and `tied` is false: the caller must then kill it on exit.
+ * Call it from the main thread: the death signal follows the thread that forked the child.
+ */
+export function spawnTied(file: string, args: readonly string[], opts: SpawnOptions = {}): TiedChild {
+  const sp = setpriv();
+  if (sp === null) return { child: spawn(file, [...args], opts), tied: false };
+  return { child: spawn(sp, ['--pdeathsig', 'KILL', '--', file, ...args], opts), tied: true };
+}
