@@ -78,7 +78,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const p = new IngestPipeline(st, { maxFrameBytes: 1 << 26, gapWindowFrames: 16, gapTimeoutMs: 1000 }, silentLogger, null);
     p.handleFrame({ data: frames[i & 63]!, isBinary: false, upstream: 0, receivedAtMs: performance.now() });
     const t0 = performance.now();
-    st.recoverSenders();
+    p.senders.recoverQueued();
     recoverUs.push((performance.now() - t0) * 1000);
   }
 

@@ -64,7 +64,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const ceilingUrl = `http://127.0.0.1:${uws.us_socket_local_port(ls)}/`;
 
     // The same Dispatcher on node:http.
-    const dispatcher = new Dispatcher(h.ctx);
+    const dispatcher = new Dispatcher(h.ctx, h.deps.options);
     const nodeServer = http.createServer({ keepAlive: true }, (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));

@@ -1,29 +1,31 @@
 // Assembles the daemon: config → metrics, state, pipeline, node client → uWS app with rpc/ and stream/ mounted →
 // listeners → upstreams and canonical tracking. Owns start and stop order; holds no logic of its own.
 import { performance } from 'node:perf_hooks';
-import { RecoveryWorker } from './chain/recover-worker.js';
 import type { Config } from './config.js';
-import type { Mounted, ServiceContext } from './context.js';
 import { StartupCode, StartupError } from './errors.js';
 import { CanonicalTracker } from './ingest/canonical.js';
-import { IngestPipeline, type IngestObserver } from './ingest/pipeline.js';
+import { metricsObserver, observeUpstreamEvent } from './ingest/observer.js';
+import { IngestPipeline } from './ingest/pipeline.js';
 import { UpstreamPool } from './ingest/upstream.js';
 import { createLogger, type Logger } from './log.js';
-import { createMetrics, flashblockLatenessSeconds, type Metrics } from './metrics/metrics.js';
+import { healthReport } from './metrics/health.js';
+import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer, type HealthReport, type MetricsServer } from './metrics/server.js';
 import { checkNative, loadUws, type NativeReport } from './native.js';
 import { NodeClient } from './node/client.js';
-import { mountRpc } from './rpc/server.js';
-import { StateEvents } from './state/events.js';
+import { mountRpc, type RpcOptions } from './rpc/server.js';
 import { PendingState } from './state/pending.js';
-import { mountStream } from './stream/server.js';
-import { Subscriptions } from './stream/subscriptions.js';
+import { RecoveryWorker } from './state/recover-worker.js';
+import type { PendingView } from './state/view.js';
+import { mountStream, type StreamOptions } from './stream/server.js';
 
 /** A running daemon. */
 export interface Daemon {
   readonly rpcPort: number;
   readonly metricsPort: number;
-  readonly ctx: ServiceContext;
+  readonly metrics: Metrics;
+  /** The pending state, read-only. */
+  readonly view: PendingView;
   readonly pipeline: IngestPipeline;
   readonly native: NativeReport;
   /** Health as /readyz reports it. */
@@ -38,28 +40,32 @@ export interface DaemonOptions {
   commit?: string;
 }
 
-/** Maps pipeline observations onto the metric cells (resolved once, nothing allocated per frame). */
-function metricsObserver(m: Metrics, blockTimeMs: number): IngestObserver {
-  let lastAppliedAt = -1;
+/** The JSON-RPC module's settings. */
+function rpcOptions(c: Readonly<Config>): RpcOptions {
   return {
-    frame(u, isBinary, bytes) {
-      const up = m.forUpstream(u);
-      up.frames[isBinary ? 'binary' : 'text'].inc();
-      up.bytes.inc(bytes);
-    },
-    decodeError: (reason) => m.decodeErrors[reason].inc(),
-    copy: (u, first) => (first ? m.upstreamFirstCopies[u] : m.upstreamDuplicateCopies[u])?.inc(),
-    verdict: (v) => m.sequenceVerdicts[v].inc(),
-    applied(fb, block, seconds, receivedAtMs) {
-      m.processingSeconds.observe(seconds);
-      if (lastAppliedAt >= 0) m.observeInterarrival((receivedAtMs - lastAppliedAt) / 1000);
-      lastAppliedAt = receivedAtMs;
-      m.observeLateness(flashblockLatenessSeconds(performance.timeOrigin + receivedAtMs, block.base.timestamp, fb.index, blockTimeMs));
-      m.pendingBlock.set(block.number);
-      m.pendingIndex.set(fb.index);
-    },
-    reorg: (hashes) => m.preconfReorgs.inc(hashes.length),
-    brokenBlock: () => {},
+    maxBodyBytes: c.maxBodyBytes,
+    corsOrigins: c.corsOrigins,
+    streamMaxBackpressureBytes: c.streamMaxBackpressureBytes,
+    streamIdleTimeoutS: c.streamIdleTimeoutS,
+    maxBatchItems: c.maxBatchItems,
+    maxResponseBytes: c.maxResponseBytes,
+    allowNamespaces: c.allowNamespaces,
+    flashblocksEnabled: c.flashblocksEnabled,
+    sendRawSyncTimeoutMs: c.sendRawSyncTimeoutMs,
+  };
+}
+
+/** The raw stream's settings. */
+function streamOptions(c: Readonly<Config>): StreamOptions {
+  return {
+    streamMaxBackpressureBytes: c.streamMaxBackpressureBytes,
+    streamMaxSubscribers: c.streamMaxSubscribers,
+    streamMaxPerIp: c.streamMaxPerIp,
+    streamIdleTimeoutS: c.streamIdleTimeoutS,
+    apiKeys: c.apiKeys,
+    trustedProxies: c.trustedProxies,
+    replayRingFrames: c.replayRingFrames,
+    maxFrameBytes: c.maxFrameBytes,
   };
 }
 
@@ -71,7 +77,6 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const upstreamCount = Math.max(1, config.flashblocksUrls.length);
   const metrics = createMetrics({ version: opts.version ?? '0.0.0', commit: opts.commit ?? 'unknown', upstreamCount });
   const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });
-  const events = new StateEvents();
   // Sender recovery (~50 µs a transaction) on a worker thread; with the JS fallback it stays on the event loop.
   const recoveryWorker = native.secp256k1 ? RecoveryWorker.start(log) : null;
   const pipeline = new IngestPipeline(
@@ -79,8 +84,8 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     { maxFrameBytes: config.maxFrameBytes, gapWindowFrames: config.gapWindowFrames, gapTimeoutMs: config.gapTimeoutMs, recoveryWorker },
     log,
     metricsObserver(metrics, config.blockTimeMs),
-    events,
   );
+  const events = pipeline.events;
   const node = new NodeClient({
     url: config.nodeRpcUrl,
     timeoutMs: config.nodeTimeoutMs,
@@ -90,22 +95,12 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       if (err !== null && err !== 'disabled') metrics.nodeErrors[err].inc();
     },
   });
-  const ctx: ServiceContext = {
-    config,
-    log,
-    metrics,
-    state,
-    events,
-    node,
-    pendingUsable: () =>
-      config.flashblocksEnabled && state.pendingBlock() !== null && performance.now() - state.lastAppliedMs < config.pendingMaxAgeMs,
-    subscriptions: null,
-  };
+  const pendingUsable = (): boolean =>
+    config.flashblocksEnabled && state.pendingBlock() !== null && performance.now() - state.lastAppliedMs < config.pendingMaxAgeMs;
 
   const app = uWS.App();
-  const stream = mountStream(app, ctx);
-  ctx.subscriptions = new Subscriptions(ctx);
-  const rpc: Mounted = mountRpc(app, ctx);
+  const stream = mountStream(app, { options: streamOptions(config), events, metrics, log });
+  const rpc = mountRpc(app, { options: rpcOptions(config), view: state, senders: pipeline.senders, events, node, metrics, log, pendingUsable });
 
   const listenSocket = await new Promise<unknown>((resolve) => app.listen(config.host, config.port, (s) => resolve(s)));
   if (!listenSocket) throw new StartupError(StartupCode.PORT_IN_USE, `cannot listen on ${config.host}:${config.port} (in use or not permitted); choose another --port`);
@@ -126,14 +121,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
           },
           {
             onFrame: (f) => pipeline.handleFrame(f),
-            onEvent: (e) => {
-              const up = metrics.forUpstream(e.upstream);
-              if (e.kind === 'connected') up.connected.set(1);
-              else if (e.kind === 'disconnected') {
-                up.connected.set(0);
-                up.reconnects.inc();
-              } else if (e.kind === 'stalled') up.stalls.inc();
-            },
+            onEvent: (e) => observeUpstreamEvent(metrics, e),
           },
           log,
         )
@@ -155,22 +143,17 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
 
   const health = (): HealthReport => {
     const now = performance.now();
-    const age = state.lastAppliedMs === 0 ? null : Math.round(now - state.lastAppliedMs);
-    const upstreamConnected = pool?.connectedCount() ?? 0;
-    const nodeReachable = !node.enabled || (tracker.lastOkMs > 0 && now - tracker.lastOkMs < Math.max(5000, config.canonicalPollMs * 20));
-    const fresh = !config.flashblocksEnabled || (age !== null && age <= config.readyMaxAgeMs);
-    const upOk = !config.flashblocksEnabled || upstreamConnected > 0;
-    return {
-      ready: fresh && upOk && nodeReachable,
-      upstreamConnected,
-      pendingAgeMs: age,
-      nodeReachable,
-      checks: {
-        upstream: { ok: upOk, detail: config.flashblocksEnabled ? `${upstreamConnected}/${config.flashblocksUrls.length} upstreams connected` : 'flashblocks disabled' },
-        pending: { ok: fresh, detail: age === null ? 'no flashblock applied yet' : `last flashblock applied ${age} ms ago (limit ${config.readyMaxAgeMs} ms)` },
-        node: { ok: nodeReachable, detail: node.enabled ? (nodeReachable ? `head ${tracker.head}` : 'node not answering') : 'no node configured' },
-      },
-    };
+    return healthReport({
+      flashblocksEnabled: config.flashblocksEnabled,
+      upstreamUrls: config.flashblocksUrls.length,
+      upstreamConnected: pool?.connectedCount() ?? 0,
+      pendingAgeMs: state.lastAppliedMs === 0 ? null : Math.round(now - state.lastAppliedMs),
+      readyMaxAgeMs: config.readyMaxAgeMs,
+      nodeEnabled: node.enabled,
+      nodeOkAgeMs: tracker.lastOkMs > 0 ? now - tracker.lastOkMs : null,
+      canonicalPollMs: config.canonicalPollMs,
+      nodeHead: tracker.head,
+    });
   };
 
   let metricsServer: MetricsServer;
@@ -205,5 +188,5 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     return stopping;
   };
 
-  return { rpcPort, metricsPort: metricsServer.port, ctx, pipeline, native, health, stop };
+  return { rpcPort, metricsPort: metricsServer.port, metrics, view: state, pipeline, native, health, stop };
 }

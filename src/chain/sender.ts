@@ -7,7 +7,7 @@ import { TX_DEPOSIT, TX_LEGACY } from './types.js';
 import { keccak256 } from './keccak.js';
 import { encodeRlp } from './rlp.js';
 import { bigIntToBytes, hexToBytes } from './hex.js';
-import { signingInputOf } from './signing.js';
+import { signingInputOf, type RecoveryInput } from './signing.js';
 import { decodeTransaction, SECP256K1_HALF_N, SECP256K1_N } from './tx.js';
 
 interface NativeSecp256k1 {
@@ -65,12 +65,7 @@ export function addressOfPublicKey(pub: Uint8Array): string | null {
   return '0x' + keccak256(xy).subarray(12).toString('hex');
 }
 
-/** What a native ecdsaRecover call needs for one transaction: 64-byte r‖s, recovery id, 32-byte message. */
-export interface RecoveryInput {
-  sig: Buffer;
-  recid: number;
-  hash: Buffer;
-}
+export type { RecoveryInput } from './signing.js';
 
 /**
  * The recovery input of a signed transaction whose sender is not known yet, or null when there is nothing to

@@ -2,64 +2,11 @@
 // flashblock shape, transaction decoding. Returns a result value; never throws on bad input, never touches state.
 import { brotliDecompressSync, constants as zlibConstants } from 'node:zlib';
 import { ingestTransaction } from '../chain/lazy-tx.js';
+import type { FlashLog, FlashReceipt, Flashblock, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
 import { isHexData, isLooseQuantity, lowerHexData, quantityToBigInt, quantityToNumber } from '../chain/hex.js';
 
-/** Block properties carried by index 0 (hex strings normalised to lower case). */
-export interface FlashblockBase {
-  parentBeaconBlockRoot: string;
-  parentHash: string;
-  feeRecipient: string;
-  prevRandao: string;
-  blockNumber: number;
-  gasLimit: bigint;
-  timestamp: number;
-  extraData: string;
-  baseFeePerGas: bigint;
-}
-
-/** Cumulative header fields of the block so far. */
-export interface FlashblockDiff {
-  stateRoot: string;
-  receiptsRoot: string;
-  logsBloom: string;
-  gasUsed: bigint;
-  blockHash: string;
-  blobGasUsed: bigint | null;
-  withdrawalsRoot: string | null;
-  withdrawals: unknown[];
-}
-
-export interface FlashLog {
-  address: string;
-  topics: string[];
-  data: string;
-}
-
-/** A receipt as the metadata gives it (either shape), normalised. Unknown fields are null. */
-export interface FlashReceipt {
-  /** EIP-2718 type from the tag, or null when the object gave none. */
-  type: number | null;
-  status: number | null;
-  cumulativeGasUsed: bigint | null;
-  logs: FlashLog[];
-  depositNonce: bigint | null;
-  depositReceiptVersion: bigint | null;
-}
-
-/** A decoded, validated flashblock. */
-export interface Flashblock {
-  payloadId: string;
-  index: number;
-  blockNumber: number;
-  base: FlashblockBase | null;
-  diff: FlashblockDiff;
-  txs: DecodedTx[];
-  /** Receipts by lower-case tx hash; null when metadata carries none (post-Azul streams). */
-  receipts: Map<string, FlashReceipt> | null;
-  /** Balances by lower-case address (cumulative within the block); null when absent. */
-  balances: Map<string, bigint> | null;
-}
+export type { FlashLog, FlashReceipt, Flashblock, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 
 /** Closed set of decode-failure reasons (metric label values). */
 export type DecodeErrorReason = 'too_large' | 'brotli' | 'json' | 'schema' | 'transaction';

@@ -1,12 +1,14 @@
 // The per-frame pipeline: decode → hedge de-duplication → sequence verdict → apply to state → notify. Single writer
 // of PendingState. Per-frame problems are values: counted by reason, logged with block/index, never thrown.
 import { performance } from 'node:perf_hooks';
-import type { RecoveryWorker } from '../chain/recover-worker.js';
 import type { Logger } from '../log.js';
 import type { PendingState } from '../state/pending.js';
 import type { PendingBlock, RawFrame } from '../state/block.js';
 import { StateEvents } from '../state/events.js';
-import { decodeFrame, type DecodeErrorReason, type Flashblock } from './frame.js';
+import type { RecoveryWorker } from '../state/recover-worker.js';
+import { SenderRecovery } from '../state/senders.js';
+import type { Flashblock } from '../chain/flashblock.js';
+import { decodeFrame, type DecodeErrorReason } from './frame.js';
 import { classify, ReorderBuffer, type SequenceView, type Verdict } from './sequence.js';
 import type { UpstreamFrame } from './upstream.js';
 
@@ -51,8 +53,9 @@ export class IngestPipeline {
   private readonly firstCopy = new Map<string, number>();
   private readonly ring: string[] = new Array(HEDGE_MEMORY);
   private ringPos = 0;
-  private recoverScheduled = false;
   private readonly view: SequenceView;
+  /** Recovers the senders of applied transactions (worker thread or event-loop slices); readers ask it for them. */
+  readonly senders: SenderRecovery;
 
   constructor(
     readonly state: PendingState,
@@ -63,6 +66,7 @@ export class IngestPipeline {
     readonly events: StateEvents = new StateEvents(),
   ) {
     this.reorder = new ReorderBuffer<Held>(opts.gapWindowFrames, opts.gapTimeoutMs);
+    this.senders = new SenderRecovery(state, { worker: opts.recoveryWorker ?? null, sliceMs: opts.recoverSliceMs ?? 2 });
     this.view = {
       canonical: -1,
       height: (n) => {
@@ -149,7 +153,7 @@ export class IngestPipeline {
     const block = fb.index === 0 ? this.state.startBlock(fb, frame, now) : this.state.appendFlashblock(fb, frame, now);
     this.observer?.applied(fb, block, (performance.now() - t0) / 1000, frame.receivedAtMs);
     this.events.emitApplied(block, fb, frame, this.onListenerError);
-    this.scheduleRecovery();
+    this.senders.added(block, fb.index);
   }
 
   /** Applies buffered successors that became contiguous. */
@@ -204,19 +208,5 @@ export class IngestPipeline {
         hashes: res.reorged.slice(0, 10),
       });
     }
-  }
-
-  private scheduleRecovery(): void {
-    const worker = this.opts.recoveryWorker;
-    if (worker != null && worker.usable) {
-      this.state.recoverOn(worker, () => this.scheduleRecovery());
-      return;
-    }
-    if (this.recoverScheduled || this.state.unrecoveredCount === 0) return;
-    this.recoverScheduled = true;
-    setImmediate(() => {
-      this.recoverScheduled = false;
-      if (this.state.recoverSenders(this.opts.recoverSliceMs ?? 2) > 0) this.scheduleRecovery();
-    });
   }
 }

@@ -1,12 +1,12 @@
 // JSON-RPC 2.0 envelopes: parse, validate, batch, run handlers, forward misses to the node as one batch, reassemble
 // in request order. The only place error envelopes are built. Transport-agnostic: no sockets here.
 import { performance } from 'node:perf_hooks';
-import type { ServiceContext, SubscriberSink } from '../context.js';
 import { RpcCode, RpcError } from '../errors.js';
 import { NodeError } from '../node/client.js';
 import type { RpcSource } from '../metrics/metrics.js';
 import { ETH_METHODS } from './methods/eth.js';
-import { FORWARD_AS_IS, Forward, RawJson, type Handler, type MethodTable } from './methods/types.js';
+import { FORWARD_AS_IS, Forward, RawJson, type Handler, type MethodContext, type MethodTable } from './methods/types.js';
+import type { SubscriberSink } from './subscriptions.js';
 
 /** Deepest `[`/`{` nesting accepted; JSON.parse recurses, so deeper bodies are refused before parsing. */
 export const MAX_JSON_DEPTH = 64;
@@ -67,15 +67,24 @@ class Item {
 
 const EMPTY: unknown[] = [];
 
+/** Envelope limits and the namespaces let through (built from Config by the daemon). */
+export interface DispatchOptions {
+  readonly maxBatchItems: number;
+  readonly maxResponseBytes: number;
+  /** Namespaces of DENIED_NAMESPACES forwarded anyway. */
+  readonly allowNamespaces: readonly string[];
+}
+
 /** Parses and answers JSON-RPC bodies for any transport. */
 export class Dispatcher {
   private readonly denied: Set<string>;
 
   constructor(
-    private readonly ctx: ServiceContext,
+    private readonly ctx: MethodContext,
+    private readonly opts: DispatchOptions,
     private readonly methods: MethodTable = ETH_METHODS,
   ) {
-    this.denied = new Set(DENIED_NAMESPACES.filter((ns) => !ctx.config.allowNamespaces.includes(ns)));
+    this.denied = new Set(DENIED_NAMESPACES.filter((ns) => !opts.allowNamespaces.includes(ns)));
   }
 
   /**
@@ -105,8 +114,8 @@ export class Dispatcher {
 
   private batch(list: unknown[], sink: SubscriberSink | null, t0: number): Reply | Promise<Reply> {
     if (list.length === 0) return errorEnvelope('null', RpcCode.INVALID_REQUEST, 'invalid request: empty batch');
-    if (list.length > this.ctx.config.maxBatchItems) {
-      return errorEnvelope('null', RpcCode.INVALID_REQUEST, `batch too large: ${list.length} items, the limit is ${this.ctx.config.maxBatchItems}`);
+    if (list.length > this.opts.maxBatchItems) {
+      return errorEnvelope('null', RpcCode.INVALID_REQUEST, `batch too large: ${list.length} items, the limit is ${this.opts.maxBatchItems}`);
     }
     const items: Item[] = new Array(list.length);
     let fwds: Item[] | null = null;
@@ -299,7 +308,7 @@ export class Dispatcher {
 
   private assemble(items: Item[]): Reply {
     let out = '';
-    const cap = this.ctx.config.maxResponseBytes;
+    const cap = this.opts.maxResponseBytes;
     for (let i = 0; i < items.length; i++) {
       const it = items[i]!;
       this.record(it);
@@ -312,13 +321,13 @@ export class Dispatcher {
   }
 
   private capped(s: string | null): string | null {
-    const cap = this.ctx.config.maxResponseBytes;
+    const cap = this.opts.maxResponseBytes;
     if (s === null || s.length <= cap) return s;
     return errorEnvelope(idOf(s), RpcCode.LIMIT_EXCEEDED, `response exceeds the ${cap}-byte limit`);
   }
 
   private cappedBuffer(item: Item, buf: Buffer): Reply {
-    const cap = this.ctx.config.maxResponseBytes;
+    const cap = this.opts.maxResponseBytes;
     if (buf.length <= cap) return buf;
     item.source = 'error';
     return errorEnvelope(item.idJson ?? 'null', RpcCode.LIMIT_EXCEEDED, `response exceeds the ${cap}-byte limit`);

@@ -3,9 +3,66 @@
 // uWS lifetimes: onAborted first, non-final body chunks copied, writes after an await corked, and nothing touches a
 // response after it was aborted or ended. The stream module owns /flashblocks*, /ws*; they are not registered here.
 import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
-import type { Mounted, ServiceContext, SubscriberSink } from '../context.js';
 import { RpcCode } from '../errors.js';
-import { Dispatcher, errorEnvelope, type Reply } from './dispatch.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics/metrics.js';
+import type { NodeClient } from '../node/client.js';
+import type { StateEvents } from '../state/events.js';
+import type { PendingView, SenderSource } from '../state/view.js';
+import { Dispatcher, errorEnvelope, type DispatchOptions, type Reply } from './dispatch.js';
+import type { MethodContext, MethodOptions } from './methods/types.js';
+import { Shapes } from './shapes/json.js';
+import { Subscriptions, type SubscriberSink } from './subscriptions.js';
+
+/** The settings the JSON-RPC transports read (built from Config by the daemon). */
+export interface RpcOptions extends DispatchOptions, MethodOptions {
+  readonly maxBodyBytes: number;
+  /** CORS allowed origins ('*' = any); CORS is off when empty. */
+  readonly corsOrigins: readonly string[];
+  /** Per-WebSocket send buffer; a connection above it is closed. */
+  readonly streamMaxBackpressureBytes: number;
+  readonly streamIdleTimeoutS: number;
+  /** eth_subscribe subscriptions one connection may hold. */
+  readonly maxSubscriptionsPerConnection?: number;
+}
+
+/** What the RPC module is given: its settings, the read-only state view and its senders, events, the node. */
+export interface RpcDeps {
+  readonly options: RpcOptions;
+  readonly view: PendingView;
+  readonly senders: SenderSource;
+  readonly events: StateEvents;
+  readonly node: NodeClient;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  /** Whether `pending` may be answered from state now (see MethodContext.pendingUsable). */
+  pendingUsable(): boolean;
+}
+
+/** The mounted JSON-RPC transports. */
+export interface MountedRpc {
+  /** Stop accepting new work; close WebSocket clients with 1001; resolve when in-flight work finished or timed out. */
+  drain(graceMs: number): Promise<void>;
+  /** What the handlers run with (its eth_subscribe hub included); for benchmarks and tests. */
+  readonly ctx: MethodContext;
+}
+
+/** The handlers' context over `deps`: the shapes over its senders and an eth_subscribe hub over its events. */
+export function methodContext(deps: RpcDeps): MethodContext {
+  const shapes = new Shapes(deps.senders);
+  return {
+    options: deps.options,
+    view: deps.view,
+    senders: deps.senders,
+    shapes,
+    events: deps.events,
+    node: deps.node,
+    metrics: deps.metrics,
+    log: deps.log,
+    pendingUsable: () => deps.pendingUsable(),
+    subscriptions: new Subscriptions({ events: deps.events, node: deps.node, shapes, metrics: deps.metrics, log: deps.log }, deps.options.maxSubscriptionsPerConnection),
+  };
+}
 
 /** Media types accepted as JSON-RPC bodies (geth's list). Anything else, or none, is HTTP 415. */
 const JSON_TYPES: ReadonlySet<string> = new Set(['application/json', 'application/json-rpc', 'application/jsonrequest']);
@@ -63,9 +120,11 @@ class WsSink implements SubscriberSink {
  * JSON-RPC on `/` on `app`. Returns the handle whose `drain` answers 503 to new requests, waits for in-flight ones
  * up to `graceMs` and closes WebSocket clients with 1001.
  */
-export function mountRpc(app: TemplatedApp, ctx: ServiceContext): Mounted {
-  const cfg = ctx.config;
-  const dispatcher = new Dispatcher(ctx);
+export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
+  const cfg = deps.options;
+  const ctx = methodContext(deps);
+  const subscriptions = ctx.subscriptions;
+  const dispatcher = new Dispatcher(ctx, cfg);
   const maxBody = cfg.maxBodyBytes;
   const anyOrigin = cfg.corsOrigins.includes('*');
   const origins = new Set(cfg.corsOrigins);
@@ -227,13 +286,15 @@ export function mountRpc(app: TemplatedApp, ctx: ServiceContext): Mounted {
       if (sink === null) return;
       sink.open = false;
       sinks.delete(sink);
-      ctx.subscriptions?.disconnect(sink);
+      subscriptions.disconnect(sink);
     },
   });
 
   return {
+    ctx,
     drain(graceMs: number): Promise<void> {
       draining = true;
+      subscriptions.close();
       for (const s of [...sinks]) s.close(1001, 'server shutting down');
       if (inflight === 0) return Promise.resolve();
       return new Promise<void>((resolve) => {

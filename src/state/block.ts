@@ -1,11 +1,11 @@
 // A pending block: its flashblocks' cumulative diffs, transactions in order with their receipts, balances, raw
 // frames. Mutated only by PendingState (the single writer); everything else reads.
-import { TrieCache } from '../chain/trie.js';
+import type { FlashReceipt, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
-import type { FlashReceipt, FlashblockBase, FlashblockDiff } from '../ingest/frame.js';
+import type { BlockView, RawFrameView, TxView } from './view.js';
 
 /** One upstream frame as received: rebroadcast byte for byte, replayed to late subscribers. */
-export interface RawFrame {
+export interface RawFrame extends RawFrameView {
   data: Buffer;
   isBinary: boolean;
   blockNumber: number;
@@ -14,7 +14,7 @@ export interface RawFrame {
 }
 
 /** A transaction in the pending chain, with what is known of its receipt. */
-export class TxRecord {
+export class TxRecord implements TxView {
   /** Per-tx gas, derived from the difference of cumulative gas; null when the receipt is unknown. */
   gasUsed: bigint | null;
   constructor(
@@ -34,7 +34,7 @@ export class TxRecord {
 }
 
 /** The state of one block number while it is pending. */
-export class PendingBlock {
+export class PendingBlock implements BlockView {
   readonly diffs: FlashblockDiff[] = [];
   /** Number of transactions after flashblock i was applied. */
   readonly txCountAt: number[] = [];
@@ -56,10 +56,6 @@ export class PendingBlock {
   /** Bumped on every applied flashblock; readers cache derived JSON by it. */
   version = 0;
   lastAppliedMs = 0;
-  /** Derived data cached per flashblock index (transactionsRoot, size, ...). */
-  readonly derived = new Map<string, unknown>();
-  /** transactionsRoot trie nodes, kept across flashblocks: the transaction list only grows (see view.headerParts). */
-  readonly txTrie = new TrieCache();
 
   constructor(
     readonly number: number,

@@ -1,9 +1,9 @@
 // Notifications of state changes, for readers that push (raw stream, subscriptions, sendRawTransactionSync).
 // The ingest pipeline fires them synchronously after each apply; listeners must be quick and must not throw.
-import type { Flashblock } from '../ingest/frame.js';
-import type { PendingBlock, RawFrame } from './block.js';
+import type { Flashblock } from '../chain/flashblock.js';
+import type { BlockView, RawFrameView } from './view.js';
 
-export type AppliedListener = (block: PendingBlock, fb: Flashblock, frame: RawFrame) => void;
+export type AppliedListener = (block: BlockView, fb: Flashblock, frame: RawFrameView) => void;
 export type CanonicalListener = (blockNumber: number) => void;
 
 /** A tiny synchronous event hub with O(1) unsubscribe. */
@@ -24,7 +24,7 @@ export class StateEvents {
   }
 
   /** Fires applied listeners; a throwing listener is reported through `onError` and the others still run. */
-  emitApplied(block: PendingBlock, fb: Flashblock, frame: RawFrame, onError: (e: unknown) => void): void {
+  emitApplied(block: BlockView, fb: Flashblock, frame: RawFrameView, onError: (e: unknown) => void): void {
     for (const fn of this.applied) {
       try {
         fn(block, fb, frame);

@@ -1,10 +1,9 @@
 // The pending chain: blocks by number, indexes by tx hash, flashblock hash, sender nonce and balance. The only
 // writer is the ingest pipeline (synchronously per flashblock); readers never see half a flashblock.
-import type { RecoveryWorker } from '../chain/recover-worker.js';
-import { addressOfPublicKey, recoverSender, recoveryInput, type RecoveryInput } from '../chain/sender.js';
+import type { Flashblock } from '../chain/flashblock.js';
 import { TX_DEPOSIT } from '../chain/types.js';
-import type { Flashblock } from '../ingest/frame.js';
 import { PendingBlock, TxRecord, type RawFrame } from './block.js';
+import type { PendingView } from './view.js';
 
 export interface PendingOptions {
   /** Pending blocks kept; the oldest is dropped beyond this. */
@@ -24,18 +23,12 @@ interface NonceEntry {
   blockNumber: number;
 }
 
-/** The in-memory pending state. */
-export class PendingState {
+/** The in-memory pending state: written by ingest (and sender recovery), read through PendingView. */
+export class PendingState implements PendingView {
   private readonly blocks = new Map<number, PendingBlock>();
   private readonly txByHash = new Map<string, TxRecord>();
   private readonly byFlashblockHash = new Map<string, { block: PendingBlock; index: number }>();
   private readonly nonces = new Map<string, NonceEntry>();
-  /** Signed transactions whose sender is not recovered yet (recovered in slices or on demand). */
-  private unrecovered: TxRecord[] = [];
-  /** The batch the recovery worker holds (see recoverOn); empty when none is in flight. */
-  private inWorker: TxRecord[] = [];
-  /** Settles when the worker's batch has been applied (or failed); null when none is in flight. */
-  private inWorkerDone: Promise<void> | null = null;
   private highest = -1;
   /** Held blocks newest first; rebuilt lazily after a block is added or removed. */
   private orderCache: PendingBlock[] | null = null;
@@ -88,9 +81,8 @@ export class PendingState {
       block.logCount += usable === null ? 0 : usable.logs.length;
       block.txs.push(rec);
       this.txByHash.set(tx.hash, rec);
-      if (tx.type === TX_DEPOSIT) this.noteNonce(rec);
-      else if (tx.from !== null) this.noteNonce(rec);
-      else this.unrecovered.push(rec);
+      // Signed transactions whose sender is unknown get theirs from SenderRecovery (noteSender).
+      if (tx.type === TX_DEPOSIT || tx.from !== null) this.noteNonce(rec);
     }
     if (fb.receipts === null) block.noMetadata = true;
     if (fb.balances !== null) for (const [a, b] of fb.balances) block.balances.set(a, b);
@@ -100,7 +92,6 @@ export class PendingState {
     block.frames.push(frame);
     block.version++;
     block.lastAppliedMs = nowMs;
-    block.derived.clear();
     this.byFlashblockHash.set(fb.diff.blockHash, { block, index: fb.index });
     this.lastAppliedMs = nowMs;
   }
@@ -122,7 +113,6 @@ export class PendingState {
     b.broken = true;
     b.brokenReason = reason;
     b.version++;
-    b.derived.clear();
     return true;
   }
 
@@ -162,7 +152,6 @@ export class PendingState {
     // The highest nonce of a sender lives in the newest block holding its txs, so dropping from the bottom only
     // removes entries whose newest tx was in the dropped block.
     for (const [addr, e] of this.nonces) if (e.blockNumber === n) this.nonces.delete(addr);
-    if (this.unrecovered.length > 0) this.unrecovered = this.unrecovered.filter((r) => r.block !== b);
     if (n === this.highest) {
       this.highest = -1;
       for (const k of this.blocks.keys()) if (k > this.highest) this.highest = k;
@@ -181,71 +170,14 @@ export class PendingState {
     return min;
   }
 
-  /**
-   * Recovers senders of pending transactions for at most `budgetMs` (or all when undefined). Returns how many are
-   * still waiting. The pipeline calls it in slices after each flashblock so the event loop is never held long.
-   */
-  recoverSenders(budgetMs?: number): number {
-    const q = this.unrecovered;
-    if (q.length === 0) return 0;
-    const end = budgetMs === undefined ? Infinity : performance.now() + budgetMs;
-    let i = 0;
-    for (; i < q.length; i++) {
-      const rec = q[i]!;
-      recoverSender(rec.tx);
-      this.noteNonce(rec);
-      if ((i & 7) === 7 && performance.now() >= end) {
-        i++;
-        break;
-      }
-    }
-    this.unrecovered = i >= q.length ? [] : q.slice(i);
-    return this.unrecovered.length;
+  /** Indexes the nonce of a transaction whose sender was just recovered (SenderRecovery only). */
+  noteSender(rec: TxRecord): void {
+    if (rec.tx.from !== null && this.holds(rec.block)) this.noteNonce(rec);
   }
 
-  /**
-   * Recovers the waiting senders on `worker`: the inputs are prepared here, the public keys come back later and
-   * are applied on this thread (the single writer). One batch in flight; senders that arrive meanwhile go in the next
-   * one. Calls `onFail` when the worker fails (the caller falls back to recoverSenders slices).
-   */
-  recoverOn(worker: RecoveryWorker, onFail: () => void): void {
-    if (this.inWorker.length > 0 || this.unrecovered.length === 0) return;
-    const batch = this.unrecovered;
-    const inputs: RecoveryInput[] = [];
-    const sent: TxRecord[] = [];
-    for (const rec of batch) {
-      const input = recoveryInput(rec.tx);
-      if (input !== null) {
-        inputs.push(input);
-        sent.push(rec);
-      } else if (recoverSender(rec.tx) !== null) this.noteNonce(rec); // nothing for the worker: settled here
-    }
-    const taken = new Set(batch);
-    this.unrecovered = [];
-    if (inputs.length === 0) return;
-    this.inWorker = sent;
-    this.inWorkerDone = worker.recover(inputs).then(
-      (pubs) => {
-        this.inWorker = [];
-        this.inWorkerDone = null;
-        for (let i = 0; i < sent.length; i++) {
-          const rec = sent[i]!;
-          const pub = pubs[i];
-          if (rec.tx.from === null && pub != null) rec.tx.from = addressOfPublicKey(pub);
-          // A block settled or replaced meanwhile no longer indexes its senders.
-          if (rec.tx.from !== null && this.blocks.get(rec.block.number) === rec.block) this.noteNonce(rec);
-        }
-        if (this.unrecovered.length > 0) this.recoverOn(worker, onFail);
-      },
-      () => {
-        this.inWorker = [];
-        this.inWorkerDone = null;
-        // Back to the queue (still held, still unknown), ahead of what arrived meanwhile.
-        const back = sent.filter((r) => r.tx.from === null && this.blocks.get(r.block.number) === r.block);
-        this.unrecovered = [...back, ...this.unrecovered.filter((r) => !taken.has(r))];
-        onFail();
-      },
-    );
+  /** Whether `block` is still held (not settled, dropped or replaced). */
+  holds(block: PendingBlock): boolean {
+    return this.blocks.get(block.number) === block;
   }
 
   // ---- reads ----
@@ -282,44 +214,9 @@ export class PendingState {
     return r === undefined || r.block.broken ? undefined : r;
   }
 
-  /** The next nonce of `address` after the pending transactions, or null when it has none pending. */
+  /** The next nonce of `address` from the senders known so far, or null when it has none pending. */
   nextNonce(address: string): bigint | null {
-    if ((this.unrecovered.length > 0 || this.inWorker.length > 0) && this.maySend(address)) {
-      this.recoverSenders();
-      // The batch the worker holds is recovered here too; its answer then finds the senders known.
-      for (const rec of this.inWorker) if (rec.tx.from === null && recoverSender(rec.tx) !== null && this.blocks.get(rec.block.number) === rec.block) this.noteNonce(rec);
-    }
     return this.nonces.get(address)?.next ?? null;
-  }
-
-  /**
-   * For a nonce query: null when nextNonce(address) can answer now without recovering on this thread; otherwise a
-   * Promise that settles once the recovery worker has answered every batch that may hold a transaction of
-   * `address` (waiting ~10 ms instead of recovering a whole flashblock's senders on the event loop).
-   */
-  sendersSettled(address: string): Promise<void> | null {
-    if (this.inWorkerDone === null || !this.maySend(address)) return null;
-    return (async () => {
-      // A batch that finishes may start the next (senders that arrived meanwhile): wait for those too.
-      while (this.inWorkerDone !== null) await this.inWorkerDone;
-    })();
-  }
-
-  /**
-   * Whether `address` may be the sender of a transaction whose sender is not recovered yet. A sender's account
-   * changes (nonce, and balance through fees), so it is in its block's new_account_balances: an address absent from
-   * every such block sent none of them, and a nonce query for it need not recover ~65 µs per pending transaction.
-   */
-  private maySend(address: string): boolean {
-    let last: PendingBlock | null = null;
-    for (const list of [this.unrecovered, this.inWorker]) {
-      for (const rec of list) {
-        if (rec.block === last) continue;
-        last = rec.block;
-        if (!last.balancesComplete || last.balances.has(address)) return true;
-      }
-    }
-    return false;
   }
 
   /** The balance of `address` after the pending state, or null when no held block reports it. */
@@ -342,10 +239,5 @@ export class PendingState {
   /** Count of indexed transactions (tests and metrics). */
   get txCount(): number {
     return this.txByHash.size;
-  }
-
-  /** Count of senders awaiting recovery (queued, or in the worker's batch). */
-  get unrecoveredCount(): number {
-    return this.unrecovered.length + this.inWorker.length;
   }
 }

@@ -3,9 +3,10 @@
 // except for the opt-in brotli copy, which is made once per frame.
 import { brotliCompressSync, constants as zlibConstants } from 'node:zlib';
 import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
-import type { Mounted, ServiceContext } from '../context.js';
-import type { StreamRefusalReason } from '../metrics/metrics.js';
-import type { RawFrame } from '../state/block.js';
+import type { Logger } from '../log.js';
+import type { Metrics, StreamRefusalReason } from '../metrics/metrics.js';
+import type { StateEvents } from '../state/events.js';
+import type { RawFrameView as RawFrame } from '../state/view.js';
 import { CidrList, clientIp } from './ip.js';
 import { ReplayRing } from './replay.js';
 
@@ -37,8 +38,33 @@ class StreamUser {
 
 type Sock = WebSocket<StreamUser>;
 
+/** The settings the raw stream reads (built from Config by the daemon). */
+export interface StreamOptions {
+  /** Per-subscriber send buffer; a subscriber above it misses frames and is closed. */
+  readonly streamMaxBackpressureBytes: number;
+  readonly streamMaxSubscribers: number;
+  readonly streamMaxPerIp: number;
+  readonly streamIdleTimeoutS: number;
+  readonly apiKeys: readonly string[];
+  /** CIDRs whose X-Forwarded-For is honoured. */
+  readonly trustedProxies: readonly string[];
+  readonly replayRingFrames: number;
+  /** Largest upstream frame: the headroom above the cap that uWS's own limit keeps. */
+  readonly maxFrameBytes: number;
+}
+
+/** What the raw stream is given: its settings, the applied-frame events, metrics and a logger. */
+export interface StreamDeps {
+  readonly options: StreamOptions;
+  readonly events: StateEvents;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+}
+
 /** What mountStream returns: drain, and counters/hooks for health checks and tests. */
-export interface MountedStream extends Mounted {
+export interface MountedStream {
+  /** Stop accepting; close subscribers with 1001. */
+  drain(graceMs: number): Promise<void>;
   /** Open raw-stream connections. */
   subscriberCount(): number;
   /** The largest per-socket send buffer (bytes) seen after a publish; bounded by the cap plus one frame. */
@@ -67,12 +93,12 @@ function isBrotliFrame(f: RawFrame): boolean {
 
 /**
  * Mounts the raw stream on `app` (routes /flashblocks, /flashblocks/*, /ws, /ws/*) and starts rebroadcasting every
- * applied frame from `ctx.events`. With `config.apiKeys` set, the path suffix must be one of the keys (HTTP 401
+ * applied frame from `deps.events`. With `apiKeys` set, the path suffix must be one of the keys (HTTP 401
  * otherwise); each key is limited to `streamMaxPerIp` connections. Query: `encoding=brotli`, `replay=block`,
  * `block_number=N&index=I` (resume after that flashblock).
  */
-export function mountStream(app: TemplatedApp, ctx: ServiceContext): MountedStream {
-  const { config, metrics, log } = ctx;
+export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream {
+  const { options: config, metrics, log } = deps;
   const cap = config.streamMaxBackpressureBytes;
   const trusted = new CidrList(config.trustedProxies);
   const keys = new Set(config.apiKeys);
@@ -108,12 +134,19 @@ export function mountStream(app: TemplatedApp, ctx: ServiceContext): MountedStre
     ws.end(CLOSE_SLOW_CONSUMER, slowReason);
   };
 
-  /** Closes subscribers whose buffer went over the cap (uWS would otherwise skip them silently: a gap). */
-  const checkBackpressure = (): void => {
+  /**
+   * Before each publish: a subscriber whose send buffer is still over the cap would get this frame queued behind a
+   * backlog it is not reading (uWS would skip it silently further on: a gap). It is not sent the frame (counted as
+   * dropped) and is closed with a clear reason instead.
+   */
+  const dropOverCap = (): void => {
     for (const ws of sockets) {
       const b = ws.getBufferedAmount();
       if (b > peakBuffered) peakBuffered = b;
-      if (b > cap) slowClose(ws, b);
+      if (b > cap) {
+        metrics.streamFramesDropped.inc();
+        slowClose(ws, b);
+      }
     }
   };
 
@@ -170,6 +203,7 @@ export function mountStream(app: TemplatedApp, ctx: ServiceContext): MountedStre
         const f = frames[i]!;
         // 2 = dropped: the replay alone is over the cap.
         ok = (brotli ? ws.send(brotliOf(f), true) : ws.send(f.data, f.isBinary)) !== 2;
+        if (!ok) metrics.streamFramesDropped.inc(frames.length - i);
       }
     });
     return ok;
@@ -235,14 +269,14 @@ export function mountStream(app: TemplatedApp, ctx: ServiceContext): MountedStre
   const onApplied = (_block: unknown, _fb: unknown, frame: RawFrame): void => {
     ring.push(frame);
     if (sockets.size === 0) return;
+    dropOverCap();
     const raw = app.numSubscribers(TOPIC_RAW);
     if (raw > 0) app.publish(TOPIC_RAW, frame.data, frame.isBinary);
     const br = app.numSubscribers(TOPIC_BROTLI);
     if (br > 0) app.publish(TOPIC_BROTLI, brotliOf(frame), true);
     metrics.streamFramesSent.inc(raw + br);
-    checkBackpressure();
   };
-  const stopListening = ctx.events.onApplied(onApplied);
+  const stopListening = deps.events.onApplied(onApplied);
 
   return {
     subscriberCount: () => sockets.size,

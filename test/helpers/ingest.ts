@@ -43,7 +43,7 @@ export function makePipeline(opts: { gapWindowFrames?: number; gapTimeoutMs?: nu
     opts.log ?? silentLogger,
     observer,
   );
-  return { state, observer, pipeline };
+  return { state, observer, pipeline, senders: pipeline.senders };
 }
 
 let clock = 0;

@@ -2,23 +2,26 @@
 // pipeline), plus a real anvil node. Owns process and socket cleanup; knows nothing of what the tests assert.
 import { createServer } from 'node:net';
 import { loadConfig, type Config } from '../../src/config.js';
-import type { Mounted, ServiceContext } from '../../src/context.js';
 import { silentLogger, type Logger } from '../../src/log.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { loadUws } from '../../src/native.js';
 import { NodeClient } from '../../src/node/client.js';
 import { rpcCall, startAnvil as startDevnetAnvil } from '../../scripts/devnet/anvil.js';
-import { mountRpc } from '../../src/rpc/server.js';
+import type { MethodContext } from '../../src/rpc/methods/types.js';
+import { mountRpc, type MountedRpc, type RpcDeps } from '../../src/rpc/server.js';
 import { makePipeline } from './ingest.js';
 
 export interface RpcHarness {
   url: string;
   wsUrl: string;
   port: number;
-  ctx: ServiceContext;
+  /** What the handlers run with. */
+  ctx: MethodContext;
+  /** What the RPC module was given. */
+  deps: RpcDeps;
   pipeline: ReturnType<typeof makePipeline>['pipeline'];
   state: ReturnType<typeof makePipeline>['state'];
-  mounted: Mounted;
+  mounted: MountedRpc;
   /** Requests the node client has sent (each batch counts once). */
   nodeRequests(): number;
   /** Whether `pending` is served from state (stands in for freshness). */
@@ -38,19 +41,20 @@ export async function startRpc(opts: { nodeUrl?: string; config?: Partial<Config
   let nodeRequests = 0;
   const node = new NodeClient({ url: opts.nodeUrl ?? 'http://127.0.0.1:9', timeoutMs: config.nodeTimeoutMs, maxSockets: 16, observe: () => void nodeRequests++ });
   let usable = true;
-  const ctx: ServiceContext = {
-    config,
-    log: opts.log ?? silentLogger,
-    metrics,
-    state,
+  const deps: RpcDeps = {
+    options: config,
+    view: state,
+    senders: pipeline.senders,
     events: pipeline.events,
     node,
+    metrics,
+    log: opts.log ?? silentLogger,
     pendingUsable: () => usable && config.flashblocksEnabled && state.pendingBlock() !== null,
-    subscriptions: null,
   };
   const uws = loadUws();
   const app = uws.App();
-  const mounted = mountRpc(app, ctx);
+  const mounted = mountRpc(app, deps);
+  const ctx = mounted.ctx;
   const listen = await new Promise<import('uWebSockets.js').us_listen_socket>((resolve, reject) => {
     app.listen('127.0.0.1', 0, (s) => (s === false ? reject(new Error('listen failed')) : resolve(s)));
   });
@@ -62,6 +66,7 @@ export async function startRpc(opts: { nodeUrl?: string; config?: Partial<Config
     wsUrl: `ws://127.0.0.1:${port}/`,
     port,
     ctx,
+    deps,
     pipeline,
     state,
     mounted,

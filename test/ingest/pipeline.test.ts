@@ -3,7 +3,7 @@ import { brotliCompressSync } from 'node:zlib';
 import { randomBytes } from 'node:crypto';
 import { makePipeline, feed } from '../helpers/ingest.js';
 import { baseSepoliaMessages, unichainMessages } from '../helpers/fixtures.js';
-import { receiptToRpc } from '../../src/state/view.js';
+import { Shapes } from '../../src/rpc/shapes/json.js';
 
 type Msg = Record<string, any>;
 const clone = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
@@ -152,13 +152,13 @@ t.test('internally tagged receipts, boolean status and base:null give the same r
     feed(int.pipeline, c);
   }
   t.equal(int.observer.decodeErrors.size, 0);
-  const a = ext.state.pendingBlock()!.txs.map((r) => receiptToRpc(r));
-  const b = int.state.pendingBlock()!.txs.map((r) => receiptToRpc(r));
+  const a = ext.state.pendingBlock()!.txs.map((r) => new Shapes(ext.senders).receiptObject(r));
+  const b = int.state.pendingBlock()!.txs.map((r) => new Shapes(int.senders).receiptObject(r));
   t.same(b, a);
 });
 
 t.test('post-Azul metadata (block_number only) applies; receipts are left to the node', async (t) => {
-  const { state, observer, pipeline } = makePipeline();
+  const { state, observer, pipeline, senders } = makePipeline();
   for (const m of uni()) {
     m.metadata = { block_number: m.metadata.block_number, access_list: {} };
     feed(pipeline, m);
@@ -167,18 +167,18 @@ t.test('post-Azul metadata (block_number only) applies; receipts are left to the
   const b = state.pendingBlock()!;
   t.equal(b.nextIndex, 5);
   t.ok(b.noMetadata);
-  t.equal(receiptToRpc(b.txs[1]!), null, 'no derived receipt without metadata');
+  t.equal(new Shapes(senders).receiptObject(b.txs[1]!), null, 'no derived receipt without metadata');
   t.ok(state.tx(b.txs[1]!.tx.hash), 'the transaction itself is preconfirmed');
 });
 
 t.test('empty receipt objects (as in the spec samples) are accepted', async (t) => {
-  const { state, observer, pipeline } = makePipeline();
+  const { state, observer, pipeline, senders } = makePipeline();
   for (const m of uni()) {
     for (const h of Object.keys(m.metadata.receipts)) m.metadata.receipts[h] = { [Object.keys(m.metadata.receipts[h])[0]!]: {} };
     feed(pipeline, m);
   }
   t.equal(observer.decodeErrors.size, 0);
-  t.equal(receiptToRpc(state.pendingBlock()!.txs[0]!), null);
+  t.equal(new Shapes(senders).receiptObject(state.pendingBlock()!.txs[0]!), null);
 });
 
 t.test('settling the canonical block prunes it, counts preconfirmation reorgs, and makes late frames stale', async (t) => {

@@ -1,5 +1,5 @@
-// PendingState reads that must not do more work than needed: a nonce query for an address that sent nothing
-// pending answers without recovering the pending senders; one for a sender recovers and answers its next nonce.
+// Reads of the state view never recover; SenderSource.settled does only the work needed: a nonce query for an
+// address that sent nothing pending answers without recovering the pending senders; one for a sender recovers them.
 import t from 'tap';
 import { feed, makePipeline } from '../helpers/ingest.js';
 import { unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
@@ -7,29 +7,34 @@ import { unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
 const canonical = unichainRpcBlock() as { transactions: { from: string; nonce: string; type: string }[] };
 
 t.test('nextNonce recovers senders only when the address can be one of them', async (t) => {
-  const { state, pipeline } = makePipeline();
+  const { state, pipeline, senders } = makePipeline();
   // Fed synchronously: the deferred recovery slices (setImmediate) have not run yet.
   for (const m of unichainMessages()) feed(pipeline, m);
-  const waiting = state.unrecoveredCount;
+  const waiting = senders.unrecoveredCount;
   t.ok(waiting > 0, `${waiting} senders await recovery`);
 
-  t.equal(state.nextNonce('0x000000000000000000000000000000000000dead'), null, 'an address absent from new_account_balances has no pending nonce');
-  t.equal(state.unrecoveredCount, waiting, '… and nothing was recovered to say so');
+  t.equal(senders.settled('0x000000000000000000000000000000000000dead'), null, 'an address absent from new_account_balances needs no recovery');
+  t.equal(state.nextNonce('0x000000000000000000000000000000000000dead'), null, '… and has no pending nonce');
+  t.equal(senders.unrecoveredCount, waiting, '… and nothing was recovered to say so');
 
   const user = canonical.transactions.find((x) => x.type !== '0x7e')!;
   const last = canonical.transactions.filter((x) => x.from === user.from).map((x) => BigInt(x.nonce)).reduce((a, b) => (a > b ? a : b));
-  t.equal(state.nextNonce(user.from.toLowerCase()), last + 1n, "a sender's next nonce is its highest pending nonce + 1");
-  t.equal(state.unrecoveredCount, 0, 'answering it recovered the pending senders');
+  t.equal(state.nextNonce(user.from.toLowerCase()), null, 'reading the view recovers nothing: the sender is not known yet');
+  t.equal(senders.unrecoveredCount, waiting, '… and nothing was recovered by the read');
+  t.equal(senders.settled(user.from.toLowerCase()), null, 'a possible sender: recovered on this thread (no worker), no wait');
+  t.equal(state.nextNonce(user.from.toLowerCase()), last + 1n, "then a sender's next nonce is its highest pending nonce + 1");
+  t.equal(senders.unrecoveredCount, 0, 'answering it recovered the pending senders');
 });
 
 t.test('without new_account_balances (post-Azul) every nonce query recovers first', async (t) => {
-  const { state, pipeline } = makePipeline();
+  const { state, pipeline, senders } = makePipeline();
   for (const m of unichainMessages()) {
     const copy = structuredClone(m) as { metadata?: Record<string, unknown> };
     if (copy.metadata) delete copy.metadata.new_account_balances;
     feed(pipeline, copy);
   }
-  t.ok(state.unrecoveredCount > 0);
+  t.ok(senders.unrecoveredCount > 0);
+  t.equal(senders.settled('0x000000000000000000000000000000000000dead'), null);
   t.equal(state.nextNonce('0x000000000000000000000000000000000000dead'), null);
-  t.equal(state.unrecoveredCount, 0, 'no balances to rule the address out: senders recovered');
+  t.equal(senders.unrecoveredCount, 0, 'no balances to rule the address out: senders recovered');
 });

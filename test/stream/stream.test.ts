@@ -6,11 +6,9 @@ import t from 'tap';
 import WebSocket from 'ws';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { loadConfig, type Config } from '../../src/config.js';
-import type { ServiceContext } from '../../src/context.js';
 import { silentLogger } from '../../src/log.js';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
 import { loadUws } from '../../src/native.js';
-import { NodeClient } from '../../src/node/client.js';
 import type { RawFrame } from '../../src/state/block.js';
 import { CidrList, clientIp, ipKey, parseIp } from '../../src/stream/ip.js';
 import { ReplayRing } from '../../src/stream/replay.js';
@@ -31,20 +29,10 @@ interface Harness {
 
 async function startStream(over: Partial<Config> = {}): Promise<Harness> {
   const config: Config = { ...loadConfig([], {}), ...over };
-  const { state, pipeline, observer } = makePipeline();
+  const { pipeline, observer } = makePipeline();
   const metrics = createMetrics({ version: 'test', commit: 'test' });
-  const ctx: ServiceContext = {
-    config,
-    log: silentLogger,
-    metrics,
-    state,
-    events: pipeline.events,
-    node: new NodeClient({ url: 'http://127.0.0.1:9', timeoutMs: 1000, maxSockets: 1 }),
-    pendingUsable: () => true,
-    subscriptions: null,
-  };
   const app: TemplatedApp = uWS.App();
-  const stream = mountStream(app, ctx);
+  const stream = mountStream(app, { options: config, events: pipeline.events, metrics, log: silentLogger });
   const listen = await new Promise<us_listen_socket>((resolve, reject) => {
     app.listen('127.0.0.1', 0, (s) => (s === false ? reject(new Error('listen failed')) : resolve(s)));
   });

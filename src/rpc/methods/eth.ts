@@ -10,29 +10,27 @@
 // eth_call / eth_estimateGas / eth_getCode / eth_getStorageAt / eth_createAccessList with `pending` are forwarded
 // with `latest`: the node's own notion of pending is not the flashblock state (exact execution: a later issue).
 import { toQuantity } from '../../chain/hex.js';
-import type { ServiceContext, SubscriberSink } from '../../context.js';
 import { RpcCode, RpcError } from '../../errors.js';
-import type { PendingBlock, TxRecord } from '../../state/block.js';
-import { receiptToRpc } from '../../state/view.js';
-import { blockJson, receiptJson, txJson, txObject } from './cache.js';
+import type { BlockView } from '../../state/view.js';
+import type { SubscriberSink } from '../subscriptions.js';
 import { ethGetLogs } from './logs.js';
 import { heldAbove, usablePending } from './pending.js';
 import { address, arity, blockParam, bool, hash32, quantity, withLatest, type BlockParam } from './params.js';
 import { ethSendRawTransactionSync } from './submit.js';
-import { FORWARD_AS_IS, Forward, RawJson, type Handler } from './types.js';
+import { FORWARD_AS_IS, Forward, RawJson, type Handler, type MethodContext } from './types.js';
 
 /** A block param resolved against state: the block and flashblock index, or null (forward). */
 interface Target {
-  block: PendingBlock;
+  block: BlockView;
   index: number;
 }
 
-function target(ctx: ServiceContext, bp: BlockParam): Target | null {
-  let b: PendingBlock | null = null;
+function target(ctx: MethodContext, bp: BlockParam): Target | null {
+  let b: BlockView | null = null;
   if (bp.kind === 'pending') b = usablePending(ctx);
   else if (bp.kind === 'number') b = heldAbove(ctx, bp.number);
   else if (bp.kind === 'hash') {
-    const f = ctx.state.blockByFlashblockHash(bp.hash);
+    const f = ctx.view.blockByFlashblockHash(bp.hash);
     return f === undefined || f.block.broken ? null : { block: f.block, index: f.index };
   }
   return b === null ? null : { block: b, index: b.lastIndex };
@@ -43,10 +41,9 @@ function miss(bp: BlockParam, params: unknown[], i: number): Forward {
   return bp.kind === 'pending' ? new Forward(withLatest(params, i)) : FORWARD_AS_IS;
 }
 
-function txAt(t: Target, i: number): unknown {
+function txAt(ctx: MethodContext, t: Target, i: number): unknown {
   if (i >= (t.block.txCountAt[t.index] as number)) return null;
-  const rec = t.block.txs[i] as TxRecord;
-  return t.index === t.block.lastIndex ? txJson(rec) : txObject(rec, t.block.diffs[t.index]!.blockHash);
+  return ctx.shapes.txJson(t.block.txs[i]!, t.index);
 }
 
 const eth_blockNumber: Handler = (ctx, params) => {
@@ -64,15 +61,15 @@ const eth_getBlockByNumber: Handler = (ctx, params) => {
   const bp = blockParam(params, 0, false);
   const full = bool(params, 1, false);
   const t = target(ctx, bp);
-  return t === null ? miss(bp, params, 0) : blockJson(t.block, full, t.index);
+  return t === null ? miss(bp, params, 0) : ctx.shapes.blockJson(t.block, full, t.index);
 };
 
 const eth_getBlockByHash: Handler = (ctx, params) => {
   arity(params, 1, 2);
   const h = hash32(params, 0);
   const full = bool(params, 1, false);
-  const f = ctx.state.blockByFlashblockHash(h);
-  return f === undefined || f.block.broken ? FORWARD_AS_IS : blockJson(f.block, full, f.index);
+  const f = ctx.view.blockByFlashblockHash(h);
+  return f === undefined || f.block.broken ? FORWARD_AS_IS : ctx.shapes.blockJson(f.block, full, f.index);
 };
 
 const eth_getBlockReceipts: Handler = (ctx, params) => {
@@ -81,12 +78,9 @@ const eth_getBlockReceipts: Handler = (ctx, params) => {
   const t = target(ctx, bp);
   if (t === null) return miss(bp, params, 0);
   const count = t.block.txCountAt[t.index] as number;
-  const latest = t.index === t.block.lastIndex;
-  const hash = t.block.diffs[t.index]!.blockHash;
   const parts: string[] = new Array(count);
   for (let i = 0; i < count; i++) {
-    const rec = t.block.txs[i] as TxRecord;
-    const r = latest ? receiptJson(rec) : receiptAsOf(rec, hash);
+    const r = ctx.shapes.receiptJson(t.block.txs[i]!, t.index);
     if (r === null) {
       ctx.metrics.pendingFallbacks.no_metadata.inc();
       return miss(bp, params, 0);
@@ -95,15 +89,6 @@ const eth_getBlockReceipts: Handler = (ctx, params) => {
   }
   return new RawJson('[' + parts.join(',') + ']');
 };
-
-/** A receipt positioned in an earlier flashblock of its block (blockHash of that flashblock). */
-function receiptAsOf(rec: TxRecord, blockHash: string): RawJson | null {
-  const r = receiptToRpc(rec);
-  if (r === null) return null;
-  r.blockHash = blockHash;
-  for (const l of r.logs as Record<string, unknown>[]) l.blockHash = blockHash;
-  return new RawJson(JSON.stringify(r));
-}
 
 const eth_getBlockTransactionCountByNumber: Handler = (ctx, params) => {
   arity(params, 1, 1);
@@ -114,27 +99,27 @@ const eth_getBlockTransactionCountByNumber: Handler = (ctx, params) => {
 
 const eth_getBlockTransactionCountByHash: Handler = (ctx, params) => {
   arity(params, 1, 1);
-  const f = ctx.state.blockByFlashblockHash(hash32(params, 0));
+  const f = ctx.view.blockByFlashblockHash(hash32(params, 0));
   return f === undefined || f.block.broken ? FORWARD_AS_IS : toQuantity(f.block.txCountAt[f.index] as number);
 };
 
 const eth_getTransactionByHash: Handler = (ctx, params) => {
   arity(params, 1, 1);
-  const rec = ctx.state.tx(hash32(params, 0));
-  return rec === undefined ? FORWARD_AS_IS : txJson(rec);
+  const rec = ctx.view.tx(hash32(params, 0));
+  return rec === undefined ? FORWARD_AS_IS : ctx.shapes.txJson(rec);
 };
 
 const eth_getRawTransactionByHash: Handler = (ctx, params) => {
   arity(params, 1, 1);
-  const rec = ctx.state.tx(hash32(params, 0));
+  const rec = ctx.view.tx(hash32(params, 0));
   return rec === undefined ? FORWARD_AS_IS : rec.tx.raw;
 };
 
 const eth_getTransactionReceipt: Handler = (ctx, params) => {
   arity(params, 1, 1);
-  const rec = ctx.state.tx(hash32(params, 0));
+  const rec = ctx.view.tx(hash32(params, 0));
   if (rec === undefined) return FORWARD_AS_IS;
-  const r = receiptJson(rec);
+  const r = ctx.shapes.receiptJson(rec);
   if (r === null) {
     ctx.metrics.pendingFallbacks.no_metadata.inc();
     return FORWARD_AS_IS;
@@ -147,15 +132,15 @@ const eth_getTransactionByBlockNumberAndIndex: Handler = (ctx, params) => {
   const bp = blockParam(params, 0, false);
   const i = quantity(params, 1);
   const t = target(ctx, bp);
-  return t === null ? miss(bp, params, 0) : txAt(t, i);
+  return t === null ? miss(bp, params, 0) : txAt(ctx, t, i);
 };
 
 const eth_getTransactionByBlockHashAndIndex: Handler = (ctx, params) => {
   arity(params, 2, 2);
   const h = hash32(params, 0);
   const i = quantity(params, 1);
-  const f = ctx.state.blockByFlashblockHash(h);
-  return f === undefined || f.block.broken ? FORWARD_AS_IS : txAt(f, i);
+  const f = ctx.view.blockByFlashblockHash(h);
+  return f === undefined || f.block.broken ? FORWARD_AS_IS : txAt(ctx, f, i);
 };
 
 const eth_getBalance: Handler = (ctx, params) => {
@@ -164,7 +149,7 @@ const eth_getBalance: Handler = (ctx, params) => {
   const bp = blockParam(params, 1, true, true);
   if (bp.kind !== 'pending') return FORWARD_AS_IS;
   if (usablePending(ctx) !== null) {
-    const v = ctx.state.balance(a);
+    const v = ctx.view.balance(a);
     if (v !== null) return toQuantity(v);
   }
   return new Forward(withLatest(params, 1));
@@ -177,13 +162,13 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
   if (bp.kind !== 'pending') return FORWARD_AS_IS;
   if (usablePending(ctx) === null) return new Forward(withLatest(params, 1));
   // Senders still with the recovery worker: wait for its answer rather than recover them on the event loop.
-  const settled = ctx.state.sendersSettled(a);
+  const settled = ctx.senders.settled(a);
   if (settled !== null) return settled.then(() => pendingNonce(ctx, a, params));
   return pendingNonce(ctx, a, params);
 };
 
-function pendingNonce(ctx: ServiceContext, a: string, params: unknown[]): unknown {
-  const n = ctx.state.nextNonce(a);
+function pendingNonce(ctx: MethodContext, a: string, params: unknown[]): unknown {
+  const n = ctx.view.nextNonce(a);
   if (n !== null) return toQuantity(n);
   // The node's `latest`, not its `pending`: pending here is the state after the last flashblock, and the node's
   // pending nonce counts its own mempool, which would make the answer jump between two different notions of pending
@@ -209,13 +194,11 @@ function pendingAsLatest(i: number): Handler {
 
 const eth_subscribe: Handler = (ctx, params, sink: SubscriberSink | null) => {
   if (sink === null) throw new RpcError(RpcCode.METHOD_NOT_FOUND, 'eth_subscribe needs a WebSocket connection');
-  if (ctx.subscriptions === null) throw new RpcError(RpcCode.METHOD_NOT_FOUND, 'subscriptions not available');
   return ctx.subscriptions.subscribe(sink, params);
 };
 
 const eth_unsubscribe: Handler = (ctx, params, sink: SubscriberSink | null) => {
   if (sink === null) throw new RpcError(RpcCode.METHOD_NOT_FOUND, 'eth_unsubscribe needs a WebSocket connection');
-  if (ctx.subscriptions === null) throw new RpcError(RpcCode.METHOD_NOT_FOUND, 'subscriptions not available');
   arity(params, 1, 1);
   if (typeof params[0] !== 'string') throw new RpcError(RpcCode.INVALID_PARAMS, 'invalid argument 0: expected a subscription id string');
   return ctx.subscriptions.unsubscribe(sink, params[0]);

@@ -1,65 +1,27 @@
 // eth_getLogs whose range reaches `pending`: the canonical part from the node, the pending part from held blocks
 // above the canonical head, concatenated without duplicates. Any other range is forwarded unchanged.
-import type { ServiceContext } from '../../context.js';
 import { RpcCode, RpcError } from '../../errors.js';
-import type { PendingBlock } from '../../state/block.js';
-import { logsToRpc } from '../../state/view.js';
+import type { BlockView } from '../../state/view.js';
+import { logMatches, parseLogFilter, type LogFilter } from '../filter.js';
+import { pendingLogs } from '../shapes/receipt.js';
 import { heldAbove, usablePending } from './pending.js';
 import { blockParam, hash32 } from './params.js';
-import { FORWARD_AS_IS, Forward, type Handler } from './types.js';
-
-interface Matcher {
-  addresses: Set<string> | null;
-  /** Per topic position: null = any, else the accepted values. */
-  topics: (Set<string> | null)[];
-}
+import { FORWARD_AS_IS, Forward, type Handler, type MethodContext } from './types.js';
 
 function invalid(msg: string): RpcError {
   return new RpcError(RpcCode.INVALID_PARAMS, 'invalid argument 0: ' + msg);
 }
 
-function lowerSet(v: unknown, what: string): Set<string> {
-  const list = Array.isArray(v) ? v : [v];
-  const out = new Set<string>();
-  for (const x of list) {
-    if (typeof x !== 'string' || !/^0x[0-9a-fA-F]*$/.test(x)) throw invalid(`${what} must be 0x-prefixed hex`);
-    out.add(x.toLowerCase());
-  }
-  return out;
-}
-
-function matcher(f: Record<string, unknown>): Matcher {
-  const addresses = f.address === undefined || f.address === null ? null : lowerSet(f.address, 'address');
-  const topics: (Set<string> | null)[] = [];
-  if (f.topics !== undefined && f.topics !== null) {
-    if (!Array.isArray(f.topics)) throw invalid('topics must be an array');
-    if (f.topics.length > 4) throw invalid('at most 4 topic positions');
-    for (const t of f.topics as unknown[]) topics.push(t === null || (Array.isArray(t) && t.length === 0) ? null : lowerSet(t, 'topic'));
-  }
-  return { addresses, topics };
-}
-
-function matches(m: Matcher, log: Record<string, unknown>): boolean {
-  if (m.addresses !== null && !m.addresses.has(log.address as string)) return false;
-  const topics = log.topics as string[];
-  for (let i = 0; i < m.topics.length; i++) {
-    const want = m.topics[i];
-    if (want === null || want === undefined) continue;
-    const have = topics[i];
-    if (have === undefined || !want.has(have)) return false;
-  }
-  return true;
-}
-
-/** The matching logs of `block` as of flashblock `index`; null when a receipt is missing from the stream. */
-function blockLogs(block: PendingBlock, index: number, m: Matcher, out: unknown[]): boolean {
+/** The matching logs of `block` as of flashblock `index`; false when a receipt is missing from the stream. */
+function blockLogs(block: BlockView, index: number, f: LogFilter, out: unknown[]): boolean {
   const count = block.txCountAt[index] as number;
-  const hash = block.diffs[index]!.blockHash;
   for (let i = 0; i < count; i++) {
     const rec = block.txs[i]!;
     if (rec.receipt === null) return false;
-    const logs = logsToRpc(rec, hash);
-    for (const l of logs) if (matches(m, l)) out.push(l);
+    const raw = rec.receipt.logs;
+    if (raw.length === 0) continue;
+    const shaped = pendingLogs(rec, index);
+    for (let j = 0; j < raw.length; j++) if (logMatches(f, raw[j]!)) out.push(shaped[j]);
   }
   return true;
 }
@@ -72,22 +34,22 @@ function pendingToLatest(f: Record<string, unknown>): Forward {
 }
 
 /** eth_getLogs: see the file comment. */
-export const ethGetLogs: Handler = (ctx: ServiceContext, params) => {
+export const ethGetLogs: Handler = (ctx: MethodContext, params) => {
   if (params.length !== 1) throw new RpcError(RpcCode.INVALID_PARAMS, params.length === 0 ? 'missing value for required argument 0' : 'too many arguments, want at most 1');
   const f = params[0];
   if (f === null || typeof f !== 'object' || Array.isArray(f)) throw invalid('expected a filter object');
   const filter = f as Record<string, unknown>;
   if (filter.blockHash !== undefined && filter.blockHash !== null) {
     const h = hash32([filter.blockHash], 0);
-    const fb = ctx.state.blockByFlashblockHash(h);
+    const fb = ctx.view.blockByFlashblockHash(h);
     if (fb === undefined || fb.block.broken) return FORWARD_AS_IS;
     const out: unknown[] = [];
-    return blockLogs(fb.block, fb.index, matcher(filter), out) ? out : FORWARD_AS_IS;
+    return blockLogs(fb.block, fb.index, parseLogFilter(filter, 'invalid argument 0'), out) ? out : FORWARD_AS_IS;
   }
   const fromRaw = filter.fromBlock ?? 'latest';
   const toRaw = filter.toBlock ?? 'latest';
   // The range reaches pending state when it ends at `pending` or at the number of a held pending block.
-  let top: PendingBlock | null = null;
+  let top: BlockView | null = null;
   let heldTo = false;
   if (typeof toRaw === 'string' && toRaw !== 'pending' && toRaw.startsWith('0x')) {
     const n = blockParam([toRaw], 0, false).number;
@@ -96,7 +58,7 @@ export const ethGetLogs: Handler = (ctx: ServiceContext, params) => {
   }
   if (!heldTo && toRaw !== 'pending' && fromRaw !== 'pending') return FORWARD_AS_IS;
   const from = blockParam([fromRaw], 0, false);
-  const m = matcher(filter);
+  const m = parseLogFilter(filter, 'invalid argument 0');
   if (!heldTo) top = usablePending(ctx);
   if (top === null) return pendingToLatest(filter);
   if (!heldTo && toRaw !== 'pending') {
@@ -104,10 +66,10 @@ export const ethGetLogs: Handler = (ctx: ServiceContext, params) => {
     return [];
   }
   const fromNum = from.kind === 'pending' ? top.number : from.kind === 'number' ? from.number : from.kind === 'earliest' ? 0 : -1;
-  const canonical = ctx.state.canonical;
+  const canonical = ctx.view.canonical;
   const local: unknown[] = [];
   let first = top.number;
-  const held = ctx.state.heldBlocks();
+  const held = ctx.view.heldBlocks();
   for (const b of held) {
     if (b.broken || b.number <= canonical || b.number < fromNum || b.number > top.number) continue;
     if (b.number < first) first = b.number;

@@ -2,12 +2,10 @@
 // first flashblock (or canonical block) that includes it; error code 4 with the hash on timeout. Never races: the
 // watchers are registered before the node sees the transaction, and state is checked right after registering.
 import { decodeTransaction } from '../../chain/tx.js';
-import type { ServiceContext } from '../../context.js';
 import { RpcCode, RpcError } from '../../errors.js';
-import type { PendingBlock } from '../../state/block.js';
-import { receiptToRpc } from '../../state/view.js';
+import type { BlockView } from '../../state/view.js';
 import { arity, hexData } from './params.js';
-import type { Handler } from './types.js';
+import type { Handler, MethodContext } from './types.js';
 
 /** EIP-7966: the transaction was submitted but no receipt appeared within the timeout. */
 export const SYNC_TIMEOUT_CODE = 4;
@@ -21,13 +19,13 @@ function timeoutParam(v: unknown, max: number): number {
 }
 
 /** eth_sendRawTransactionSync(raw, timeoutMs?): see the file comment. */
-export const ethSendRawTransactionSync: Handler = (ctx: ServiceContext, params) => {
+export const ethSendRawTransactionSync: Handler = (ctx: MethodContext, params) => {
   arity(params, 1, 2);
   const raw = hexData(params, 0);
   const d = decodeTransaction(raw);
   if (!d.ok) throw new RpcError(RpcCode.INVALID_PARAMS, `invalid argument 0: transaction does not decode: ${d.reason}`);
   const hash = d.tx.hash;
-  const timeoutMs = timeoutParam(params[1], ctx.config.sendRawSyncTimeoutMs);
+  const timeoutMs = timeoutParam(params[1], ctx.options.sendRawSyncTimeoutMs);
   return new Promise<unknown>((resolve, reject) => {
     let done = false;
     let polling = false;
@@ -41,9 +39,9 @@ export const ethSendRawTransactionSync: Handler = (ctx: ServiceContext, params) 
       else resolve(value);
     };
     const fromState = (): boolean => {
-      const rec = ctx.state.tx(hash);
+      const rec = ctx.view.tx(hash);
       if (rec === undefined) return false;
-      const r = receiptToRpc(rec);
+      const r = ctx.shapes.receiptObject(rec);
       if (r === null) return false;
       finish(null, r);
       return true;
@@ -61,7 +59,7 @@ export const ethSendRawTransactionSync: Handler = (ctx: ServiceContext, params) 
         },
       );
     };
-    const offApplied = ctx.events.onApplied((_block: PendingBlock, fb) => {
+    const offApplied = ctx.events.onApplied((_block: BlockView, fb) => {
       const txs = fb.txs;
       for (let i = 0; i < txs.length; i++) {
         if (txs[i]!.hash === hash) {

@@ -1,6 +1,39 @@
 // What a JSON-RPC method handler is and what it may return: a value, pre-serialised JSON, or "forward to the node".
 // Types and tiny value classes only; no transport, no state access.
-import type { ServiceContext, SubscriberSink } from '../../context.js';
+import type { Logger } from '../../log.js';
+import type { Metrics } from '../../metrics/metrics.js';
+import type { NodeClient } from '../../node/client.js';
+import type { StateEvents } from '../../state/events.js';
+import type { PendingView, SenderSource } from '../../state/view.js';
+import type { Shapes } from '../shapes/json.js';
+import type { SubscriberSink, Subscriptions } from '../subscriptions.js';
+
+/** The settings method handlers read (built from Config by the daemon). */
+export interface MethodOptions {
+  /** false = pure forwarding proxy: `pending` answers as `latest`. */
+  readonly flashblocksEnabled: boolean;
+  /** Default and maximum wait of eth_sendRawTransactionSync. */
+  readonly sendRawSyncTimeoutMs: number;
+}
+
+/** What a handler may use: the read-only state view and its senders, the shapes, the node, metrics. */
+export interface MethodContext {
+  readonly options: MethodOptions;
+  readonly view: PendingView;
+  readonly senders: SenderSource;
+  readonly shapes: Shapes;
+  readonly events: StateEvents;
+  readonly node: NodeClient;
+  readonly metrics: Metrics;
+  readonly log: Logger;
+  /**
+   * Whether `pending` may be answered from state now: flashblocks enabled, an upstream frame applied within
+   * pendingMaxAgeMs, and the pending block not broken. When false, `pending` answers as `latest` (forwarded).
+   */
+  pendingUsable(): boolean;
+  /** eth_subscribe support (WebSocket connections only). */
+  readonly subscriptions: Subscriptions;
+}
 
 /** A result that is already JSON text; the dispatcher splices it into the envelope without re-serialising. */
 export class RawJson {
@@ -22,7 +55,7 @@ export const FORWARD_AS_IS = new Forward(null);
  * A method handler. Returns a plain value (JSON.stringify'd), a RawJson, a Forward, or a Promise of one of them;
  * throws RpcError for invalid params and other expected failures. `sink` is the WebSocket connection, null on HTTP.
  */
-export type Handler = (ctx: ServiceContext, params: unknown[], sink: SubscriberSink | null) => unknown;
+export type Handler = (ctx: MethodContext, params: unknown[], sink: SubscriberSink | null) => unknown;
 
 /** The method table: full wire name → handler. Methods absent from it are forwarded. */
 export type MethodTable = ReadonlyMap<string, Handler>;

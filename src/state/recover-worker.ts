@@ -8,7 +8,7 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.js';
-import type { RecoveryInput } from './sender.js';
+import type { RecoveryInput } from '../chain/signing.js';
 
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');

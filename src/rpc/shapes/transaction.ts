@@ -1,23 +1,12 @@
 // JSON-RPC transaction objects (eth_getTransactionByHash and friends) in the field set reth/op-reth return.
-// Pure formatting of a DecodedTx plus block context; knows nothing of pending state or transport.
-import type { AccessListEntry, Authorization, DecodedTx } from './types.js';
-import { TX_DEPOSIT, TX_EIP2930, TX_EIP4844, TX_EIP7702, TX_LEGACY } from './types.js';
-import { toQuantity } from './hex.js';
-import { recoverSender } from './sender.js';
+// Pure formatting of a DecodedTx plus its context; the sender is read from `tx.from` (recovered before, never here).
+import type { AccessListEntry, Authorization, DecodedTx } from '../../chain/types.js';
+import { TX_DEPOSIT, TX_EIP2930, TX_EIP4844, TX_EIP7702, TX_LEGACY } from '../../chain/types.js';
+import { toQuantity } from '../../chain/hex.js';
+import type { TxContext } from './context.js';
 
-/** Where a transaction sits, and the receipt-derived extras a deposit shows. Nulls mean "pending / unknown". */
-export interface RpcTxContext {
-  blockHash: string | null;
-  blockNumber: bigint | null;
-  transactionIndex: number | null;
-  baseFeePerGas: bigint | null;
-  /** Deposit only: the receipt's depositReceiptVersion (e.g. "0x1"), shown when given. */
-  depositReceiptVersion?: string | null;
-  /** Deposit only: the receipt's depositNonce, shown as `nonce` when given (op-reth omits it otherwise). */
-  depositNonce?: bigint | null;
-  /** The block's timestamp; shown as `blockTimestamp` when given (newer execution-apis; reth omits it). */
-  blockTimestamp?: bigint | null;
-}
+/** The context a transaction object is built from (see context.ts). */
+export type RpcTxContext = TxContext;
 
 function q(n: bigint | number | null): string | null {
   return n === null ? null : toQuantity(n);
@@ -40,7 +29,7 @@ function rpcAuthorization(a: Authorization): Record<string, string> {
 }
 
 /** gasPrice for fee-market types: the effective price in a block with a base fee, else the fee cap. */
-export function effectiveGasPrice(tx: DecodedTx, baseFeePerGas: bigint | null): bigint {
+export function effectiveGasPrice(tx: Readonly<DecodedTx>, baseFeePerGas: bigint | null): bigint {
   if (tx.type === TX_DEPOSIT) return 0n;
   if (tx.maxFeePerGas === null) return tx.gasPrice ?? 0n;
   if (baseFeePerGas === null) return tx.maxFeePerGas;
@@ -48,7 +37,7 @@ export function effectiveGasPrice(tx: DecodedTx, baseFeePerGas: bigint | null): 
   return tipped < tx.maxFeePerGas ? tipped : tx.maxFeePerGas;
 }
 
-function depositObject(tx: DecodedTx, ctx: RpcTxContext, out: Record<string, unknown>): Record<string, unknown> {
+function depositObject(tx: Readonly<DecodedTx>, ctx: RpcTxContext, out: Record<string, unknown>): Record<string, unknown> {
   out.sourceHash = tx.sourceHash;
   if (tx.to !== null) out.to = tx.to;
   out.mint = toQuantity(tx.mint ?? 0n);
@@ -72,7 +61,7 @@ function depositObject(tx: DecodedTx, ctx: RpcTxContext, out: Record<string, unk
  * `yParity` with `v` equal to it, `chainId` and `accessList`; fee-market types put the effective price in
  * `gasPrice`; deposits show `sourceHash`, `mint`, zero signature and receipt extras. Quantities are canonical hex.
  */
-export function toRpcTransaction(tx: DecodedTx, ctx: RpcTxContext): Record<string, unknown> {
+export function toRpcTransaction(tx: Readonly<DecodedTx>, ctx: RpcTxContext): Record<string, unknown> {
   const out: Record<string, unknown> = {
     blockHash: ctx.blockHash,
     blockNumber: q(ctx.blockNumber),
@@ -81,7 +70,7 @@ export function toRpcTransaction(tx: DecodedTx, ctx: RpcTxContext): Record<strin
   if (ctx.blockTimestamp !== undefined && ctx.blockTimestamp !== null) out.blockTimestamp = toQuantity(ctx.blockTimestamp);
   out.hash = tx.hash;
   out.type = toQuantity(tx.type);
-  out.from = recoverSender(tx);
+  out.from = tx.from;
   if (tx.type === TX_DEPOSIT) return depositObject(tx, ctx, out);
 
   out.nonce = toQuantity(tx.nonce);

@@ -1,16 +1,16 @@
-// eth_subscribe hub: notification shapes and sharing, log filters, params errors and caps at the sink level; then
+// eth_subscribe hub: notification shapes and sharing, filtered logs, params errors and caps at the sink level; then
 // over a real socket (startDaemon) with viem's WebSocket transport and raw eth_subscribe.
 import http from 'node:http';
 import t from 'tap';
 import { createPublicClient, webSocket } from 'viem';
 import { loadConfig } from '../../src/config.js';
-import type { SubscriberSink } from '../../src/context.js';
 import { startDaemon } from '../../src/daemon.js';
 import { RpcCode, RpcError } from '../../src/errors.js';
 import { silentLogger } from '../../src/log.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { NodeClient } from '../../src/node/client.js';
-import { Subscriptions, logMatches, parseLogFilter } from '../../src/stream/subscriptions.js';
+import { Shapes } from '../../src/rpc/shapes/json.js';
+import { Subscriptions, type SubscriberSink } from '../../src/rpc/subscriptions.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
 import { unichainMessages } from '../helpers/fixtures.js';
 
@@ -34,10 +34,10 @@ class Sink implements SubscriberSink {
 }
 
 function hub(nodeUrl = 'http://127.0.0.1:9') {
-  const { pipeline } = makePipeline();
+  const { pipeline, senders } = makePipeline();
   const metrics = createMetrics({ version: 'test', commit: 'test' });
   const node = new NodeClient({ url: nodeUrl, timeoutMs: 2000, maxSockets: 2 });
-  const subs = new Subscriptions({ events: pipeline.events, node, metrics, log: silentLogger });
+  const subs = new Subscriptions({ events: pipeline.events, node, shapes: new Shapes(senders), metrics, log: silentLogger });
   return { pipeline, metrics, subs };
 }
 
@@ -62,31 +62,6 @@ function rpcErrorOf(fn: () => unknown): { code: number; message: string } {
   return { code: 0, message: 'nothing thrown' };
 }
 
-t.test('log filter semantics (geth): address any-of, positional topics with null wildcards and OR-arrays', async (t) => {
-  const A = '0x' + 'aa'.repeat(20);
-  const B = '0x' + 'bb'.repeat(20);
-  const t1 = '0x' + '11'.repeat(32);
-  const t2 = '0x' + '22'.repeat(32);
-  const t3 = '0x' + '33'.repeat(32);
-  const cases: [unknown, string, string[], boolean][] = [
-    [undefined, A, [], true],
-    [{ address: A }, A, [t1], true],
-    [{ address: A.toUpperCase().replace('0X', '0x') }, A, [t1], true],
-    [{ address: [A, B] }, B, [], true],
-    [{ address: B }, A, [t1], false],
-    [{ topics: [t1] }, A, [t1, t2], true],
-    [{ topics: [t2] }, A, [t1, t2], false],
-    [{ topics: [null, t2] }, A, [t1, t2], true],
-    [{ topics: [null, t2] }, A, [t1], false],
-    [{ topics: [[t1, t3], [t2, t3]] }, A, [t3, t2], true],
-    [{ topics: [[t1, t3], [t1]] }, A, [t3, t2], false],
-    [{ topics: [[], null] }, A, [t3, t1], true],
-    [{ topics: [[], null] }, A, [t3], false],
-    [{ address: A, topics: [null, null, null] }, A, [t1, t2, t3], true],
-  ];
-  for (const [f, addr, topics, want] of cases) t.equal(logMatches(parseLogFilter(f), addr, topics), want, JSON.stringify({ f, addr, topics }));
-});
-
 t.test('bad params are -32602 naming the parameter; the per-connection cap is enforced', async (t) => {
   const { subs } = hub();
   const s = new Sink();
@@ -98,7 +73,8 @@ t.test('bad params are -32602 naming the parameter; the per-connection cap is en
   t.match(rpcErrorOf(() => subs.subscribe(s, ['logs', { topics: [null, null, null, null, null] }])), { code: RpcCode.INVALID_PARAMS, message: /at most 4/ });
   t.match(rpcErrorOf(() => subs.subscribe(s, ['pendingLogs', 'x'])), { code: RpcCode.INVALID_PARAMS, message: /params\[1\]: expected a filter object/ });
   const node = new NodeClient({ url: 'http://127.0.0.1:9', timeoutMs: 10, maxSockets: 1 });
-  const small = new Subscriptions({ events: makePipeline().pipeline.events, node, metrics: createMetrics({ version: 't', commit: 't' }), log: silentLogger }, 3);
+  const p = makePipeline();
+  const small = new Subscriptions({ events: p.pipeline.events, node, shapes: new Shapes(p.senders), metrics: createMetrics({ version: 't', commit: 't' }), log: silentLogger }, 3);
   const c = new Sink();
   const ids = [small.subscribe(c, ['newFlashblocks']), small.subscribe(c, ['pendingLogs']), small.subscribe(c, ['newHeads'])];
   for (const id of ids) t.match(id, /^0x[0-9a-f]{32}$/, '16-byte random hex id');
@@ -227,7 +203,7 @@ t.test('over a real socket: viem raw eth_subscribe gets newFlashblocks; eth_unsu
   t.equal(logs.length, 4, 'pendingLogs over the socket');
   await sub.unsubscribe();
   await logSub.unsubscribe();
-  t.equal(d.ctx.metrics.wsSubscriptions.newFlashblocks.value, 0);
+  t.equal(d.metrics.wsSubscriptions.newFlashblocks.value, 0);
   const socket = await transport.getRpcClient();
   socket.close();
 });

@@ -1,11 +1,23 @@
 // eth_subscribe / eth_unsubscribe for the WebSocket JSON-RPC endpoint: pending kinds fed by state events, canonical
 // kinds fetched from the node. Each notification payload is serialised once and shared; never mutates state.
 import { randomBytes } from 'node:crypto';
-import type { ServiceContext, SubscriberSink, SubscriptionHub } from '../context.js';
 import { RpcCode, RpcError } from '../errors.js';
-import type { WsSubscriptionKind } from '../metrics/metrics.js';
-import type { PendingBlock } from '../state/block.js';
-import { blockToRpc, logsToRpc, receiptToRpc, txToRpc } from '../state/view.js';
+import type { Logger } from '../log.js';
+import type { Metrics, WsSubscriptionKind } from '../metrics/metrics.js';
+import type { NodeClient } from '../node/client.js';
+import type { StateEvents } from '../state/events.js';
+import type { BlockView, TxView } from '../state/view.js';
+import { logMatches, parseLogFilter, type LogFilter } from './filter.js';
+import { pendingLogs } from './shapes/receipt.js';
+import type { Shapes } from './shapes/json.js';
+
+/** One WebSocket JSON-RPC connection as the subscription hub sees it. */
+export interface SubscriberSink {
+  /** Unique per connection. */
+  readonly id: number;
+  /** Sends one text message; false when the socket is closed or over its backpressure cap (message dropped). */
+  send(text: string): boolean;
+}
 
 /** The subscription kinds served here. */
 export const SUBSCRIPTION_KINDS = ['newFlashblocks', 'newFlashblockTransactions', 'pendingLogs', 'newHeads', 'logs'] as const;
@@ -13,13 +25,6 @@ export type SubscriptionKind = (typeof SUBSCRIPTION_KINDS)[number];
 
 /** Subscriptions one connection may hold. */
 export const DEFAULT_MAX_PER_CONNECTION = 100;
-
-/** A geth-style log filter, normalised to lower case. Empty address list = any address. */
-export interface LogFilter {
-  addresses: string[];
-  /** Positional; null = wildcard; an array = any of. */
-  topics: (string[] | null)[];
-}
 
 class Sub {
   /** `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"<id>","result":` — only the id varies. */
@@ -35,60 +40,17 @@ class Sub {
   }
 }
 
-type Hub = Pick<ServiceContext, 'events' | 'node' | 'metrics' | 'log'>;
-
-const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
-const TOPIC = /^0x[0-9a-fA-F]{64}$/;
+/** What the hub needs: state events, the node (canonical kinds), the shapes, metrics and a logger. */
+export interface SubscriptionDeps {
+  events: StateEvents;
+  node: NodeClient;
+  shapes: Shapes;
+  metrics: Metrics;
+  log: Logger;
+}
 
 function invalid(message: string): RpcError {
   return new RpcError(RpcCode.INVALID_PARAMS, message);
-}
-
-/** Validates and normalises a `{address, topics}` filter (params[1] of pendingLogs/logs). */
-export function parseLogFilter(v: unknown): LogFilter {
-  if (v === undefined || v === null) return { addresses: [], topics: [] };
-  if (typeof v !== 'object' || Array.isArray(v)) throw invalid('params[1]: expected a filter object {address, topics}');
-  const o = v as { address?: unknown; topics?: unknown };
-  const addresses: string[] = [];
-  if (o.address !== undefined && o.address !== null) {
-    const list = Array.isArray(o.address) ? (o.address as unknown[]) : [o.address];
-    for (const a of list) {
-      if (typeof a !== 'string' || !ADDRESS.test(a)) throw invalid('params[1].address: expected a 20-byte hex address or an array of them');
-      addresses.push(a.toLowerCase());
-    }
-  }
-  const topics: (string[] | null)[] = [];
-  if (o.topics !== undefined && o.topics !== null) {
-    if (!Array.isArray(o.topics) || o.topics.length > 4) throw invalid('params[1].topics: expected an array of at most 4 positions');
-    for (let i = 0; i < o.topics.length; i++) {
-      const p: unknown = o.topics[i];
-      if (p === null) {
-        topics.push(null);
-        continue;
-      }
-      const alts = Array.isArray(p) ? (p as unknown[]) : [p];
-      const out: string[] = [];
-      let wildcard = false;
-      for (const x of alts) {
-        if (x === null) wildcard = true;
-        else if (typeof x === 'string' && TOPIC.test(x)) out.push(x.toLowerCase());
-        else throw invalid(`params[1].topics[${i}]: expected null, a 32-byte hex topic, or an array of them`);
-      }
-      topics.push(wildcard || (Array.isArray(p) && out.length === 0) ? null : out);
-    }
-  }
-  return { addresses, topics };
-}
-
-/** Whether a log (lower-case address and topics) matches a filter, with geth semantics. */
-export function logMatches(f: LogFilter, address: string, topics: readonly string[]): boolean {
-  if (f.addresses.length > 0 && !f.addresses.includes(address)) return false;
-  if (f.topics.length > topics.length) return false;
-  for (let i = 0; i < f.topics.length; i++) {
-    const want = f.topics[i];
-    if (want !== null && want !== undefined && !want.includes(topics[i]!)) return false;
-  }
-  return true;
 }
 
 /**
@@ -96,7 +58,7 @@ export function logMatches(f: LogFilter, address: string, topics: readonly strin
  * fetched once per canonical block from the node and fanned out. Per notification the work is one serialisation
  * of the payload plus one string concatenation per subscriber.
  */
-export class Subscriptions implements SubscriptionHub {
+export class Subscriptions {
   private readonly byId = new Map<string, Sub>();
   private readonly bySink = new Map<number, Set<Sub>>();
   private readonly byKind: Record<SubscriptionKind, Set<Sub>> = {
@@ -109,7 +71,7 @@ export class Subscriptions implements SubscriptionHub {
   private readonly stops: (() => void)[];
 
   constructor(
-    private readonly ctx: Hub,
+    private readonly ctx: SubscriptionDeps,
     private readonly maxPerConnection: number = DEFAULT_MAX_PER_CONNECTION,
   ) {
     this.stops = [ctx.events.onApplied((block, fb) => this.onApplied(block, fb.index)), ctx.events.onCanonical((n) => this.onCanonical(n))];
@@ -129,7 +91,7 @@ export class Subscriptions implements SubscriptionHub {
       if (p !== undefined && p !== null && typeof p !== 'boolean') throw invalid('params[1]: expected a boolean (true = full transactions with receipts)');
       fullTx = p === true;
     } else if (k === 'pendingLogs' || k === 'logs') {
-      filter = parseLogFilter(params[1]);
+      filter = parseLogFilter(params[1], 'params[1]');
     }
     let mine = this.bySink.get(sink.id);
     if (mine !== undefined && mine.size >= this.maxPerConnection) {
@@ -183,32 +145,32 @@ export class Subscriptions implements SubscriptionHub {
     for (const s of subs) s.sink.send(s.prefix + shared + '}}');
   }
 
-  private onApplied(block: PendingBlock, index: number): void {
+  private onApplied(block: BlockView, index: number): void {
     const k = this.byKind;
-    if (k.newFlashblocks.size > 0) Subscriptions.fanOut(k.newFlashblocks, JSON.stringify(blockToRpc(block, false, index)));
+    if (k.newFlashblocks.size > 0) Subscriptions.fanOut(k.newFlashblocks, JSON.stringify(this.ctx.shapes.blockObject(block, false, index)));
     if (k.newFlashblockTransactions.size === 0 && k.pendingLogs.size === 0) return;
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] ?? 0);
     const to = block.txCountAt[index] ?? block.txs.length;
     for (let i = from; i < to; i++) {
       const rec = block.txs[i]!;
-      if (k.newFlashblockTransactions.size > 0) this.notifyTx(rec.tx.hash, rec);
-      if (k.pendingLogs.size > 0 && rec.receipt !== null && rec.receipt.logs.length > 0) this.notifyLogs(k.pendingLogs, logsToRpc(rec));
+      if (k.newFlashblockTransactions.size > 0) this.notifyTx(rec, index);
+      if (k.pendingLogs.size > 0 && rec.receipt !== null && rec.receipt.logs.length > 0) this.notifyLogs(k.pendingLogs, pendingLogs(rec, index));
     }
   }
 
-  private notifyTx(hash: string, rec: PendingBlock['txs'][number]): void {
+  private notifyTx(rec: TxView, index: number): void {
     let hashJson: string | null = null;
     let fullJson: string | null = null;
     for (const s of this.byKind.newFlashblockTransactions) {
       if (s.fullTx) {
         if (fullJson === null) {
-          const o = txToRpc(rec);
-          o.receipt = receiptToRpc(rec);
+          const o = this.ctx.shapes.txObject(rec, index);
+          o.receipt = this.ctx.shapes.receiptObject(rec, index);
           fullJson = JSON.stringify(o);
         }
         s.sink.send(s.prefix + fullJson + '}}');
       } else {
-        if (hashJson === null) hashJson = '"' + hash + '"';
+        if (hashJson === null) hashJson = '"' + rec.tx.hash + '"';
         s.sink.send(s.prefix + hashJson + '}}');
       }
     }
@@ -217,11 +179,10 @@ export class Subscriptions implements SubscriptionHub {
   /** One notification per log (geth semantics); each log is serialised at most once. */
   private notifyLogs(subs: Set<Sub>, logs: Record<string, unknown>[]): void {
     for (const log of logs) {
-      const address = String(log.address).toLowerCase();
-      const topics = (log.topics as string[]).map((t) => t.toLowerCase());
+      const seen = { address: String(log.address).toLowerCase(), topics: (log.topics as string[]).map((t) => t.toLowerCase()) };
       let json: string | null = null;
       for (const s of subs) {
-        if (!logMatches(s.filter!, address, topics)) continue;
+        if (!logMatches(s.filter!, seen)) continue;
         if (json === null) json = JSON.stringify(log);
         s.sink.send(s.prefix + json + '}}');
       }

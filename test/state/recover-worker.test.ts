@@ -1,7 +1,7 @@
 // Sender recovery on the worker thread: the same senders as recovery on the event loop (real signed transactions
 // of every type), applied to pending state by the pipeline; a dead worker falls back to the event loop.
 import t from 'tap';
-import { RecoveryWorker } from '../../src/chain/recover-worker.js';
+import { RecoveryWorker } from '../../src/state/recover-worker.js';
 import { addressOfPublicKey, recoverSender, recoveryInput } from '../../src/chain/sender.js';
 import { decodeTransaction } from '../../src/chain/tx.js';
 import { IngestPipeline } from '../../src/ingest/pipeline.js';
@@ -37,8 +37,8 @@ t.test('the pipeline recovers senders on the worker and indexes their nonces', a
   const before = worker!.recovered;
   for (const m of unichainMessages()) feed(pipeline, m);
   const deadline = Date.now() + 5000;
-  while (state.unrecoveredCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-  t.equal(state.unrecoveredCount, 0, 'every sender recovered');
+  while (pipeline.senders.unrecoveredCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  t.equal(pipeline.senders.unrecoveredCount, 0, 'every sender recovered');
   const signed = (unichainRpcBlock() as { transactions: { type: string }[] }).transactions.filter((x) => x.type !== '0x7e').length;
   t.equal(worker!.recovered - before, signed, `the worker recovered all ${signed} signed transactions' senders`);
   const canonical = unichainRpcBlock() as { transactions: { hash: string; from: string; nonce: string; type: string }[] };
@@ -56,13 +56,13 @@ t.test('a nonce query waits for the worker instead of recovering on the event lo
   const user = canonical.transactions.find((x) => x.type !== '0x7e')!.from.toLowerCase();
   const before = worker!.recovered;
   for (const m of unichainMessages()) feed(pipeline, m);
-  t.equal(state.sendersSettled('0x000000000000000000000000000000000000dead'), null, 'an address absent from the balances need not wait');
-  const settled = state.sendersSettled(user);
+  t.equal(pipeline.senders.settled('0x000000000000000000000000000000000000dead'), null, 'an address absent from the balances need not wait');
+  const settled = pipeline.senders.settled(user);
   t.ok(settled instanceof Promise, 'a possible sender waits for the batch the worker holds');
   await settled;
   t.ok(worker!.recovered > before, 'the worker answered');
-  t.equal(state.unrecoveredCount, 0, 'nothing left to recover');
-  t.equal(state.sendersSettled(user), null, 'afterwards the answer is immediate');
+  t.equal(pipeline.senders.unrecoveredCount, 0, 'nothing left to recover');
+  t.equal(pipeline.senders.settled(user), null, 'afterwards the answer is immediate');
   t.ok(state.nextNonce(user) !== null, 'and the nonce is known');
 });
 
@@ -75,6 +75,6 @@ t.test('a dead worker: the pipeline falls back to recovery on the event loop', a
   const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: doomed }, silentLogger, null);
   for (const m of unichainMessages()) feed(pipeline, m);
   const deadline = Date.now() + 5000;
-  while (state.unrecoveredCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
-  t.equal(state.unrecoveredCount, 0, 'senders recovered anyway');
+  while (pipeline.senders.unrecoveredCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  t.equal(pipeline.senders.unrecoveredCount, 0, 'senders recovered anyway');
 });

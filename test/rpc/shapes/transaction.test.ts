@@ -4,19 +4,22 @@ import t from 'tap';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import AjvImport from 'ajv';
-import { decodeTransaction } from '../../src/chain/tx.js';
-import { effectiveGasPrice, toRpcTransaction, type RpcTxContext } from '../../src/chain/rpc-tx.js';
-import { decodeRlp, type RlpItem } from '../../src/chain/rlp.js';
-import type { DecodedTx } from '../../src/chain/types.js';
-import { unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
+import { decodeTransaction } from '../../../src/chain/tx.js';
+import { effectiveGasPrice, toRpcTransaction, type RpcTxContext } from '../../../src/rpc/shapes/transaction.js';
+import { recoverSender } from '../../../src/chain/sender.js';
+import { decodeRlp, type RlpItem } from '../../../src/chain/rlp.js';
+import type { DecodedTx } from '../../../src/chain/types.js';
+import { unichainMessages, unichainRpcBlock } from '../../helpers/fixtures.js';
 
-const fixtures = fileURLToPath(new URL('../fixtures/', import.meta.url));
+const fixtures = fileURLToPath(new URL('../../fixtures/', import.meta.url));
 const json = (rel: string): any => JSON.parse(readFileSync(fixtures + rel, 'utf8'));
 const chainBlocks = (): any[] => json('execution-apis-derived/chain-transactions.json').blocks;
 
+/** A decoded transaction with its sender recovered (the shapes read `tx.from`, they never recover it). */
 function decodeOk(raw: string): DecodedTx {
   const r = decodeTransaction(raw);
   if (!r.ok) throw new Error(`decode failed: ${r.reason}`);
+  recoverSender(r.tx);
   return r.tx;
 }
 

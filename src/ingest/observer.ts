@@ -1,0 +1,41 @@
+// The production IngestObserver: maps what the pipeline and the upstream pool report onto the metric cells (resolved
+// once; nothing allocated per frame). Reads no state; never decides anything.
+import { performance } from 'node:perf_hooks';
+import { flashblockLatenessSeconds, type Metrics } from '../metrics/metrics.js';
+import type { IngestObserver } from './pipeline.js';
+import type { UpstreamEvent } from './upstream.js';
+
+/** Pipeline observations → metrics; `blockTimeMs` places each flashblock's due time for lateness. */
+export function metricsObserver(m: Metrics, blockTimeMs: number): IngestObserver {
+  let lastAppliedAt = -1;
+  return {
+    frame(u, isBinary, bytes) {
+      const up = m.forUpstream(u);
+      up.frames[isBinary ? 'binary' : 'text'].inc();
+      up.bytes.inc(bytes);
+    },
+    decodeError: (reason) => m.decodeErrors[reason].inc(),
+    copy: (u, first) => (first ? m.upstreamFirstCopies[u] : m.upstreamDuplicateCopies[u])?.inc(),
+    verdict: (v) => m.sequenceVerdicts[v].inc(),
+    applied(fb, block, seconds, receivedAtMs) {
+      m.processingSeconds.observe(seconds);
+      if (lastAppliedAt >= 0) m.observeInterarrival((receivedAtMs - lastAppliedAt) / 1000);
+      lastAppliedAt = receivedAtMs;
+      m.observeLateness(flashblockLatenessSeconds(performance.timeOrigin + receivedAtMs, block.base.timestamp, fb.index, blockTimeMs));
+      m.pendingBlock.set(block.number);
+      m.pendingIndex.set(fb.index);
+    },
+    reorg: (hashes) => m.preconfReorgs.inc(hashes.length),
+    brokenBlock: () => {},
+  };
+}
+
+/** Upstream connection events → the per-upstream gauges and counters. */
+export function observeUpstreamEvent(m: Metrics, e: UpstreamEvent): void {
+  const up = m.forUpstream(e.upstream);
+  if (e.kind === 'connected') up.connected.set(1);
+  else if (e.kind === 'disconnected') {
+    up.connected.set(0);
+    up.reconnects.inc();
+  } else if (e.kind === 'stalled') up.stalls.inc();
+}

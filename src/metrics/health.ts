@@ -1,0 +1,39 @@
+// Readiness as /readyz reports it, from plain observations (no module references): whether pending answers can be
+// served — a fresh flashblock, an upstream connected, the node answering. Pure; the daemon gathers the inputs.
+import type { HealthReport } from './server.js';
+
+/** What readiness is judged from, observed at one instant. */
+export interface HealthInputs {
+  flashblocksEnabled: boolean;
+  upstreamUrls: number;
+  upstreamConnected: number;
+  /** Milliseconds since the newest flashblock was applied; null before the first. */
+  pendingAgeMs: number | null;
+  readyMaxAgeMs: number;
+  /** False when no node is configured. */
+  nodeEnabled: boolean;
+  /** Milliseconds since the node last answered the canonical tracker; null when it never did. */
+  nodeOkAgeMs: number | null;
+  canonicalPollMs: number;
+  /** The node's head as the tracker last saw it. */
+  nodeHead: number;
+}
+
+/** The /readyz report: ready when pending state is fresh, an upstream is connected and the node answers. */
+export function healthReport(h: HealthInputs): HealthReport {
+  const age = h.pendingAgeMs;
+  const nodeReachable = !h.nodeEnabled || (h.nodeOkAgeMs !== null && h.nodeOkAgeMs < Math.max(5000, h.canonicalPollMs * 20));
+  const fresh = !h.flashblocksEnabled || (age !== null && age <= h.readyMaxAgeMs);
+  const upOk = !h.flashblocksEnabled || h.upstreamConnected > 0;
+  return {
+    ready: fresh && upOk && nodeReachable,
+    upstreamConnected: h.upstreamConnected,
+    pendingAgeMs: age,
+    nodeReachable,
+    checks: {
+      upstream: { ok: upOk, detail: h.flashblocksEnabled ? `${h.upstreamConnected}/${h.upstreamUrls} upstreams connected` : 'flashblocks disabled' },
+      pending: { ok: fresh, detail: age === null ? 'no flashblock applied yet' : `last flashblock applied ${age} ms ago (limit ${h.readyMaxAgeMs} ms)` },
+      node: { ok: nodeReachable, detail: h.nodeEnabled ? (nodeReachable ? `head ${h.nodeHead}` : 'node not answering') : 'no node configured' },
+    },
+  };
+}

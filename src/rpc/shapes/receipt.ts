@@ -1,0 +1,122 @@
+// JSON-RPC receipts, one builder for every producer: the facts of a receipt (from the stream's metadata today, from
+// execution next) plus the transaction's context give the same object, field for field and byte for byte, whoever
+// produced the facts. Models: reth rpc-eth-types' receipt builder, node-reth's. Pure: the sender is passed in.
+import type { FlashLog } from '../../chain/flashblock.js';
+import { logsBloom } from '../../chain/bloom.js';
+import { toQuantity } from '../../chain/hex.js';
+import { contractAddress } from '../../chain/sender.js';
+import { TX_DEPOSIT, type DecodedTx } from '../../chain/types.js';
+import type { TxView } from '../../state/view.js';
+import { txContext, type TxContext } from './context.js';
+import { logsToRpc } from './log.js';
+import { effectiveGasPrice } from './transaction.js';
+
+const q = toQuantity;
+
+/** OP-stack L1 data-fee fields as op-geth/op-reth show them on non-deposit receipts; absent ones are omitted. */
+export interface OpL1Fee {
+  l1GasPrice: bigint | null;
+  l1GasUsed: bigint | null;
+  l1Fee: bigint | null;
+  /** Pre-Ecotone decimal scalar string (e.g. "0.684"); null after Ecotone. */
+  l1FeeScalar: string | null;
+  l1BaseFeeScalar: bigint | null;
+  l1BlobBaseFee: bigint | null;
+  l1BlobBaseFeeScalar: bigint | null;
+  operatorFeeScalar: bigint | null;
+  operatorFeeConstant: bigint | null;
+}
+
+/** What a receipt says beyond where its transaction sits: the output of whichever producer ran the transaction. */
+export interface ReceiptFacts {
+  /** EIP-2718 type of the receipt (the transaction's). */
+  type: number;
+  status: number;
+  cumulativeGasUsed: bigint;
+  gasUsed: bigint;
+  logs: readonly Readonly<FlashLog>[];
+  /** The address a creation deployed to, else null. */
+  contractAddress: string | null;
+  depositNonce: bigint | null;
+  depositReceiptVersion: bigint | null;
+  /** OP L1 fee fields; null when the producer does not know them (stream metadata never carries them). */
+  l1Fee: OpL1Fee | null;
+}
+
+/** The address a creation by `from` deploys to (deposits at their depositNonce), or null for a call. */
+export function createdAddress(tx: Readonly<DecodedTx>, from: string, depositNonce: bigint | null): string | null {
+  if (tx.to !== null) return null;
+  const nonce = tx.type === TX_DEPOSIT ? depositNonce : tx.nonce;
+  return nonce === null ? null : contractAddress(from, nonce);
+}
+
+/**
+ * The facts the stream's metadata gives for a pending transaction (gasUsed from the difference of cumulative gas),
+ * or null when it carried no usable receipt or the sender is unknown (the caller forwards to the node).
+ */
+export function streamReceiptFacts(rec: TxView): ReceiptFacts | null {
+  const r = rec.receipt;
+  const from = rec.tx.from;
+  if (r === null || r.cumulativeGasUsed === null || rec.gasUsed === null || from === null) return null;
+  return {
+    type: r.type ?? rec.tx.type,
+    status: r.status ?? 1,
+    cumulativeGasUsed: r.cumulativeGasUsed,
+    gasUsed: rec.gasUsed,
+    logs: r.logs,
+    contractAddress: createdAddress(rec.tx, from, r.depositNonce),
+    depositNonce: r.depositNonce,
+    depositReceiptVersion: r.depositReceiptVersion,
+    l1Fee: null,
+  };
+}
+
+const L1_FIELDS = ['l1GasPrice', 'l1GasUsed', 'l1Fee', 'l1FeeScalar', 'l1BaseFeeScalar', 'l1BlobBaseFee', 'l1BlobBaseFeeScalar', 'operatorFeeScalar', 'operatorFeeConstant'] as const;
+
+/**
+ * The JSON-RPC receipt of `tx` (sent by `from`) at `ctx` with `facts`. Field order is fixed here, so two producers
+ * of the same facts serialise identically.
+ */
+export function buildReceipt(tx: Readonly<DecodedTx>, from: string, ctx: TxContext, facts: ReceiptFacts): Record<string, unknown> {
+  const out: Record<string, unknown> = {
+    type: q(facts.type),
+    status: q(facts.status),
+    cumulativeGasUsed: q(facts.cumulativeGasUsed),
+    logs: logsToRpc(facts.logs, tx.hash, ctx),
+    logsBloom: logsBloom(facts.logs),
+    transactionHash: tx.hash,
+    transactionIndex: ctx.transactionIndex === null ? null : q(ctx.transactionIndex),
+    blockHash: ctx.blockHash,
+    blockNumber: ctx.blockNumber === null ? null : q(ctx.blockNumber),
+    // Not in the execution-apis receipt schema, but geth (1.16+) and anvil return it; clients use it to avoid a
+    // block lookup.
+    blockTimestamp: ctx.blockTimestamp == null ? null : q(ctx.blockTimestamp),
+    gasUsed: q(facts.gasUsed),
+    effectiveGasPrice: q(effectiveGasPrice(tx, ctx.baseFeePerGas)),
+    from,
+    to: tx.to,
+    contractAddress: facts.contractAddress,
+  };
+  if (tx.type === TX_DEPOSIT) {
+    if (facts.depositNonce !== null) out.depositNonce = q(facts.depositNonce);
+    if (facts.depositReceiptVersion !== null) out.depositReceiptVersion = q(facts.depositReceiptVersion);
+  } else if (facts.l1Fee !== null) {
+    const f = facts.l1Fee;
+    for (const k of L1_FIELDS) {
+      const v = f[k];
+      if (v !== null) out[k] = typeof v === 'string' ? v : q(v);
+    }
+  }
+  return out;
+}
+
+/** The receipt of a pending transaction as of flashblock `index` from the stream's metadata, or null (forward). */
+export function receiptToRpc(rec: TxView, index: number = rec.block.lastIndex): Record<string, unknown> | null {
+  const facts = streamReceiptFacts(rec);
+  return facts === null ? null : buildReceipt(rec.tx, rec.tx.from as string, txContext(rec, index), facts);
+}
+
+/** The logs of a pending transaction's stream receipt as of flashblock `index` (none without a receipt). */
+export function pendingLogs(rec: TxView, index: number = rec.block.lastIndex): Record<string, unknown>[] {
+  return rec.receipt === null ? [] : logsToRpc(rec.receipt.logs, rec.tx.hash, txContext(rec, index));
+}

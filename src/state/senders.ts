@@ -1,0 +1,173 @@
+// Sender recovery for pending transactions: the queue of signed transactions whose sender is unknown, recovered on
+// the worker thread beside this file (recover-worker.ts) or, without it, on the event loop in short slices. The
+// only writer of `tx.from` and of the sender nonce index after apply; readers ask it (SenderSource) and then read.
+import { addressOfPublicKey, recoverSender, recoveryInput, type RecoveryInput } from '../chain/sender.js';
+import { TX_DEPOSIT, type DecodedTx } from '../chain/types.js';
+import type { PendingBlock, TxRecord } from './block.js';
+import type { PendingState } from './pending.js';
+import type { RecoveryWorker } from './recover-worker.js';
+import type { SenderSource, TxView } from './view.js';
+
+export interface SenderRecoveryOptions {
+  /** Recovers off the event loop when given and usable; else recovery runs on the event loop in slices. */
+  worker?: RecoveryWorker | null;
+  /** Time slice for recovery on the event loop between frames. */
+  sliceMs?: number;
+}
+
+/** Recovers pending senders; see the file comment. */
+export class SenderRecovery implements SenderSource {
+  /** Signed transactions whose sender is not recovered yet. */
+  private queued: TxRecord[] = [];
+  /** The batch the worker holds; empty when none is in flight. */
+  private inWorker: TxRecord[] = [];
+  /** Settles when the worker's batch has been applied (or failed); null when none is in flight. */
+  private inWorkerDone: Promise<void> | null = null;
+  private sliceScheduled = false;
+
+  constructor(
+    private readonly state: PendingState,
+    private readonly opts: SenderRecoveryOptions = {},
+  ) {}
+
+  /** Queues the transactions of flashblock `index` of `block` whose sender is unknown, and schedules recovery. */
+  added(block: PendingBlock, index: number): void {
+    const from = index === 0 ? 0 : (block.txCountAt[index - 1] as number);
+    const to = block.txCountAt[index] as number;
+    for (let i = from; i < to; i++) {
+      const rec = block.txs[i]!;
+      if (rec.tx.from === null && rec.tx.type !== TX_DEPOSIT) this.queued.push(rec);
+    }
+    this.schedule();
+  }
+
+  /** Senders awaiting recovery (queued, or in the worker's batch). */
+  get unrecoveredCount(): number {
+    return this.queued.length + this.inWorker.length;
+  }
+
+  private schedule(): void {
+    const worker = this.opts.worker;
+    if (worker != null && worker.usable) {
+      this.recoverOn(worker);
+      return;
+    }
+    if (this.sliceScheduled || this.queued.length === 0) return;
+    this.sliceScheduled = true;
+    setImmediate(() => {
+      this.sliceScheduled = false;
+      if (this.recoverQueued(this.opts.sliceMs ?? 2) > 0) this.schedule();
+    });
+  }
+
+  /** Recovers one record on this thread and indexes its nonce; false when its signature does not recover. */
+  private recoverOne(rec: TxRecord): boolean {
+    if (recoverSender(rec.tx as DecodedTx) === null) return false;
+    this.state.noteSender(rec);
+    return true;
+  }
+
+  /**
+   * Recovers queued senders on this thread for at most `budgetMs` (all when undefined). Returns how many are still
+   * queued.
+   */
+  recoverQueued(budgetMs?: number): number {
+    const q = this.queued;
+    if (q.length === 0) return 0;
+    const end = budgetMs === undefined ? Infinity : performance.now() + budgetMs;
+    let i = 0;
+    for (; i < q.length; i++) {
+      const rec = q[i]!;
+      if (this.state.holds(rec.block)) this.recoverOne(rec);
+      if ((i & 7) === 7 && performance.now() >= end) {
+        i++;
+        break;
+      }
+    }
+    this.queued = i >= q.length ? [] : q.slice(i);
+    return this.queued.length;
+  }
+
+  /**
+   * Sends the queue to `worker`: the inputs are prepared here, the public keys come back later and are applied on
+   * this thread. One batch in flight; senders that arrive meanwhile go in the next one. A failed worker puts the
+   * batch back and recovery continues on the event loop.
+   */
+  private recoverOn(worker: RecoveryWorker): void {
+    if (this.inWorker.length > 0 || this.queued.length === 0) return;
+    const batch = this.queued;
+    const inputs: RecoveryInput[] = [];
+    const sent: TxRecord[] = [];
+    for (const rec of batch) {
+      if (!this.state.holds(rec.block)) continue;
+      const input = recoveryInput(rec.tx as DecodedTx);
+      if (input !== null) {
+        inputs.push(input);
+        sent.push(rec);
+      } else this.recoverOne(rec); // nothing for the worker: settled here
+    }
+    const taken = new Set(batch);
+    this.queued = [];
+    if (inputs.length === 0) return;
+    this.inWorker = sent;
+    this.inWorkerDone = worker.recover(inputs).then(
+      (pubs) => {
+        this.inWorker = [];
+        this.inWorkerDone = null;
+        for (let i = 0; i < sent.length; i++) {
+          const rec = sent[i]!;
+          const tx = rec.tx as DecodedTx;
+          const pub = pubs[i];
+          if (tx.from === null && pub != null) tx.from = addressOfPublicKey(pub);
+          // A block settled or replaced meanwhile no longer indexes its senders (noteSender checks).
+          this.state.noteSender(rec);
+        }
+        if (this.queued.length > 0) this.recoverOn(worker);
+      },
+      () => {
+        this.inWorker = [];
+        this.inWorkerDone = null;
+        // Back to the queue (still held, still unknown), ahead of what arrived meanwhile.
+        const back = sent.filter((r) => r.tx.from === null && this.state.holds(r.block));
+        this.queued = [...back, ...this.queued.filter((r) => !taken.has(r))];
+        this.schedule();
+      },
+    );
+  }
+
+  /** SenderSource: recovers the unknown senders of `recs` now, on this thread. */
+  recover(recs: Iterable<TxView>): void {
+    for (const r of recs) if (r.tx.from === null && r.tx.type !== TX_DEPOSIT) this.recoverOne(r as TxRecord);
+  }
+
+  /** SenderSource: see there. Recovers the queue on this thread when the worker does not hold a relevant batch. */
+  settled(address: string): Promise<void> | null {
+    if (this.inWorkerDone !== null && this.maySend(address)) {
+      return (async () => {
+        // A batch that finishes may start the next (senders that arrived meanwhile): wait for those too.
+        while (this.inWorkerDone !== null) await this.inWorkerDone;
+        if (this.queued.length > 0 && this.maySend(address)) this.recoverQueued();
+      })();
+    }
+    if (this.queued.length > 0 && this.maySend(address)) this.recoverQueued();
+    return null;
+  }
+
+  /**
+   * Whether `address` may be the sender of a transaction whose sender is not recovered yet. A sender's account
+   * changes (nonce, and balance through fees), so it is in its block's new_account_balances: an address absent from
+   * every such block sent none of them, and a nonce query for it need not recover ~65 µs per pending transaction.
+   */
+  private maySend(address: string): boolean {
+    let last: PendingBlock | null = null;
+    for (const list of [this.queued, this.inWorker]) {
+      for (const rec of list) {
+        if (rec.block === last) continue;
+        last = rec.block;
+        if (!this.state.holds(last)) continue;
+        if (!last.balancesComplete || last.balances.has(address)) return true;
+      }
+    }
+    return false;
+  }
+}
