@@ -1,6 +1,23 @@
-// Lint configuration: typescript-eslint recommended rules over src, test, bench and scripts.
+// Lint configuration: typescript-eslint recommended rules over src, test, bench and scripts, plus the one-way arrows
+// of src/ (ingest → state → {rpc, stream}, chain at the bottom, config/errors/log/metrics/node as leaves, nothing
+// importing main.ts or daemon.ts). A new back arrow fails `npm run lint` (test/lint.test.ts shows it).
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+
+/** An import pattern matching the folder `dir` of src/ (or src/<dir>.ts) reached by any relative path. */
+const into = (dir) => `(^|/)${dir}(/|\\.js$)`;
+
+/** `files` may not import any of `dirs`: one config object per folder (a later object would replace, not add). */
+function arrows(files, dirs, why) {
+  return {
+    files,
+    rules: {
+      'no-restricted-imports': ['error', { patterns: dirs.map((d) => ({ regex: into(d), message: `${why} (imports point ingest → state → {rpc, stream}; chain at the bottom)` })) }],
+    },
+  };
+}
+
+const TOP = ['main', 'daemon'];
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', '.tap/**', 'coverage/**'] },
@@ -14,4 +31,17 @@ export default tseslint.config(
       'no-constant-condition': ['error', { checkLoops: false }],
     },
   },
+  {
+    files: ['src/chain/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ regex: '^\\.\\./', message: 'chain/ is the bottom layer (pure codecs): it imports only chain/ and packages' }] }] },
+  },
+  arrows(['src/state/**/*.ts'], ['ingest', 'rpc', 'stream', 'cli', 'node', 'metrics', ...TOP], 'state/ knows nothing of ingest, sockets, the node or metrics'),
+  arrows(['src/ingest/**/*.ts'], ['rpc', 'stream', 'cli', ...TOP], 'ingest/ writes state; it never imports its readers'),
+  arrows(['src/rpc/**/*.ts'], ['ingest', 'stream', 'cli', ...TOP], 'rpc/ reads the state view; it never imports ingest or stream'),
+  arrows(['src/stream/**/*.ts'], ['ingest', 'rpc', 'cli', 'node', ...TOP], 'stream/ is only the raw rebroadcast; it never imports ingest or rpc'),
+  arrows(['src/metrics/**/*.ts', 'src/config.ts', 'src/errors.ts', 'src/log.ts'], ['chain', 'ingest', 'state', 'rpc', 'stream', 'cli', 'node', ...TOP], 'config, errors, log and metrics are leaves'),
+  arrows(['src/node/**/*.ts'], ['chain', 'ingest', 'state', 'rpc', 'stream', 'cli', ...TOP], 'node/ is a leaf client'),
+  arrows(['src/cli/**/*.ts'], ['ingest', 'state', 'rpc', 'stream', ...TOP], 'cli/ talks to endpoints, never to the daemon inside'),
+  arrows(['src/native.ts', 'src/child.ts'], TOP, 'nothing imports main.ts or daemon.ts'),
+  arrows(['src/daemon.ts'], ['main', 'cli'], 'nothing imports main.ts'),
 );

@@ -243,7 +243,7 @@ t.test('brotli subscribers get one compressed copy per frame; brotli upstream fr
   await closeAll([br, br2, plain]);
 });
 
-t.test('a subscriber that never reads is closed over its cap; the others get every frame', async (t) => {
+t.test('a subscriber that never reads misses a frame over its cap (counted) and is closed; the others get every frame', async (t) => {
   const capBytes = 512 * 1024;
   const h = await startStream({ streamMaxBackpressureBytes: capBytes });
   t.teardown(() => h.close());
@@ -267,6 +267,7 @@ t.test('a subscriber that never reads is closed over its cap; the others get eve
   }
   slow.ws.resume(); // a late reader still gets the close frame behind the buffered data
   t.equal(h.metrics.streamSlowCloses.value, 1, 'exactly one slow close');
+  t.equal(h.metrics.streamFramesDropped.value, 1, 'the frame it was over its cap for was not sent to it, and counted');
   t.equal(h.stream.subscriberCount(), 5, 'the fast subscribers stay');
   t.ok(h.stream.peakBufferedBytes() > capBytes, 'the slow socket went over the cap');
   t.ok(h.stream.peakBufferedBytes() <= capBytes + frameBytes, `server-side buffer stayed bounded: peak ${h.stream.peakBufferedBytes()} ≤ cap ${capBytes} + one frame ${frameBytes}`);
