@@ -1,0 +1,184 @@
+// Every metric family the README documents moves at least once in one end-to-end run: the devnet as upstream 0 and
+// node, a fake upstream 1 for the targeted faults a healthy run never shows (a bad frame, a stall, a preconfirmed
+// transaction the canonical block lacks, early and late flashblocks, a gap that never fills, a subscriber over its
+// cap, a resume too old, the node going away). Waits are on events and metric values, never fixed sleeps.
+import { readFileSync } from 'node:fs';
+import t from 'tap';
+import WebSocket from 'ws';
+import { startDevnet, type BuiltFlashblock } from '../../scripts/devnet/sequencer.js';
+import { loadConfig } from '../../src/config.js';
+import { startDaemon } from '../../src/daemon.js';
+import { createLogger } from '../../src/log.js';
+import { unichainMessages } from '../helpers/fixtures.js';
+import { startReplayServer } from '../helpers/replay-server.js';
+
+/** The metric names of the README's Metrics table. */
+function documentedFamilies(): string[] {
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  const section = readme.slice(readme.indexOf('## Metrics'), readme.indexOf('## Errors'));
+  return [...section.matchAll(/^\| `(flashblocksd_[a-z_]+)` \|/gm)].map((m) => m[1]!);
+}
+
+/** Families with a non-zero sample in a Prometheus text body (histograms by their _count). */
+function nonZeroFamilies(text: string, families: string[]): Set<string> {
+  const out = new Set<string>();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const name = line.slice(0, line.search(/[{ ]/));
+    const value = Number(line.slice(line.lastIndexOf(' ') + 1));
+    if (value === 0 || Number.isNaN(value)) continue;
+    const family = families.find((f) => name === f || name === f + '_count');
+    if (family !== undefined) out.add(family);
+  }
+  return out;
+}
+
+/** Resolves with the first value of `get` that `ok` accepts, polling on `onTick` events (rejects after `ms`). */
+function until<T>(get: () => Promise<T>, ok: (v: T) => boolean, subscribe: (fn: () => void) => () => void, ms: number, what: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    let busy = false;
+    const off = subscribe(() => {
+      if (busy) return;
+      busy = true;
+      void get().then((v) => {
+        busy = false;
+        if (ok(v)) {
+          off();
+          clearTimeout(timer);
+          resolve(v);
+        }
+      });
+    });
+    const timer = setTimeout(() => {
+      off();
+      reject(new Error(`timed out waiting for ${what}`));
+    }, ms);
+  });
+}
+
+/** A Unichain capture message rewritten as flashblock `index` of block `blockNumber` (payload `payloadId`). */
+function fake(src: Record<string, unknown>, blockNumber: number, index: number, payloadId: string, extra: { timestamp?: number; padBytes?: number } = {}): string {
+  const m = structuredClone(src) as Record<string, any>;
+  m.payload_id = payloadId;
+  m.index = index;
+  m.metadata.block_number = blockNumber;
+  if (index === 0) {
+    m.base.block_number = '0x' + blockNumber.toString(16);
+    if (extra.timestamp !== undefined) m.base.timestamp = '0x' + extra.timestamp.toString(16);
+  } else m.base = null;
+  if (extra.padBytes !== undefined) m._pad = 'x'.repeat(extra.padBytes);
+  return JSON.stringify(m);
+}
+
+t.test('every documented metric family moves in one end-to-end run with targeted faults', async (t) => {
+  const families = documentedFamilies();
+  t.ok(families.length >= 30, `${families.length} documented families`);
+  const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200 });
+  t.teardown(() => devnet.stop());
+  const fakeUp = await startReplayServer();
+  t.teardown(() => fakeUp.close());
+  const capBytes = 64 * 1024;
+  const config = loadConfig(
+    [
+      '--flashblocks-url', `${devnet.flashblocksUrl},${fakeUp.url}`,
+      '--node-rpc-url', devnet.nodeRpcUrl,
+      '--port', '0', '--metrics-port', '0', '--block-time-ms', '1000', '--log-level', 'error',
+      '--stream-max-backpressure-bytes', String(capBytes), '--replay-ring-frames', '16', '--node-timeout-ms', '1000', '--max-frame-bytes', String(32 * 1024 * 1024),
+    ],
+    {},
+  );
+  const daemon = await startDaemon(config, { log: createLogger({ level: 'error', write: () => {} }) });
+  t.teardown(() => daemon.stop());
+  const rpcUrl = `http://127.0.0.1:${daemon.rpcPort}/`;
+  const streamUrl = `ws://127.0.0.1:${daemon.rpcPort}/flashblocks`;
+  const seen = new Set<string>();
+  const scrape = async (): Promise<string> => {
+    const text = await (await fetch(`http://127.0.0.1:${daemon.metricsPort}/metrics`)).text();
+    for (const f of nonZeroFamilies(text, families)) seen.add(f);
+    return text;
+  };
+  const value = async (sample: string): Promise<number> => {
+    const text = await scrape();
+    let sum = 0;
+    for (const line of text.split('\n')) if (line.startsWith(sample)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+    return sum;
+  };
+  const onFlashblock = (fn: () => void): (() => void) => devnet.onFlashblock(() => fn());
+  const call = async (method: string, params: unknown[] = []): Promise<any> =>
+    (await (await fetch(rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) })).json());
+  const uni = unichainMessages();
+
+  // Healthy traffic: raw-stream readers (one that reads, one that never does), an eth_subscribe, RPC calls.
+  await fakeUp.waitForClients(1);
+  const reader = new WebSocket(streamUrl);
+  const stalled = new WebSocket(streamUrl);
+  const stalledClosed = new Promise<number>((resolve) => stalled.once('close', (code) => resolve(code)));
+  const sub = new WebSocket(`ws://127.0.0.1:${daemon.rpcPort}/`);
+  await Promise.all([reader, stalled, sub].map((ws) => new Promise((r) => ws.once('open', r))));
+  stalled.pause();
+  reader.on('message', () => {});
+  sub.on('message', () => {});
+  sub.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['newFlashblocks'] }));
+  await until(() => value('flashblocksd_ws_subscriptions{kind="newFlashblocks"}'), (v) => v === 1, onFlashblock, 10_000, 'the subscription');
+  await until(() => call('eth_blockNumber'), (r) => Number(r.result) >= 3, onFlashblock, 20_000, 'pending block 3');
+  t.ok((await call('eth_getBlockByNumber', ['pending', false])).result, 'pending block served');
+  t.ok((await call('eth_chainId')).result, 'a forwarded call');
+
+  // A bad frame from upstream 1.
+  fakeUp.send('{"payload_id": not json');
+  // A flashblock of the devnet's current build that upstream 1 delivers first (held until the one before it comes):
+  // the devnet's own copy is a later
+  // copy (dropped), the gap until its next one is an interval budget miss, the 12 MiB pad (beyond what the kernel buffers of a paused socket absorb) puts the never-reading
+  // subscriber over its cap, and its transaction (from another chain) never reaches the canonical block: a reorg.
+  const target = await new Promise<BuiltFlashblock>((resolve) => {
+    const off = devnet.onFlashblock((fb) => {
+      if (fb.index <= 1) {
+        off();
+        // Two ahead: it lands in the gap buffer well before the devnet's copy, whatever the transfer time.
+        fakeUp.send(fake(uni[1]!, fb.blockNumber, fb.index + 2, fb.payloadId, { padBytes: 12 * 1024 * 1024 }));
+        resolve(fb);
+      }
+    });
+  });
+  await until(() => value('flashblocksd_stream_slow_closes_total'), (v) => v > 0, onFlashblock, 20_000, 'the slow close');
+  stalled.resume(); // it reads the close frame behind its backlog
+  t.equal(await stalledClosed, 1008, 'the never-reading subscriber was closed over its cap');
+  await until(() => value('flashblocksd_preconfirmation_reorgs_total'), (v) => v > 0, onFlashblock, 20_000, `block ${target.blockNumber} to settle`);
+
+  // upstream 1 goes silent (a stall, then a reconnect) and comes back.
+  fakeUp.silence(true);
+  await until(() => value('flashblocksd_upstream_stalls_total'), (v) => v > 0, onFlashblock, 10_000, 'a stall');
+  fakeUp.silence(false);
+  await fakeUp.waitForClients(1, 10_000);
+
+  // A resume point the 16-frame replay ring no longer holds.
+  const late = new WebSocket(`${streamUrl}?block_number=1&index=0`);
+  t.equal(await new Promise<number>((resolve) => late.once('close', (code) => resolve(code))), 4000, 'resume too old');
+
+  // Far-future heights from upstream 1: one long overdue (timestamp miss), one early, then a gap that never fills.
+  const head = Number((await call('eth_blockNumber')).result);
+  const nowS = Math.floor(Date.now() / 1000);
+  fakeUp.send(fake(uni[0]!, head + 100, 0, '0x00000000000000a1', { timestamp: nowS - 60 }));
+  fakeUp.send(fake(uni[0]!, head + 101, 0, '0x00000000000000a2', { timestamp: nowS + 600 }));
+  fakeUp.send(fake(uni[2]!, head + 101, 2, '0x00000000000000a2'));
+  await until(() => call('eth_getBlockByNumber', ['pending', false]), () => true, onFlashblock, 10_000, 'a pending query');
+  await until(
+    async () => {
+      await call('eth_getBlockByNumber', ['pending', false]);
+      return value('flashblocksd_pending_fallbacks_total{reason="broken"}');
+    },
+    (v) => v > 0,
+    onFlashblock,
+    10_000,
+    'the broken block to answer as latest',
+  );
+
+  // The node goes away: a forwarded call fails to connect.
+  await devnet.stop();
+  t.match(await call('eth_chainId'), { error: { code: -32000 } }, 'forwarding fails while the node is down');
+  await scrape();
+
+  for (const ws of [reader, sub]) ws.terminate();
+  const missing = families.filter((f) => !seen.has(f));
+  t.same(missing, [], 'every documented family moved');
+});
