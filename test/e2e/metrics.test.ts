@@ -83,7 +83,7 @@ t.test('every documented metric family moves in one end-to-end run with targeted
       '--flashblocks-url', `${devnet.flashblocksUrl},${fakeUp.url}`,
       '--node-rpc-url', devnet.nodeRpcUrl,
       '--port', '0', '--metrics-port', '0', '--block-time-ms', '1000', '--log-level', 'error',
-      '--stream-max-backpressure-bytes', String(capBytes), '--replay-ring-frames', '16', '--node-timeout-ms', '1000', '--max-frame-bytes', String(32 * 1024 * 1024),
+      '--stream-max-backpressure-bytes', String(capBytes), '--replay-ring-frames', '1', '--node-timeout-ms', '1000', '--max-frame-bytes', String(32 * 1024 * 1024),
     ],
     {},
   );
@@ -151,8 +151,8 @@ t.test('every documented metric family moves in one end-to-end run with targeted
   fakeUp.silence(false);
   await fakeUp.waitForClients(1, 10_000);
 
-  // A resume point the 16-frame replay ring no longer holds.
-  const late = new WebSocket(`${streamUrl}?block_number=1&index=0`);
+  // A resume point the one-frame replay ring no longer holds (and that its oldest frame does not follow).
+  const late = new WebSocket(`${streamUrl}?block_number=0&index=0`);
   t.equal(await new Promise<number>((resolve) => late.once('close', (code) => resolve(code))), 4000, 'resume too old');
 
   // Far-future heights from upstream 1: one long overdue (timestamp miss), one early, then a gap that never fills.
