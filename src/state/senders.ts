@@ -24,6 +24,8 @@ export class SenderRecovery implements SenderSource {
   /** Settles when the worker's batch has been applied (or failed); null when none is in flight. */
   private inWorkerDone: Promise<void> | null = null;
   private sliceScheduled = false;
+  /** Resolvers of drained(), called once nothing awaits recovery. */
+  private drainWaiters: (() => void)[] = [];
 
   constructor(
     private readonly state: PendingState,
@@ -46,6 +48,19 @@ export class SenderRecovery implements SenderSource {
     return this.queued.length + this.inWorker.length;
   }
 
+  /** Resolves once every sender queued so far has been recovered (or found unrecoverable): an event to wait on. */
+  drained(): Promise<void> {
+    if (this.unrecoveredCount === 0) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  private notifyIfDrained(): void {
+    if (this.unrecoveredCount > 0 || this.drainWaiters.length === 0) return;
+    const waiters = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const w of waiters) w();
+  }
+
   private schedule(): void {
     const worker = this.opts.worker;
     if (worker != null && worker.usable) {
@@ -57,6 +72,7 @@ export class SenderRecovery implements SenderSource {
     setImmediate(() => {
       this.sliceScheduled = false;
       if (this.recoverQueued(this.opts.sliceMs ?? 2) > 0) this.schedule();
+      else this.notifyIfDrained();
     });
   }
 
@@ -85,6 +101,7 @@ export class SenderRecovery implements SenderSource {
       }
     }
     this.queued = i >= q.length ? [] : q.slice(i);
+    if (this.queued.length === 0) this.notifyIfDrained();
     return this.queued.length;
   }
 
@@ -108,7 +125,10 @@ export class SenderRecovery implements SenderSource {
     }
     const taken = new Set(batch);
     this.queued = [];
-    if (inputs.length === 0) return;
+    if (inputs.length === 0) {
+      this.notifyIfDrained();
+      return;
+    }
     this.inWorker = sent;
     this.inWorkerDone = worker.recover(inputs).then(
       (pubs) => {
@@ -123,6 +143,7 @@ export class SenderRecovery implements SenderSource {
           this.state.noteSender(rec);
         }
         if (this.queued.length > 0) this.recoverOn(worker);
+        else this.notifyIfDrained();
       },
       () => {
         this.inWorker = [];

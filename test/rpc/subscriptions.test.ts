@@ -24,9 +24,16 @@ class Sink implements SubscriberSink {
   static next = 1;
   readonly id = Sink.next++;
   readonly texts: string[] = [];
+  private waiter: { n: number; resolve: () => void } | null = null;
   send(text: string): boolean {
     this.texts.push(text);
+    if (this.waiter !== null && this.texts.length >= this.waiter.n) this.waiter.resolve();
     return true;
+  }
+  /** Resolves once `n` messages arrived. */
+  received(n: number): Promise<void> {
+    if (this.texts.length >= n) return Promise.resolve();
+    return new Promise((resolve) => (this.waiter = { n, resolve }));
   }
   notes(id?: string): Note[] {
     return this.texts.map((x) => JSON.parse(x) as Note).filter((n) => id === undefined || n.params.subscription === id);
@@ -169,7 +176,7 @@ t.test('canonical kinds: newHeads and logs fetched once from the node per canoni
   subs.subscribe(new Sink(), ['newHeads']);
   const logsB = subs.subscribe(s, ['logs', { address: '0x' + 'bb'.repeat(20) }]);
   pipeline.settle(16, null);
-  for (let i = 0; i < 100 && s.texts.length < 2; i++) await new Promise((r) => setTimeout(r, 10));
+  await s.received(2);
   const h = s.notes(heads);
   t.equal(h.length, 1);
   t.same(h[0]!.params.result, { number: '0x10', hash: '0x' + 'ab'.repeat(32) }, 'header without transactions/uncles');
@@ -187,18 +194,29 @@ t.test('over a real socket: viem raw eth_subscribe gets newFlashblocks; eth_unsu
   const client = createPublicClient({ transport: webSocket(`ws://127.0.0.1:${d.rpcPort}/`, { keepAlive: false, reconnect: false }) });
   const got: { hash: string }[] = [];
   const logs: unknown[] = [];
+  let allArrived: () => void = () => {};
+  const arrived = new Promise<void>((resolve) => (allArrived = resolve));
+  const check = (): void => {
+    if (got.length >= uni.length && logs.length >= 4) allArrived();
+  };
   const { transport } = client;
   const sub = await transport.subscribe({
     params: ['newFlashblocks'] as never,
-    onData: (data: { result?: unknown }) => got.push(data.result as { hash: string }),
+    onData: (data: { result?: unknown }) => {
+      got.push(data.result as { hash: string });
+      check();
+    },
   });
   t.match(sub.subscriptionId, /^0x[0-9a-f]{32}$/);
   const logSub = await transport.subscribe({
     params: ['pendingLogs', { address: LOG_ADDRESS }] as never,
-    onData: (data: { result?: unknown }) => logs.push(data.result),
+    onData: (data: { result?: unknown }) => {
+      logs.push(data.result);
+      check();
+    },
   });
   for (const m of uni) feed(d.pipeline, m);
-  for (let i = 0; i < 200 && (got.length < uni.length || logs.length < 4); i++) await new Promise((r) => setTimeout(r, 10));
+  await arrived;
   t.same(got.map((b) => b.hash), uni.map((m) => (m.diff as { block_hash: string }).block_hash), 'one pending block per flashblock, in order');
   t.equal(logs.length, 4, 'pendingLogs over the socket');
   await sub.unsubscribe();

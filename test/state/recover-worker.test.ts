@@ -36,8 +36,7 @@ t.test('the pipeline recovers senders on the worker and indexes their nonces', a
   const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: worker }, silentLogger, null);
   const before = worker!.recovered;
   for (const m of unichainMessages()) feed(pipeline, m);
-  const deadline = Date.now() + 5000;
-  while (pipeline.senders.unrecoveredCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  await pipeline.senders.drained();
   t.equal(pipeline.senders.unrecoveredCount, 0, 'every sender recovered');
   const signed = (unichainRpcBlock() as { transactions: { type: string }[] }).transactions.filter((x) => x.type !== '0x7e').length;
   t.equal(worker!.recovered - before, signed, `the worker recovered all ${signed} signed transactions' senders`);
@@ -68,13 +67,11 @@ t.test('a nonce query waits for the worker instead of recovering on the event lo
 
 t.test('a dead worker: the pipeline falls back to recovery on the event loop', async (t) => {
   const doomed = RecoveryWorker.start(silentLogger)!;
-  await doomed.close();
-  await new Promise((r) => setTimeout(r, 20));
+  await doomed.close(); // resolves after the thread exited (the exit handler marks it failed)
   t.equal(doomed.usable, false, 'a closed worker is not usable');
   const state = new PendingState({ maxPendingBlocks: 8 });
   const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: doomed }, silentLogger, null);
   for (const m of unichainMessages()) feed(pipeline, m);
-  const deadline = Date.now() + 5000;
-  while (pipeline.senders.unrecoveredCount > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+  await pipeline.senders.drained();
   t.equal(pipeline.senders.unrecoveredCount, 0, 'senders recovered anyway');
 });

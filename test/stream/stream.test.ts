@@ -132,6 +132,11 @@ function asBlock(msgs: Record<string, unknown>[], blockNumber: number, padBytes 
 
 const tick = (ms = 0): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** Resolves once the server has processed closes down to `n` open subscribers (its close handler runs per socket). */
+async function subscribersDownTo(stream: MountedStream, n: number): Promise<void> {
+  for (let i = 0; i < 10_000 && stream.subscriberCount() > n; i++) await new Promise((r) => setImmediate(r));
+}
+
 async function closeAll(subs: Sub[]): Promise<void> {
   for (const s of subs) s.ws.terminate();
   await Promise.all(subs.map((s) => s.closed));
@@ -208,14 +213,17 @@ t.test('200 subscribers receive every applied frame byte-identical, in order, te
   t.equal(sent.length, base.length + uni.length * 3);
   t.ok((h.observer.decodeErrors.get('json') ?? 0) + (h.observer.decodeErrors.get('schema') ?? 0) + (h.observer.decodeErrors.get('brotli') ?? 0) >= 2, 'garbage counted by the pipeline');
 
+  // A fence: one more valid frame after them. Frames arrive in order, so anything extra (a garbage frame) would
+  // stand before it.
+  send(Buffer.from(JSON.stringify(asBlock(uni, 35535701)[0])), false, true);
   await Promise.all(subs.map((s) => s.waitFor(sent.length)));
-  await tick(50); // anything extra (a garbage frame) would have arrived by now
   const want = digest(sent);
   let same = 0;
   for (const s of subs) if (s.frames.length === sent.length && digest(s.frames) === want) same++;
-  t.equal(same, 200, 'every subscriber got exactly the sent frames, byte for byte and of the same kind');
+  t.equal(same, 200, 'every subscriber got exactly the sent frames (and the fence), byte for byte and of the same kind');
   t.equal(h.metrics.streamFramesSent.value, sent.length * 200, 'deliveries counted');
   await closeAll(subs);
+  await subscribersDownTo(h.stream, 0);
   t.equal(h.stream.subscriberCount(), 0);
 });
 
@@ -297,11 +305,13 @@ t.test('replay=block sends the current block so far, then live frames, with no g
   const live = connect(`${h.url}/flashblocks`);
   await Promise.all([r.opened, live.opened]);
   for (const b of uni.slice(3)) feed(h.pipeline, b);
-  await r.waitFor(5);
-  await live.waitFor(2);
-  await tick(30);
-  t.equal(digest(r.frames), digest(uni.map((data) => ({ data, isBinary: false }))), 'block frames 0..4 exactly once each');
-  t.equal(live.frames.length, 2, 'a plain subscriber gets live frames only');
+  // A fence (the next block's first frame): anything repeated would stand before it.
+  const fence = Buffer.from(JSON.stringify(asBlock(unichainMessages(), 35535699)[0]));
+  feed(h.pipeline, fence);
+  await r.waitFor(6);
+  await live.waitFor(3);
+  t.equal(digest(r.frames), digest([...uni, fence].map((data) => ({ data, isBinary: false }))), 'block frames 0..4 exactly once each, then live');
+  t.equal(live.frames.length, 3, 'a plain subscriber gets live frames only');
   await closeAll([r, live]);
 });
 
@@ -314,11 +324,13 @@ t.test('resume after (block, index) returns exactly the missing frames; too old 
   const hex = connect(`${h.url}/flashblocks?block_number=0x1fe4052&index=0x8`);
   await Promise.all([r.opened, hex.opened]);
   for (const b of base.slice(9)) feed(h.pipeline, b);
-  await r.waitFor(6);
-  await hex.waitFor(2);
-  await tick(30);
-  t.equal(digest(r.frames), digest(base.slice(5).map((data) => ({ data, isBinary: false }))), 'indexes 5..10, each once');
-  t.equal(digest(hex.frames), digest(base.slice(9).map((data) => ({ data, isBinary: false }))), 'hex position; up to date → live only');
+  // A fence (the next block's first frame): anything repeated would stand before it.
+  const fence = Buffer.from(JSON.stringify(asBlock(baseSepoliaMessages(), 33439827)[0]));
+  feed(h.pipeline, fence);
+  await r.waitFor(7);
+  await hex.waitFor(3);
+  t.equal(digest(r.frames), digest([...base.slice(5), fence].map((data) => ({ data, isBinary: false }))), 'indexes 5..10, each once');
+  t.equal(digest(hex.frames), digest([...base.slice(9), fence].map((data) => ({ data, isBinary: false }))), 'hex position; up to date → live only');
 
   const old = connect(`${h.url}/flashblocks?block_number=33439826&index=0`); // index 1 was evicted
   await old.closed;
@@ -341,7 +353,7 @@ t.test('per-IP and global limits answer 429 and are counted', async (t) => {
   t.equal(h.metrics.streamRefusals.ip_limit.value, 1);
   a.ws.close();
   await a.closed;
-  await tick(20);
+  await subscribersDownTo(h.stream, 1);
   const c = connect(`${h.url}/flashblocks`);
   await c.opened;
   t.pass('a freed slot is reusable');
