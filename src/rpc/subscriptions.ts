@@ -10,6 +10,7 @@ import type { BlockView, TxView } from '../state/view.js';
 import { logMatches, parseLogFilter, type LogFilter } from './filter.js';
 import { pendingLogs } from './shapes/receipt.js';
 import type { Shapes } from './shapes/json.js';
+import { headOfBlock, notification, notificationPrefix, transactionWithReceipt } from './shapes/subscription.js';
 
 /** One WebSocket JSON-RPC connection as the subscription hub sees it. */
 export interface SubscriberSink {
@@ -36,7 +37,7 @@ class Sub {
     readonly fullTx: boolean,
     readonly filter: LogFilter | null,
   ) {
-    this.prefix = '{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"' + id + '","result":';
+    this.prefix = notificationPrefix(id);
   }
 }
 
@@ -142,7 +143,7 @@ export class Subscriptions {
   }
 
   private static fanOut(subs: Iterable<Sub>, shared: string): void {
-    for (const s of subs) s.sink.send(s.prefix + shared + '}}');
+    for (const s of subs) s.sink.send(notification(s.prefix, shared));
   }
 
   private onApplied(block: BlockView, index: number): void {
@@ -164,14 +165,12 @@ export class Subscriptions {
     for (const s of this.byKind.newFlashblockTransactions) {
       if (s.fullTx) {
         if (fullJson === null) {
-          const o = this.ctx.shapes.txObject(rec, index);
-          o.receipt = this.ctx.shapes.receiptObject(rec, index);
-          fullJson = JSON.stringify(o);
+          fullJson = JSON.stringify(transactionWithReceipt(this.ctx.shapes.txObject(rec, index), this.ctx.shapes.receiptObject(rec, index)));
         }
-        s.sink.send(s.prefix + fullJson + '}}');
+        s.sink.send(notification(s.prefix, fullJson));
       } else {
         if (hashJson === null) hashJson = '"' + rec.tx.hash + '"';
-        s.sink.send(s.prefix + hashJson + '}}');
+        s.sink.send(notification(s.prefix, hashJson));
       }
     }
   }
@@ -184,7 +183,7 @@ export class Subscriptions {
       for (const s of subs) {
         if (!logMatches(s.filter!, seen)) continue;
         if (json === null) json = JSON.stringify(log);
-        s.sink.send(s.prefix + json + '}}');
+        s.sink.send(notification(s.prefix, json));
       }
     }
   }
@@ -197,9 +196,7 @@ export class Subscriptions {
       this.ctx.node.call<Record<string, unknown> | null>('eth_getBlockByNumber', [tag, false]).then(
         (b) => {
           if (b === null) return;
-          delete b.transactions;
-          delete b.uncles;
-          Subscriptions.fanOut(this.byKind.newHeads, JSON.stringify(b));
+          Subscriptions.fanOut(this.byKind.newHeads, JSON.stringify(headOfBlock(b)));
         },
         (e: unknown) => this.nodeFailed('newHeads', n, e),
       );
