@@ -1,5 +1,6 @@
 // The pending chain: blocks by number, indexes by tx hash, flashblock hash, sender nonce and balance. The only
-// writer is the ingest pipeline (synchronously per flashblock); readers never see half a flashblock.
+// writer is the ingest pipeline (synchronously per flashblock; senders later through SenderRecovery); readers see
+// it through PendingView and never see half a flashblock.
 import type { Flashblock } from '../chain/flashblock.js';
 import { TX_DEPOSIT } from '../chain/types.js';
 import { PendingBlock, TxRecord, type RawFrame } from './block.js';
