@@ -40,34 +40,22 @@ export interface DaemonOptions {
   commit?: string;
 }
 
-/** The JSON-RPC module's settings. */
-function rpcOptions(c: Readonly<Config>): RpcOptions {
-  return {
-    maxBodyBytes: c.maxBodyBytes,
-    corsOrigins: c.corsOrigins,
-    streamMaxBackpressureBytes: c.streamMaxBackpressureBytes,
-    streamIdleTimeoutS: c.streamIdleTimeoutS,
-    maxBatchItems: c.maxBatchItems,
-    maxResponseBytes: c.maxResponseBytes,
-    allowNamespaces: c.allowNamespaces,
-    flashblocksEnabled: c.flashblocksEnabled,
-    sendRawSyncTimeoutMs: c.sendRawSyncTimeoutMs,
-  };
+/** The settings `keys` of `config`, as the options object of one module (nothing else of Config reaches it). */
+function pick<K extends keyof Config>(config: Readonly<Config>, keys: readonly K[]): Pick<Config, K> {
+  const out = {} as Pick<Config, K>;
+  for (const k of keys) out[k] = config[k];
+  return out;
 }
 
-/** The raw stream's settings. */
-function streamOptions(c: Readonly<Config>): StreamOptions {
-  return {
-    streamMaxBackpressureBytes: c.streamMaxBackpressureBytes,
-    streamMaxSubscribers: c.streamMaxSubscribers,
-    streamMaxPerIp: c.streamMaxPerIp,
-    streamIdleTimeoutS: c.streamIdleTimeoutS,
-    apiKeys: c.apiKeys,
-    trustedProxies: c.trustedProxies,
-    replayRingFrames: c.replayRingFrames,
-    maxFrameBytes: c.maxFrameBytes,
-  };
-}
+const RPC_SETTINGS = [
+  'maxBodyBytes', 'corsOrigins', 'streamMaxBackpressureBytes', 'streamIdleTimeoutS', 'maxBatchItems', 'maxResponseBytes',
+  'allowNamespaces', 'flashblocksEnabled', 'sendRawSyncTimeoutMs',
+] as const satisfies readonly (keyof RpcOptions & keyof Config)[];
+
+const STREAM_SETTINGS = [
+  'streamMaxBackpressureBytes', 'streamMaxSubscribers', 'streamMaxPerIp', 'streamIdleTimeoutS', 'apiKeys', 'trustedProxies',
+  'replayRingFrames', 'maxFrameBytes',
+] as const satisfies readonly (keyof StreamOptions & keyof Config)[];
 
 /** Starts the daemon. Throws StartupError (E_NATIVE, E_LISTEN) when it cannot. */
 export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions = {}): Promise<Daemon> {
@@ -99,8 +87,8 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     config.flashblocksEnabled && state.pendingBlock() !== null && performance.now() - state.lastAppliedMs < config.pendingMaxAgeMs;
 
   const app = uWS.App();
-  const stream = mountStream(app, { options: streamOptions(config), events, metrics, log });
-  const rpc = mountRpc(app, { options: rpcOptions(config), view: state, senders: pipeline.senders, events, node, metrics, log, pendingUsable });
+  const stream = mountStream(app, { options: pick(config, STREAM_SETTINGS) satisfies StreamOptions, events, metrics, log });
+  const rpc = mountRpc(app, { options: pick(config, RPC_SETTINGS) satisfies RpcOptions, view: state, senders: pipeline.senders, events, node, metrics, log, pendingUsable });
 
   const listenSocket = await new Promise<unknown>((resolve) => app.listen(config.host, config.port, (s) => resolve(s)));
   if (!listenSocket) throw new StartupError(StartupCode.PORT_IN_USE, `cannot listen on ${config.host}:${config.port} (in use or not permitted); choose another --port`);

@@ -23,23 +23,23 @@ function atHeight(msgs: Msg[], n: number, payloadId: string): Msg[] {
   });
 }
 
-t.test('a duplicate flashblock is ignored and counted', async (t) => {
-  const { state, observer, pipeline } = makePipeline();
+/** A fresh pipeline fed the messages of base() at `indexes`, in that order. */
+function fedWith(indexes: number[]) {
+  const p = makePipeline();
   const m = base();
-  feed(pipeline, m[0]);
-  feed(pipeline, m[1]);
-  feed(pipeline, m[1]);
+  for (const i of indexes) feed(p.pipeline, m[i]);
+  return { ...p, m };
+}
+
+t.test('a duplicate flashblock is ignored and counted', async (t) => {
+  const { state, observer, m } = fedWith([0, 1, 1]);
   t.equal(observer.verdicts.get('duplicate'), 1);
   t.equal(state.pendingBlock()!.nextIndex, 2);
   t.equal(state.pendingBlock()!.txs.length, txCountUpTo(m, 1));
 });
 
 t.test('a gap is buffered until the missing flashblock arrives, then applied in order', async (t) => {
-  const { state, observer, pipeline } = makePipeline();
-  const m = base();
-  feed(pipeline, m[0]);
-  feed(pipeline, m[2]);
-  feed(pipeline, m[3]);
+  const { state, observer, pipeline, m } = fedWith([0, 2, 3]);
   t.equal(observer.verdicts.get('gap_buffered'), 2);
   t.equal(state.pendingBlock()!.nextIndex, 1, 'only index 0 applied while the gap is open');
   t.equal(pipeline.bufferedFrames, 2);

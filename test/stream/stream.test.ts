@@ -107,6 +107,19 @@ function refusal(url: string, headers: Record<string, string> = {}): Promise<{ s
   });
 }
 
+/** Text frames as a subscriber records them. */
+const asText = (bufs: Buffer[]): { data: Buffer; isBinary: boolean }[] => bufs.map((data) => ({ data, isBinary: false }));
+
+/**
+ * Feeds a fence (the first frame of block `blockNumber`, a later block) and returns it: frames arrive in order, so
+ * anything extra or repeated before it would stand in front of it.
+ */
+function fence(h: Harness, msgs: Record<string, unknown>[], blockNumber: number): Buffer {
+  const f = Buffer.from(JSON.stringify(asBlock(msgs, blockNumber)[0]));
+  feed(h.pipeline, f);
+  return f;
+}
+
 function digest(frames: { data: Buffer; isBinary: boolean }[]): string {
   const h = createHash('sha256');
   for (const f of frames) {
@@ -213,9 +226,7 @@ t.test('200 subscribers receive every applied frame byte-identical, in order, te
   t.equal(sent.length, base.length + uni.length * 3);
   t.ok((h.observer.decodeErrors.get('json') ?? 0) + (h.observer.decodeErrors.get('schema') ?? 0) + (h.observer.decodeErrors.get('brotli') ?? 0) >= 2, 'garbage counted by the pipeline');
 
-  // A fence: one more valid frame after them. Frames arrive in order, so anything extra (a garbage frame) would
-  // stand before it.
-  send(Buffer.from(JSON.stringify(asBlock(uni, 35535701)[0])), false, true);
+  sent.push({ data: fence(h, uni, 35535701), isBinary: false }); // anything extra (a garbage frame) stands before it
   await Promise.all(subs.map((s) => s.waitFor(sent.length)));
   const want = digest(sent);
   let same = 0;
@@ -305,12 +316,9 @@ t.test('replay=block sends the current block so far, then live frames, with no g
   const live = connect(`${h.url}/flashblocks`);
   await Promise.all([r.opened, live.opened]);
   for (const b of uni.slice(3)) feed(h.pipeline, b);
-  // A fence (the next block's first frame): anything repeated would stand before it.
-  const fence = Buffer.from(JSON.stringify(asBlock(unichainMessages(), 35535699)[0]));
-  feed(h.pipeline, fence);
-  await r.waitFor(6);
-  await live.waitFor(3);
-  t.equal(digest(r.frames), digest([...uni, fence].map((data) => ({ data, isBinary: false }))), 'block frames 0..4 exactly once each, then live');
+  const f = fence(h, unichainMessages(), 35535699);
+  await Promise.all([r.waitFor(6), live.waitFor(3)]);
+  t.equal(digest(r.frames), digest(asText([...uni, f])), 'block frames 0..4 exactly once each, then live');
   t.equal(live.frames.length, 3, 'a plain subscriber gets live frames only');
   await closeAll([r, live]);
 });
@@ -324,13 +332,10 @@ t.test('resume after (block, index) returns exactly the missing frames; too old 
   const hex = connect(`${h.url}/flashblocks?block_number=0x1fe4052&index=0x8`);
   await Promise.all([r.opened, hex.opened]);
   for (const b of base.slice(9)) feed(h.pipeline, b);
-  // A fence (the next block's first frame): anything repeated would stand before it.
-  const fence = Buffer.from(JSON.stringify(asBlock(baseSepoliaMessages(), 33439827)[0]));
-  feed(h.pipeline, fence);
-  await r.waitFor(7);
-  await hex.waitFor(3);
-  t.equal(digest(r.frames), digest([...base.slice(5), fence].map((data) => ({ data, isBinary: false }))), 'indexes 5..10, each once');
-  t.equal(digest(hex.frames), digest([...base.slice(9), fence].map((data) => ({ data, isBinary: false }))), 'hex position; up to date → live only');
+  const f = fence(h, baseSepoliaMessages(), 33439827);
+  await Promise.all([r.waitFor(7), hex.waitFor(3)]);
+  t.equal(digest(r.frames), digest(asText([...base.slice(5), f])), 'indexes 5..10, each once');
+  t.equal(digest(hex.frames), digest(asText([...base.slice(9), f])), 'hex position; up to date → live only');
 
   const old = connect(`${h.url}/flashblocks?block_number=33439826&index=0`); // index 1 was evicted
   await old.closed;

@@ -35,10 +35,7 @@ export interface MethodContext {
   readonly subscriptions: Subscriptions;
 }
 
-/** A result that is already JSON text; the dispatcher splices it into the envelope without re-serialising. */
-export class RawJson {
-  constructor(readonly json: string) {}
-}
+export { RawJson } from '../shapes/json.js';
 
 /**
  * "Answer this item from the node." `params` null = the original params unchanged (lets a single request be

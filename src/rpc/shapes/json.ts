@@ -3,11 +3,15 @@
 // The entry point readers use: it asks SenderSource for the senders an answer shows, then builds it with the pure
 // shapes beside it. Never mutates state.
 import type { BlockView, SenderSource, TxView } from '../../state/view.js';
-import { RawJson } from '../methods/types.js';
 import { blockToRpc } from './block.js';
 import { txContext } from './context.js';
 import { receiptToRpc } from './receipt.js';
 import { toRpcTransaction } from './transaction.js';
+
+/** A result that is already JSON text; the dispatcher splices it into the envelope without re-serialising. */
+export class RawJson {
+  constructor(readonly json: string) {}
+}
 
 class BlockJson {
   /** Key: flashblock index × 2 + (fullTx ? 1 : 0). */
