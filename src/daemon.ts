@@ -104,7 +104,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
 
   const app = uWS.App();
   const stream = mountStream(app, ctx);
-  ctx.subscriptions = new Subscriptions(ctx);
+  ctx.subscriptions = new Subscriptions(ctx, config.maxSubscriptionsPerConnection);
   const rpc: Mounted = mountRpc(app, ctx);
 
   const listenSocket = await new Promise<unknown>((resolve) => app.listen(config.host, config.port, (s) => resolve(s)));
@@ -149,7 +149,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       holds: (n) => state.block(n) !== undefined,
       canonical: () => state.canonical,
     },
-    { pollMs: config.canonicalPollMs, wsUrl: config.nodeWsUrl, maxCatchUpBlocks: config.maxPendingBlocks },
+    { pollMs: config.canonicalPollMs, wsUrl: config.nodeWsUrl, maxCatchUpBlocks: config.maxPendingBlocks, wsConnectTimeoutMs: config.canonicalWsConnectTimeoutMs, wsRetryInitialMs: config.canonicalWsRetryInitialMs, wsRetryMaxMs: config.canonicalWsRetryMaxMs },
     log,
   );
 
@@ -178,13 +178,13 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, metrics, health }, log);
   } catch (e) {
     uWS.us_listen_socket_close(listenSocket as never);
-    throw new StartupError(StartupCode.PORT_IN_USE, `cannot listen on ${config.host}:${config.metricsPort} for metrics: ${(e as Error).message}; choose another --metrics-port`);
+    throw new StartupError(StartupCode.PORT_IN_USE, (e as Error).message);
   }
 
   const ticker = setInterval(() => {
     pipeline.tick();
     metrics.streamSubscribers.set(stream.subscriberCount());
-  }, 50);
+  }, config.tickIntervalMs);
   ticker.unref();
   pool?.start();
   tracker.start();

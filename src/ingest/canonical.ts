@@ -12,6 +12,10 @@ export interface CanonicalOptions {
   wsUrl: string;
   /** How many blocks back a jump is settled one by one (beyond that, settled at once without reorg checks). */
   maxCatchUpBlocks: number;
+  /** newHeads WebSocket: connect timeout, first reconnect delay (doubles) and its cap. */
+  wsConnectTimeoutMs: number;
+  wsRetryInitialMs: number;
+  wsRetryMaxMs: number;
 }
 
 /** What the tracker drives: the pipeline's settle() and what it holds. */
@@ -34,14 +38,16 @@ export class CanonicalTracker {
   lastOkMs = 0;
   /** Head the node reported last. */
   head = -1;
-  private wsRetryMs = 500;
+  private wsRetryMs: number;
 
   constructor(
     private readonly node: NodeClient,
     private readonly sink: CanonicalSink,
     private readonly opts: CanonicalOptions,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.wsRetryMs = opts.wsRetryInitialMs;
+  }
 
   /** Starts polling (and the newHeads subscription when a WebSocket URL is set). */
   start(): void {
@@ -63,10 +69,10 @@ export class CanonicalTracker {
 
   private connectWs(): void {
     if (this.stopped) return;
-    const ws = new WebSocket(this.opts.wsUrl, { perMessageDeflate: false, handshakeTimeout: 3000 });
+    const ws = new WebSocket(this.opts.wsUrl, { perMessageDeflate: false, handshakeTimeout: this.opts.wsConnectTimeoutMs });
     this.ws = ws;
     ws.on('open', () => {
-      this.wsRetryMs = 500;
+      this.wsRetryMs = this.opts.wsRetryInitialMs;
       ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['newHeads'] }));
       this.log.info('node newHeads subscription open', { url: redactUrl(this.opts.wsUrl) });
     });
@@ -83,7 +89,7 @@ export class CanonicalTracker {
     ws.on('close', () => {
       if (this.stopped) return;
       const delay = this.wsRetryMs;
-      this.wsRetryMs = Math.min(this.wsRetryMs * 2, 10_000);
+      this.wsRetryMs = Math.min(this.wsRetryMs * 2, this.opts.wsRetryMaxMs);
       this.log.limited('warn', 'newheads-close', 10_000, `node newHeads subscription closed; reconnecting in ${delay} ms (polling continues)`);
       setTimeout(() => this.connectWs(), delay).unref();
     });

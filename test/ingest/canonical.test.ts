@@ -1,6 +1,7 @@
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CanonicalTracker } from '../../src/ingest/canonical.js';
+import { loadConfig } from '../../src/config.js';
 import { NodeClient } from '../../src/node/client.js';
 import { silentLogger } from '../../src/log.js';
 import { startAnvil, rpcCall } from '../../scripts/devnet/anvil.js';
@@ -27,6 +28,10 @@ function atHeight(n: number): Record<string, any>[] {
   });
 }
 
+/** The newHeads WebSocket timings from the defaults table. */
+const defaults = loadConfig([], {});
+const wsTimings = { wsConnectTimeoutMs: defaults.canonicalWsConnectTimeoutMs, wsRetryInitialMs: defaults.canonicalWsRetryInitialMs, wsRetryMaxMs: defaults.canonicalWsRetryMaxMs };
+
 for (const mode of ['polling', 'newHeads'] as const) {
   t.test(`canonical head (${mode}) settles pending blocks and counts preconfirmation reorgs`, async (t) => {
     const anvil = await startAnvil({});
@@ -35,7 +40,7 @@ for (const mode of ['polling', 'newHeads'] as const) {
     const tracker = new CanonicalTracker(
       node,
       { settle: (n, h) => pipeline.settle(n, h), holds: (n) => state.block(n) !== undefined, canonical: () => state.canonical },
-      { pollMs: mode === 'polling' ? 50 : 60_000, wsUrl: mode === 'newHeads' ? anvil.wsUrl : '', maxCatchUpBlocks: 8 },
+      { pollMs: mode === 'polling' ? 50 : 60_000, wsUrl: mode === 'newHeads' ? anvil.wsUrl : '', maxCatchUpBlocks: 8, ...wsTimings },
       silentLogger,
     );
     t.teardown(async () => {
@@ -63,7 +68,7 @@ for (const mode of ['polling', 'newHeads'] as const) {
 t.test('an unreachable node never throws; pending keeps serving', async (t) => {
   const node = new NodeClient({ url: 'http://127.0.0.1:1/', timeoutMs: 200, maxSockets: 1 });
   const { state, pipeline } = makePipeline();
-  const tracker = new CanonicalTracker(node, { settle: (n, h) => pipeline.settle(n, h), holds: () => false, canonical: () => state.canonical }, { pollMs: 20, wsUrl: '', maxCatchUpBlocks: 8 }, silentLogger);
+  const tracker = new CanonicalTracker(node, { settle: (n, h) => pipeline.settle(n, h), holds: () => false, canonical: () => state.canonical }, { pollMs: 20, wsUrl: '', maxCatchUpBlocks: 8, ...wsTimings }, silentLogger);
   tracker.start();
   for (const m of atHeight(5)) feed(pipeline, m);
   await sleep(200);
