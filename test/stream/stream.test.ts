@@ -12,7 +12,7 @@ import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
 import { loadUws } from '../../src/native.js';
 import { NodeClient } from '../../src/node/client.js';
 import type { RawFrame } from '../../src/state/block.js';
-import { CidrList, clientIp, ipKey, parseIp } from '../../src/stream/ip.js';
+import { CidrList, clientIp, normalizeIp } from '../../src/stream/ip.js';
 import { ReplayRing } from '../../src/stream/replay.js';
 import { mountStream, type MountedStream } from '../../src/stream/server.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
@@ -150,11 +150,15 @@ async function closeAll(subs: Sub[]): Promise<void> {
 }
 
 t.test('client IP and CIDR matching', async (t) => {
-  t.equal(ipKey(parseIp('::ffff:10.1.2.3')!), '10.1.2.3', 'IPv4-mapped IPv6 folds to IPv4');
-  t.equal(ipKey(parseIp('2001:db8::1')!), '2001:db8:0:0:0:0:0:1');
-  t.equal(parseIp('nope'), null);
-  const list = new CidrList(['10.0.0.0/8', '192.168.1.128/25', 'fd00::/8', '::ffff:172.16.0.0/108']);
-  const has = (s: string): boolean => list.contains(parseIp(s)!);
+  t.equal(normalizeIp('::ffff:10.1.2.3'), '10.1.2.3', 'IPv4-mapped IPv6 folds to IPv4');
+  t.equal(normalizeIp('[::FFFF:a01:203]'), '10.1.2.3', 'in hex groups and brackets too');
+  t.equal(normalizeIp('2001:DB8:0:0:0:0:0:1'), '2001:db8::1', 'IPv6 in its compressed lower-case form');
+  t.equal(normalizeIp('fe80::1%eth0'), 'fe80::1', 'zone dropped');
+  t.equal(normalizeIp(' 10.0.0.7 '), '10.0.0.7');
+  t.equal(normalizeIp('nope'), null);
+  t.equal(normalizeIp('999.1.1.1'), null);
+  const list = new CidrList(['10.0.0.0/8', '192.168.1.128/25', 'fd00::/8', '::ffff:172.16.0.0/108', '203.0.113.9']);
+  const has = (s: string): boolean => list.contains(normalizeIp(s)!);
   t.ok(has('10.255.0.1'));
   t.notOk(has('11.0.0.1'));
   t.ok(has('192.168.1.200'));
@@ -162,13 +166,20 @@ t.test('client IP and CIDR matching', async (t) => {
   t.ok(has('fd12::1'));
   t.notOk(has('fe80::1'));
   t.ok(has('172.16.5.5'), 'mapped CIDR matches plain IPv4');
-  t.throws(() => new CidrList(['10.0.0.0/33']), /trusted-proxies/);
-  t.throws(() => new CidrList(['banana']), /trusted-proxies/);
+  t.notOk(has('172.32.0.1'), 'outside the mapped /108 (= /12)');
+  t.ok(has('::ffff:10.9.9.9'), 'a mapped peer matches a plain IPv4 CIDR');
+  t.ok(has('203.0.113.9'), 'a bare address is a /32');
+  t.notOk(has('203.0.113.10'));
+  for (const bad of ['10.0.0.0/33', 'fd00::/129', 'banana', '10.0.0.0/8x', '10.0.0.0/', '999.0.0.0/8']) {
+    t.throws(() => new CidrList([bad]), { code: 'E_CONFIG', message: /--trusted-proxies: ".*" is not an IPv4\/IPv6 address or CIDR/ }, bad);
+  }
   const trusted = new CidrList(['127.0.0.0/8', '10.0.0.0/8']);
   t.equal(clientIp('127.0.0.1', '1.2.3.4', new CidrList([])), '127.0.0.1', 'XFF ignored without trusted proxies');
   t.equal(clientIp('8.8.8.8', '1.2.3.4', trusted), '8.8.8.8', 'XFF ignored from an untrusted peer');
   t.equal(clientIp('127.0.0.1', '1.2.3.4', trusted), '1.2.3.4');
+  t.equal(clientIp('::ffff:127.0.0.1', '1.2.3.4', trusted), '1.2.3.4', 'a mapped trusted peer is trusted');
   t.equal(clientIp('127.0.0.1', '9.9.9.9, 1.2.3.4, 10.0.0.7', trusted), '1.2.3.4', 'rightmost untrusted hop wins (left is spoofable)');
+  t.equal(clientIp('127.0.0.1', '10.0.0.8, 10.0.0.7', trusted), '10.0.0.8', 'all hops trusted: the leftmost');
   t.equal(clientIp('127.0.0.1', 'garbage', trusted), '127.0.0.1');
 });
 
