@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import AjvImport from 'ajv';
 import { decodeTransaction } from '../../src/chain/tx.js';
 import { effectiveGasPrice, toRpcTransaction, type RpcTxContext } from '../../src/chain/rpc-tx.js';
-import { decodeRlp, type RlpItem } from '../../src/chain/rlp.js';
+import { decodeRlp, type RlpItem } from '../helpers/rlp-oracle.js';
 import type { DecodedTx } from '../../src/chain/types.js';
 import { unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
 
