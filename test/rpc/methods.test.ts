@@ -59,9 +59,10 @@ async function ok(method: string, params: unknown[]): Promise<unknown> {
   return r.result;
 }
 
-t.test('eth_blockNumber("pending") is the pending height', async (tt) => {
+t.test('eth_blockNumber("pending") is the pending height; without a tag it is latest (the node\'s head)', async (tt) => {
   tt.equal(await ok('eth_blockNumber', ['pending']), NUM);
-  tt.equal(await ok('eth_blockNumber', []), NUM, 'without params too: clients re-check receipts on a new block number');
+  tt.equal(await ok('eth_blockNumber', []), '0x0', "anvil's head: a preconfirmed transaction has 0 confirmations");
+  tt.equal(await ok('eth_blockNumber', ['latest']), '0x0');
 });
 
 t.test('eth_getBlockByNumber pending, with hashes and full objects', async (tt) => {
