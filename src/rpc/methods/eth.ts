@@ -13,6 +13,8 @@
 // with `latest`: the node's own notion of pending is not the flashblock state (exact execution: a later issue); the
 // node's `pending` is never forwarded.
 import { toQuantity } from '../../chain/hex.js';
+import { recoverSender } from '../../chain/sender.js';
+import { TX_DEPOSIT } from '../../chain/types.js';
 import type { ServiceContext, SubscriberSink } from '../../context.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { PendingBlock, TxRecord } from '../../state/block.js';
@@ -195,7 +197,11 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
   const a = address(params, 0);
   const bp = blockParam(params, 1, true, true);
   const top = stateBlock(ctx, bp);
-  if (top === undefined || (bp.kind === 'number' && top !== null && top.number !== ctx.state.highestNumber)) return FORWARD_AS_IS;
+  if (top === undefined) return FORWARD_AS_IS;
+  if (bp.kind === 'number' && top !== null) {
+    const n = nonceAt(ctx, a, top.number);
+    return n === null ? new Forward(withLatest(params, 1)) : toQuantity(n);
+  }
   // The node's `pending` count includes its mempool: a wallet's back-to-back sends that no flashblock holds yet.
   const fromNode = ctx.node.call<string>('eth_getTransactionCount', [a, 'pending']);
   if (top === null) return fromNode;
@@ -207,6 +213,24 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
     return toQuantity(s !== null && s > node ? s : node);
   });
 };
+
+/**
+ * The nonce of `a` after held block `n`: one past its newest transaction in a held block at or below `n`, or null
+ * when it has none there (then the node's latest is the answer). Numeric heights only; recovers senders as needed.
+ */
+function nonceAt(ctx: ServiceContext, a: string, n: number): bigint | null {
+  for (let k = n; k > ctx.state.canonical; k--) {
+    const b = ctx.state.block(k);
+    if (b === undefined || b.broken) return null;
+    for (let i = b.txs.length - 1; i >= 0; i--) {
+      const rec = b.txs[i]!;
+      if (recoverSender(rec.tx) !== a) continue;
+      const nonce = rec.tx.type === TX_DEPOSIT ? (rec.receipt?.depositNonce ?? null) : rec.tx.nonce;
+      if (nonce !== null) return nonce + 1n;
+    }
+  }
+  return null;
+}
 
 /**
  * A handler for node-executed methods: argument `i` = `pending`, or the number of a held pending block (which the
