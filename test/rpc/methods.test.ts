@@ -270,3 +270,21 @@ t.test('metrics record the source of each answer', async (tt) => {
   tt.ok(h.ctx.metrics.rpcHandle('eth_getBlockByHash', 'node').counter.value >= 1);
   tt.ok(h.ctx.metrics.rpcHandle('eth_getTransactionReceipt', 'state').histogram.count >= 6);
 });
+
+t.test('a broken pending block: pending answers exactly as latest, counted as broken', async (tt) => {
+  const before = h.ctx.metrics.pendingFallbacks.broken.value;
+  tt.ok(h.state.markBroken(Number(NUM)));
+  const A = '0x' + '77'.repeat(20);
+  const pairs: [string, unknown[], unknown[]][] = [
+    ['eth_getBlockByNumber', ['pending', false], ['latest', false]],
+    ['eth_getBlockReceipts', ['pending'], ['latest']],
+    ['eth_getBlockTransactionCountByNumber', ['pending'], ['latest']],
+    ['eth_blockNumber', ['pending'], []],
+    ['eth_getBalance', [userTx.from, 'pending'], [userTx.from, 'latest']],
+    ['eth_getTransactionCount', [A, 'pending'], [A, 'latest']],
+    ['eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }], [{ fromBlock: 'latest', toBlock: 'latest' }]],
+  ];
+  for (const [method, pending, latest] of pairs) tt.same(await ok(method, pending), await ok(method, latest), `${method}: pending = latest`);
+  tt.equal(await ok('eth_getTransactionReceipt', [userTx.hash]), null, 'transactions of a broken block are not served');
+  tt.ok(h.ctx.metrics.pendingFallbacks.broken.value > before);
+});

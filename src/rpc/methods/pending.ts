@@ -13,8 +13,9 @@ export function fallbackReason(ctx: ServiceContext): PendingFallbackReason {
 /**
  * The block `pending` means when it may be answered from state; else counts a fallback and returns null (the caller
  * answers as `latest`). A pending block without transactions yet (an index 0 without deposits, as on the devnet)
- * says nothing the block before it does not: the block before, while held, else null (as `latest`, which holds it
- * once it is settled). Serving the empty block made `pending` drop to [] at every block boundary.
+ * must not hide the block before it: serving it made `pending` drop to [] at every block boundary. So an empty
+ * block is served only when the block before it was empty too; else the block before while held, or null (as
+ * `latest`, which holds it once settled).
  */
 export function usablePending(ctx: ServiceContext): PendingBlock | null {
   const b = ctx.pendingUsable() ? ctx.state.pendingBlock() : null;
@@ -24,7 +25,8 @@ export function usablePending(ctx: ServiceContext): PendingBlock | null {
   }
   if (b.txs.length > 0) return b;
   const prev = ctx.state.block(b.number - 1);
-  return prev !== undefined && !prev.broken && prev.number > ctx.state.canonical ? prev : null;
+  if (prev !== undefined && !prev.broken) return prev.txs.length > 0 ? prev : b;
+  return ctx.state.canonical === b.number - 1 && ctx.state.settledTxCount === 0 ? b : null;
 }
 
 /** A held, unbroken block at height `n` above the canonical head, else null. */
