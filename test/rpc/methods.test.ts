@@ -273,7 +273,7 @@ t.test('metrics record the source of each answer', async (tt) => {
 
 t.test('a broken pending block: pending answers exactly as latest, counted as broken', async (tt) => {
   const before = h.ctx.metrics.pendingFallbacks.broken.value;
-  tt.ok(h.state.markBroken(Number(NUM)));
+  tt.ok(h.state.markBroken(Number(NUM), 'test: a gap that never filled'));
   const A = '0x' + '77'.repeat(20);
   const pairs: [string, unknown[], unknown[]][] = [
     ['eth_getBlockByNumber', ['pending', false], ['latest', false]],
