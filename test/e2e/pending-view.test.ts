@@ -124,8 +124,8 @@ t.test('ethers: 0 confirmations at flashblock inclusion, before the canonical bl
   const provider = new JsonRpcProvider(rpc, devnet.chainId, { staticNetwork: true, pollingInterval: 10, cacheTimeout: -1 });
   t.teardown(() => provider.destroy());
   const signer = new Wallet(devnet.accounts[9]!.privateKey, provider);
-  // Sent just after index 1: it lands mid-block, several flashblocks before the seal.
-  await flashblock((fb) => fb.index === 1);
+  // Sent just after index 0: it lands early in the block, several flashblocks before the seal.
+  await flashblock((fb) => fb.index === 0);
   const sent = await signer.sendTransaction({ to: '0x000000000000000000000000000000000000dEaD', value: 1n });
   const one = provider.waitForTransaction(sent.hash, 1, 20_000).then(async (r) => ({ r, canonical: await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [sent.hash]) }));
   let receipt = await sent.wait(0);
@@ -149,7 +149,7 @@ t.test('ethers: 0 confirmations at flashblock inclusion, before the canonical bl
 t.test('viem: sendTransactionSync (eth_sendRawTransactionSync) returns at flashblock inclusion', async (t) => {
   const chain = defineChain({ ...optimism, id: devnet.chainId, name: 'devnet', rpcUrls: { default: { http: [rpc] } } });
   const wallet = createWalletClient({ chain, transport: http(rpc), account: privateKeyToAccount(devnet.accounts[7]!.privateKey) });
-  await flashblock((fb) => fb.index === 1);
+  await flashblock((fb) => fb.index === 0);
   const receipt = await wallet.sendTransactionSync({ to: '0x000000000000000000000000000000000000dEaD', value: 1n, timeout: 5000 });
   const canonicalThen = await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [receipt.transactionHash]);
   t.equal(receipt.status, 'success');
@@ -163,6 +163,6 @@ t.test('ethers: three back-to-back sendTransaction calls from one wallet all suc
   const sent = [];
   for (let i = 0; i < 3; i++) sent.push(await signer.sendTransaction({ to: '0x000000000000000000000000000000000000dEaD', value: BigInt(i + 1) }));
   t.same(sent.map((x) => x.nonce), [0, 1, 2]);
-  const receipts = await Promise.all(sent.map((x) => x.wait(1, 20_000)));
-  t.same(receipts.map((x) => x?.status), [1, 1, 1], 'all three mined');
+  const mined = await Promise.all(sent.map((x) => provider.waitForTransaction(x.hash, 1, 20_000)));
+  t.same(mined.map((x) => x?.status), [1, 1, 1], 'all three in canonical blocks');
 });
