@@ -40,6 +40,8 @@ export class PendingState {
   /** Held blocks newest first; rebuilt lazily after a block is added or removed. */
   private orderCache: PendingBlock[] | null = null;
   canonical = -1;
+  /** Transactions of the last settled canonical block when it was held here, else -1 (unknown). */
+  settledTxCount = -1;
   /** performance.now() of the last applied flashblock. */
   lastAppliedMs = 0;
 
@@ -143,7 +145,10 @@ export class PendingState {
         dropped++;
       }
     }
-    if (n > this.canonical) this.canonical = n;
+    if (n > this.canonical) {
+      this.canonical = n;
+      this.settledTxCount = held === undefined || held.broken ? -1 : (canonicalTxHashes?.size ?? held.txs.length);
+    }
     return { reorged, dropped };
   }
 

@@ -8,7 +8,7 @@ import type { PendingBlock } from '../state/block.js';
 import { blockToRpc, logsToRpc, receiptToRpc, txToRpc } from '../state/view.js';
 
 /** The subscription kinds served here. */
-export const SUBSCRIPTION_KINDS = ['newFlashblocks', 'newFlashblockTransactions', 'pendingLogs', 'newHeads', 'logs'] as const;
+export const SUBSCRIPTION_KINDS = ['newFlashblocks', 'newFlashblockTransactions', 'newPendingTransactions', 'pendingLogs', 'newHeads', 'logs'] as const;
 export type SubscriptionKind = (typeof SUBSCRIPTION_KINDS)[number];
 
 /** Subscriptions one connection may hold. */
@@ -102,6 +102,7 @@ export class Subscriptions implements SubscriptionHub {
   private readonly byKind: Record<SubscriptionKind, Set<Sub>> = {
     newFlashblocks: new Set(),
     newFlashblockTransactions: new Set(),
+    newPendingTransactions: new Set(),
     pendingLogs: new Set(),
     newHeads: new Set(),
     logs: new Set(),
@@ -124,9 +125,11 @@ export class Subscriptions implements SubscriptionHub {
     const k = kind as SubscriptionKind;
     let fullTx = false;
     let filter: LogFilter | null = null;
-    if (k === 'newFlashblockTransactions') {
+    if (k === 'newFlashblockTransactions' || k === 'newPendingTransactions') {
       const p = params[1];
-      if (p !== undefined && p !== null && typeof p !== 'boolean') throw invalid('params[1]: expected a boolean (true = full transactions with receipts)');
+      if (p !== undefined && p !== null && typeof p !== 'boolean') {
+        throw invalid(`params[1]: expected a boolean (true = full transaction objects${k === 'newFlashblockTransactions' ? ' with receipts' : ''})`);
+      }
       fullTx = p === true;
     } else if (k === 'pendingLogs' || k === 'logs') {
       filter = parseLogFilter(params[1]);
@@ -186,12 +189,13 @@ export class Subscriptions implements SubscriptionHub {
   private onApplied(block: PendingBlock, index: number): void {
     const k = this.byKind;
     if (k.newFlashblocks.size > 0) Subscriptions.fanOut(k.newFlashblocks, JSON.stringify(blockToRpc(block, false, index)));
-    if (k.newFlashblockTransactions.size === 0 && k.pendingLogs.size === 0) return;
+    if (k.newFlashblockTransactions.size === 0 && k.newPendingTransactions.size === 0 && k.pendingLogs.size === 0) return;
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] ?? 0);
     const to = block.txCountAt[index] ?? block.txs.length;
     for (let i = from; i < to; i++) {
       const rec = block.txs[i]!;
       if (k.newFlashblockTransactions.size > 0) this.notifyTx(rec.tx.hash, rec);
+      if (k.newPendingTransactions.size > 0) this.notifyPendingTx(rec);
       if (k.pendingLogs.size > 0 && rec.receipt !== null && rec.receipt.logs.length > 0) this.notifyLogs(k.pendingLogs, logsToRpc(rec));
     }
   }
@@ -211,6 +215,19 @@ export class Subscriptions implements SubscriptionHub {
         if (hashJson === null) hashJson = '"' + hash + '"';
         s.sink.send(s.prefix + hashJson + '}}');
       }
+    }
+  }
+
+  /**
+   * newPendingTransactions (geth's kind; ethers' provider.on('pending') asks for it): the hash of each transaction
+   * as it is preconfirmed, or with `true` the transaction object. Each shape is serialised at most once.
+   */
+  private notifyPendingTx(rec: PendingBlock['txs'][number]): void {
+    let hashJson: string | null = null;
+    let fullJson: string | null = null;
+    for (const s of this.byKind.newPendingTransactions) {
+      if (s.fullTx) s.sink.send(s.prefix + (fullJson ??= JSON.stringify(txToRpc(rec))) + '}}');
+      else s.sink.send(s.prefix + (hashJson ??= '"' + rec.tx.hash + '"') + '}}');
     }
   }
 

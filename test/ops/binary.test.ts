@@ -83,10 +83,10 @@ t.test('serves the replayed stream: eth_blockNumber is the pending height, other
   for (const m of unichainMessages()) upstream.send(JSON.stringify(m));
   let height: unknown;
   for (let i = 0; i < 200 && height !== PENDING_HEIGHT; i++) {
-    height = (await rpc(d.rpcUrl, 'eth_blockNumber')).result;
+    height = (await rpc(d.rpcUrl, 'eth_blockNumber', ['pending'])).result;
     if (height !== PENDING_HEIGHT) await new Promise((r) => setTimeout(r, 25));
   }
-  t.equal(height, PENDING_HEIGHT, 'eth_blockNumber answers the replayed pending height');
+  t.equal(height, PENDING_HEIGHT, 'eth_blockNumber("pending") answers the replayed pending height');
   t.equal((await rpc(d.rpcUrl, 'eth_chainId')).result, '0x7a69', 'eth_chainId is forwarded to anvil (31337)');
   const block = (await rpc(d.rpcUrl, 'eth_getBlockByNumber', ['pending', false])).result as { number: string; transactions: string[] };
   t.equal(block.number, PENDING_HEIGHT);

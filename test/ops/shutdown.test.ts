@@ -36,7 +36,7 @@ async function startServing(t: Test, graceMs: number): Promise<DaemonProcess> {
   await upstream.waitForClients(1);
   for (const m of unichainMessages()) upstream.send(JSON.stringify(m));
   for (let i = 0; i < 400; i++) {
-    const r = await post(d.rpcUrl, { jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] });
+    const r = await post(d.rpcUrl, { jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: ['pending'] });
     if ((r.json as { result?: string }).result === PENDING_HEIGHT) return d;
     await new Promise((r) => setTimeout(r, 25));
   }

@@ -1,11 +1,12 @@
 // eth_getLogs whose range reaches `pending`: the canonical part from the node, the pending part from held blocks
-// above the canonical head, concatenated without duplicates. Any other range is forwarded unchanged.
+// above the canonical head, concatenated without duplicates. Any other range is forwarded unchanged. Every filter is
+// validated first (addresses, topics, their counts, the range tags), whichever part answers.
 import type { ServiceContext } from '../../context.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { PendingBlock } from '../../state/block.js';
 import { logsToRpc } from '../../state/view.js';
 import { heldAbove, usablePending } from './pending.js';
-import { blockParam, hash32 } from './params.js';
+import { blockParam, hash32, type BlockParam } from './params.js';
 import { FORWARD_AS_IS, Forward, type Handler } from './types.js';
 
 interface Matcher {
@@ -18,25 +19,49 @@ function invalid(msg: string): RpcError {
   return new RpcError(RpcCode.INVALID_PARAMS, 'invalid argument 0: ' + msg);
 }
 
-function lowerSet(v: unknown, what: string): Set<string> {
-  const list = Array.isArray(v) ? v : [v];
+/** Addresses in one filter, and alternatives in one topic position (reth's and geth's limit). */
+export const MAX_FILTER_ALTERNATIVES = 1000;
+
+const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
+const TOPIC = /^0x[0-9a-fA-F]{64}$/;
+
+/** One value or an array of them, each matching `shape`, lower-cased; null entries (wildcards) when `nullable`. */
+function lowerSet(v: unknown, what: string, shape: RegExp, want: string, nullable: boolean): Set<string> | null {
+  const list = Array.isArray(v) ? (v as unknown[]) : [v];
+  if (list.length > MAX_FILTER_ALTERNATIVES) throw invalid(`${what}: ${list.length} values, at most ${MAX_FILTER_ALTERNATIVES} allowed`);
   const out = new Set<string>();
+  let wildcard = false;
   for (const x of list) {
-    if (typeof x !== 'string' || !/^0x[0-9a-fA-F]*$/.test(x)) throw invalid(`${what} must be 0x-prefixed hex`);
-    out.add(x.toLowerCase());
+    if (x === null && nullable) wildcard = true;
+    else if (typeof x !== 'string' || !shape.test(x)) throw invalid(`${what}: expected ${want}, got ${JSON.stringify(x)?.slice(0, 80)}`);
+    else out.add(x.toLowerCase());
   }
-  return out;
+  return wildcard ? null : out;
 }
 
 function matcher(f: Record<string, unknown>): Matcher {
-  const addresses = f.address === undefined || f.address === null ? null : lowerSet(f.address, 'address');
+  const addresses = f.address === undefined || f.address === null ? null : lowerSet(f.address, 'address', ADDRESS, 'a 20-byte hex address', false);
   const topics: (Set<string> | null)[] = [];
   if (f.topics !== undefined && f.topics !== null) {
     if (!Array.isArray(f.topics)) throw invalid('topics must be an array');
     if (f.topics.length > 4) throw invalid('at most 4 topic positions');
-    for (const t of f.topics as unknown[]) topics.push(t === null || (Array.isArray(t) && t.length === 0) ? null : lowerSet(t, 'topic'));
+    const list = f.topics as unknown[];
+    for (let i = 0; i < list.length; i++) {
+      const t = list[i];
+      topics.push(t === null || (Array.isArray(t) && t.length === 0) ? null : lowerSet(t, `topics[${i}]`, TOPIC, 'null or a 32-byte hex topic', true));
+    }
   }
   return { addresses, topics };
+}
+
+/** fromBlock / toBlock: a tag or a hex number, named in the error. */
+function rangeParam(v: unknown, name: string): BlockParam {
+  try {
+    return blockParam([v], 0, false);
+  } catch (e) {
+    if (e instanceof RpcError) throw invalid(name + ': ' + e.message.replace(/^invalid argument 0: /, ''));
+    throw e;
+  }
 }
 
 function matches(m: Matcher, log: Record<string, unknown>): boolean {
@@ -77,26 +102,26 @@ export const ethGetLogs: Handler = (ctx: ServiceContext, params) => {
   const f = params[0];
   if (f === null || typeof f !== 'object' || Array.isArray(f)) throw invalid('expected a filter object');
   const filter = f as Record<string, unknown>;
+  const m = matcher(filter);
   if (filter.blockHash !== undefined && filter.blockHash !== null) {
     const h = hash32([filter.blockHash], 0);
     const fb = ctx.state.blockByFlashblockHash(h);
     if (fb === undefined || fb.block.broken) return FORWARD_AS_IS;
     const out: unknown[] = [];
-    return blockLogs(fb.block, fb.index, matcher(filter), out) ? out : FORWARD_AS_IS;
+    return blockLogs(fb.block, fb.index, m, out) ? out : FORWARD_AS_IS;
   }
   const fromRaw = filter.fromBlock ?? 'latest';
   const toRaw = filter.toBlock ?? 'latest';
+  const from = rangeParam(fromRaw, 'fromBlock');
+  const to = rangeParam(toRaw, 'toBlock');
   // The range reaches pending state when it ends at `pending` or at the number of a held pending block.
   let top: PendingBlock | null = null;
   let heldTo = false;
-  if (typeof toRaw === 'string' && toRaw !== 'pending' && toRaw.startsWith('0x')) {
-    const n = blockParam([toRaw], 0, false).number;
-    top = heldAbove(ctx, n);
+  if (to.kind === 'number') {
+    top = heldAbove(ctx, to.number);
     heldTo = top !== null;
   }
   if (!heldTo && toRaw !== 'pending' && fromRaw !== 'pending') return FORWARD_AS_IS;
-  const from = blockParam([fromRaw], 0, false);
-  const m = matcher(filter);
   if (!heldTo) top = usablePending(ctx);
   if (top === null) return pendingToLatest(filter);
   if (!heldTo && toRaw !== 'pending') {
