@@ -322,11 +322,12 @@ export function frameText(data: Buffer, maxBytes: number): { ok: true; text: str
 
 /**
  * Decodes one upstream frame into a validated Flashblock, or a reason. Pure: no state, no I/O, no throw.
- * `json` is the decoded JSON text (the frame itself when it was text).
+ * `json` is the decoded JSON text (the frame itself when it was text). `isBinary` is the WebSocket frame kind; it
+ * only decides the reason a frame that is neither a JSON object nor brotli is counted under.
  */
-export function decodeFrame(data: Buffer, maxBytes: number): DecodeFrameResult {
+export function decodeFrame(data: Buffer, maxBytes: number, isBinary = true): DecodeFrameResult {
   const t = frameText(data, maxBytes);
-  if (!t.ok) return t;
+  if (!t.ok) return t.reason === 'brotli' ? (notBrotli(data, isBinary) ?? t) : t;
   let root: unknown;
   try {
     root = JSON.parse(t.text);
@@ -334,6 +335,22 @@ export function decodeFrame(data: Buffer, maxBytes: number): DecodeFrameResult {
     return { ok: false, reason: 'json', detail: (e as Error).message.slice(0, 120) };
   }
   return validateFlashblock(root, t.text);
+}
+
+/**
+ * The reason for a frame that did not start with `{` and is not brotli either: valid JSON of another type (`[1,2,3]`,
+ * `null`) is a schema failure; a text frame that does not parse is a json failure; a binary frame that does not
+ * parse stays a brotli failure (null). Runs only on that failure path.
+ */
+function notBrotli(data: Buffer, isBinary: boolean): DecodeFrameResult | null {
+  const text = data.toString('utf8');
+  let root: unknown;
+  try {
+    root = JSON.parse(text);
+  } catch (e) {
+    return isBinary ? null : { ok: false, reason: 'json', detail: (e as Error).message.slice(0, 120) };
+  }
+  return validateFlashblock(root, text);
 }
 
 /** Validates a parsed JSON value as a flashblock and decodes its transactions. */

@@ -81,7 +81,7 @@ export class IngestPipeline {
   handleFrame(f: UpstreamFrame): void {
     const t0 = performance.now();
     this.observer?.frame(f.upstream, f.isBinary, f.data.length);
-    const r = decodeFrame(f.data, this.opts.maxFrameBytes);
+    const r = decodeFrame(f.data, this.opts.maxFrameBytes, f.isBinary);
     if (!r.ok) {
       this.observer?.decodeError(r.reason);
       this.log.limited('warn', 'decode:' + r.reason, 1000, 'flashblock dropped: ' + r.reason, {

@@ -110,7 +110,7 @@ t.test('garbage is counted by reason and never changes state', async (t) => {
     return c;
   };
   feed(pipeline, Buffer.from('{"payload_id": "0x01", "index": '));
-  feed(pipeline, randomBytes(300));
+  feed(pipeline, randomBytes(300), 0, true);
   feed(pipeline, bad((c) => (c.index = '1')));
   feed(pipeline, bad((c) => (c.metadata.block_number = '0x1fe4052')));
   feed(pipeline, bad((c) => (c.diff.transactions = 'nope')));
@@ -122,6 +122,20 @@ t.test('garbage is counted by reason and never changes state', async (t) => {
   t.same(Object.fromEntries(observer.decodeErrors), { json: 1, brotli: 1, schema: 5, transaction: 1, too_large: 2 });
   t.equal(state.txCount, before, 'nothing half-applied');
   t.equal(state.pendingBlock()!.nextIndex, 1);
+  feed(pipeline, m[1]);
+  t.equal(state.pendingBlock()!.nextIndex, 2, 'the next valid flashblock applies');
+});
+
+t.test('text frames of JSON that is not an object count as schema or json, never brotli', async (t) => {
+  const { state, observer, pipeline } = makePipeline();
+  const m = base();
+  feed(pipeline, m[0]);
+  for (const text of ['[1,2,3]', 'null', '  "flashblock"', '42', 'true']) feed(pipeline, Buffer.from(text));
+  feed(pipeline, Buffer.from('[1,2,'));
+  feed(pipeline, Buffer.from('nul'));
+  feed(pipeline, Buffer.from('[1,2,3]'), 0, true); // valid JSON in a binary frame: still a schema failure
+  feed(pipeline, randomBytes(64).fill(0x5b, 0, 1), 0, true); // binary garbage: brotli
+  t.same(Object.fromEntries(observer.decodeErrors), { schema: 6, json: 2, brotli: 1 });
   feed(pipeline, m[1]);
   t.equal(state.pendingBlock()!.nextIndex, 2, 'the next valid flashblock applies');
 });
