@@ -59,6 +59,9 @@ export interface Flashblock {
   receipts: Map<string, FlashReceipt> | null;
   /** Balances by lower-case address (cumulative within the block); null when absent. */
   balances: Map<string, bigint> | null;
+  /** The flashblock this one follows per Base's `metadata.prev_flashblock_id` (`"<block>-<index>"`); -1 when absent or `"0-0"`. */
+  prevBlockNumber: number;
+  prevIndex: number;
 }
 
 /** Closed set of decode-failure reasons (metric label values). */
@@ -278,10 +281,23 @@ function parseReceipt(v: unknown, key: string): FlashReceipt {
   };
 }
 
-function parseMetadata(v: unknown): { blockNumber: number; receipts: Map<string, FlashReceipt> | null; balances: Map<string, bigint> | null } {
+const PREV_ID = /^(\d{1,15})-(\d{1,7})$/;
+
+/** `metadata.prev_flashblock_id` as [block, index]; [-1, -1] when absent, null or `"0-0"` (node-reth's "none"). */
+function parsePrevId(v: unknown): [number, number] {
+  if (v === undefined || v === null) return [-1, -1];
+  const m = typeof v === 'string' ? PREV_ID.exec(v) : null;
+  if (m === null) throw new SchemaError('metadata.prev_flashblock_id must be "<block>-<index>"');
+  const block = Number(m[1]);
+  const index = Number(m[2]);
+  return block === 0 && index === 0 ? [-1, -1] : [block, index];
+}
+
+function parseMetadata(v: unknown): { blockNumber: number; receipts: Map<string, FlashReceipt> | null; balances: Map<string, bigint> | null; prev: [number, number] } {
   const m = object(v, 'metadata');
   const bn = req(m, 'block_number', 'metadata');
   if (typeof bn !== 'number' || !Number.isSafeInteger(bn) || bn < 0) throw new SchemaError('metadata.block_number must be a non-negative integer');
+  const prev = parsePrevId(m.prev_flashblock_id);
   let receipts: Map<string, FlashReceipt> | null = null;
   if (m.receipts !== undefined && m.receipts !== null) {
     const r = object(m.receipts, 'metadata.receipts');
@@ -299,7 +315,7 @@ function parseMetadata(v: unknown): { blockNumber: number; receipts: Map<string,
       balances.set(a, quantityToBigInt(q));
     }
   }
-  return { blockNumber: bn, receipts, balances };
+  return { blockNumber: bn, receipts, balances, prev };
 }
 
 /** Turns a frame's bytes into JSON text: `{` first (after white space) = JSON, anything else = brotli. */
@@ -382,6 +398,8 @@ export function validateFlashblock(root: unknown, json: string): DecodeFrameResu
       txs,
       receipts: meta.receipts,
       balances: meta.balances,
+      prevBlockNumber: meta.prev[0],
+      prevIndex: meta.prev[1],
     };
     return { ok: true, fb, json };
   } catch (e) {
