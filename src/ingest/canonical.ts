@@ -5,6 +5,11 @@ import type { Logger } from '../log.js';
 import { redactUrl } from '../log.js';
 import type { NodeClient } from '../node/client.js';
 import { NodeError } from '../node/client.js';
+import { Backoff } from './backoff.js';
+
+/** newHeads reconnect delays: from 500 ms, doubling with jitter, capped at 10 s (polling covers the gap meanwhile). */
+const NEWHEADS_BACKOFF_INITIAL_MS = 500;
+const NEWHEADS_BACKOFF_MAX_MS = 10_000;
 
 export interface CanonicalOptions {
   pollMs: number;
@@ -34,7 +39,7 @@ export class CanonicalTracker {
   lastOkMs = 0;
   /** Head the node reported last. */
   head = -1;
-  private wsRetryMs = 500;
+  private readonly wsBackoff = new Backoff(NEWHEADS_BACKOFF_INITIAL_MS, NEWHEADS_BACKOFF_MAX_MS);
 
   constructor(
     private readonly node: NodeClient,
@@ -66,11 +71,11 @@ export class CanonicalTracker {
     const ws = new WebSocket(this.opts.wsUrl, { perMessageDeflate: false, handshakeTimeout: 3000 });
     this.ws = ws;
     ws.on('open', () => {
-      this.wsRetryMs = 500;
       ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['newHeads'] }));
       this.log.info('node newHeads subscription open', { url: redactUrl(this.opts.wsUrl) });
     });
     ws.on('message', (data: Buffer) => {
+      this.wsBackoff.reset(); // the node answered: a later drop is retried from the start
       try {
         const msg = JSON.parse(data.toString('utf8')) as { params?: { result?: { number?: string } } };
         const num = msg.params?.result?.number;
@@ -82,8 +87,7 @@ export class CanonicalTracker {
     ws.on('error', () => {});
     ws.on('close', () => {
       if (this.stopped) return;
-      const delay = this.wsRetryMs;
-      this.wsRetryMs = Math.min(this.wsRetryMs * 2, 10_000);
+      const delay = this.wsBackoff.fail();
       this.log.limited('warn', 'newheads-close', 10_000, `node newHeads subscription closed; reconnecting in ${delay} ms (polling continues)`);
       setTimeout(() => this.connectWs(), delay).unref();
     });
