@@ -96,7 +96,7 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'allow-namespaces', key: 'allowNamespaces', kind: 'list', def: '', help: 'Refused-by-default namespaces to forward anyway (admin,debug,personal,miner,engine,txpool)' },
   { flag: 'cors-origins', key: 'corsOrigins', kind: 'list', def: '', help: 'CORS allowed origins (comma-separated, * for any); off when empty' },
   { flag: 'send-raw-sync-timeout-ms', key: 'sendRawSyncTimeoutMs', kind: 'int', def: '10000', min: 10, max: 600000, help: 'Default and maximum wait of eth_sendRawTransactionSync' },
-  { flag: 'stream-max-backpressure-bytes', key: 'streamMaxBackpressureBytes', kind: 'int', def: String(4 * MiB), min: 1024, max: 1024 * MiB, help: 'Per-subscriber send buffer; a subscriber above it is closed' },
+  { flag: 'stream-max-backpressure-bytes', key: 'streamMaxBackpressureBytes', kind: 'int', def: String(4 * MiB), min: 1024, max: 1024 * MiB, help: 'Per-subscriber send buffer; a subscriber above it is closed at once, its buffered frames dropped (it sees 1006)' },
   { flag: 'stream-max-subscribers', key: 'streamMaxSubscribers', kind: 'int', def: '10000', min: 1, max: 1000000, help: 'Global WebSocket connection cap' },
   { flag: 'stream-max-per-ip', key: 'streamMaxPerIp', kind: 'int', def: '100', min: 1, max: 1000000, help: 'WebSocket connections per client IP' },
   { flag: 'stream-idle-timeout-s', key: 'streamIdleTimeoutS', kind: 'int', def: '120', min: 8, max: 960, help: 'WebSocket idle timeout (uWS sends pings before it)' },
