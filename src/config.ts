@@ -84,7 +84,7 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'max-frame-bytes', key: 'maxFrameBytes', kind: 'int', def: String(16 * MiB), min: 1024, max: 1024 * MiB, help: 'Largest upstream frame, compressed or decompressed' },
   { flag: 'gap-window-frames', key: 'gapWindowFrames', kind: 'int', def: '16', min: 1, max: 1024, help: 'Out-of-order flashblocks buffered while waiting for a missing one' },
   { flag: 'gap-timeout-ms', key: 'gapTimeoutMs', kind: 'int', def: '1000', min: 10, max: 60000, help: 'How long a gap may stay open before the block is marked broken' },
-  { flag: 'max-ahead-ms', key: 'maxAheadMs', kind: 'int', def: '20000', min: 0, max: 3600000, help: 'A flashblock further ahead of the canonical head than one block plus this (in block times, counted from when that head was seen) is refused' },
+  { flag: 'max-ahead-ms', key: 'maxAheadMs', kind: 'int', def: '20000', min: 0, max: 3600000, help: 'A flashblock further ahead of the canonical head than one block plus this (in block times, counted from when that head was seen) is refused; 0 = no bound' },
   { flag: 'max-pending-blocks', key: 'maxPendingBlocks', kind: 'int', def: '8', min: 2, max: 1024, help: 'Pending blocks kept in memory (oldest dropped first)' },
   { flag: 'pending-max-age-ms', key: 'pendingMaxAgeMs', kind: 'int', def: '10000', min: 100, max: 3600000, help: 'Pending state older than this answers as latest (forwarded)' },
   { flag: 'canonical-poll-ms', key: 'canonicalPollMs', kind: 'int', def: '100', min: 10, max: 60000, help: 'Canonical head polling interval when no node WebSocket is configured' },

@@ -49,7 +49,7 @@ export interface PipelineOptions {
   blockTimeMs?: number;
   /**
    * Far-ahead bound: a flashblock above canonical + 1 + ⌊(time since that head was settled + maxAheadMs) / blockTimeMs⌋
-   * is refused (`too_far_ahead`). Undefined = no bound.
+   * is refused (`too_far_ahead`). Undefined or 0 = no bound.
    */
   maxAheadMs?: number;
 }
@@ -146,7 +146,7 @@ export class IngestPipeline {
     v.canonical = this.state.canonical;
     const max = this.opts.maxAheadMs;
     v.aheadLimit =
-      v.canonical < 0 || max === undefined
+      v.canonical < 0 || max === undefined || max <= 0
         ? Infinity
         : v.canonical + 1 + Math.floor((Math.max(0, nowMs - this.canonicalSeenMs) + max) / this.blockTimeMs);
     return v;
