@@ -78,7 +78,7 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'ping-interval-ms', key: 'pingIntervalMs', kind: 'int', def: '500', min: 50, max: 60000, help: 'Upstream WebSocket ping interval' },
   { flag: 'stall-timeout-ms', key: 'stallTimeoutMs', kind: 'int', def: '1000', min: 100, max: 600000, help: 'No frame and no pong for this long = stalled upstream; reconnect' },
   { flag: 'backoff-initial-ms', key: 'backoffInitialMs', kind: 'int', def: '100', min: 1, max: 60000, help: 'First reconnect delay (doubles, with jitter)' },
-  { flag: 'backoff-max-ms', key: 'backoffMaxMs', kind: 'int', def: '5000', min: 1, max: 600000, help: 'Reconnect delay cap' },
+  { flag: 'backoff-max-ms', key: 'backoffMaxMs', kind: 'int', def: '5000', min: 1, max: 600000, help: 'Reconnect delay cap, for an upstream still failing after 30 attempts in a row (the first 30 wait at most 500 ms)' },
   { flag: 'healthy-reset-ms', key: 'healthyResetMs', kind: 'int', def: '10000', min: 0, max: 3600000, help: 'Connected this long (or the first frame received) = backoff resets' },
   { flag: 'connect-timeout-ms', key: 'connectTimeoutMs', kind: 'int', def: '3000', min: 100, max: 600000, help: 'Upstream connect timeout' },
   { flag: 'max-frame-bytes', key: 'maxFrameBytes', kind: 'int', def: String(16 * MiB), min: 1024, max: 1024 * MiB, help: 'Largest upstream frame, compressed or decompressed' },

@@ -2,19 +2,23 @@
 import t from 'tap';
 import { Backoff, backoffDelayMs } from '../../src/ingest/backoff.js';
 
-t.test('delays start at initialMs, stay within the doubling ceiling and reach the cap', async (t) => {
+t.test('delays start at initialMs, stay at most 500 ms for 30 failures, then climb to the cap and stay', async (t) => {
   const b = new Backoff(100, 5000);
-  const delays: number[] = [];
-  for (let i = 1; i <= 12; i++) {
+  for (let i = 1; i <= 60; i++) {
     const d = b.fail();
     t.equal(b.attempt, i);
-    t.ok(d >= 100 && d <= Math.min(5000, 100 * 2 ** (i - 1)), `attempt ${i}: ${d} ms`);
-    delays.push(d);
+    const ceiling = Math.min(i <= 30 ? 500 : 5000, 100 * 2 ** (i - 1));
+    if (!(d >= 100 && d <= ceiling)) t.fail(`attempt ${i}: ${d} ms outside [100, ${ceiling}]`);
+    if (i === 1) t.equal(d, 100, 'the first retry waits exactly initialMs');
   }
-  t.equal(delays[0], 100, 'the first retry waits exactly initialMs');
   let max = 0;
-  for (let i = 0; i < 200; i++) max = Math.max(max, backoffDelayMs(12, 100, 5000));
-  t.ok(max > 2500 && max <= 5000, `late attempts spread up to the cap (max of 200 draws: ${max})`);
+  for (let i = 0; i < 200; i++) max = Math.max(max, b.fail());
+  t.ok(max > 2500 && max <= 5000, `a peer that keeps failing spreads up to the cap (max of 200 draws: ${max})`);
+  const slow = new Backoff(2000, 8000);
+  t.equal(slow.fail(), 2000, 'an initial delay above the quick ceiling is kept');
+  const tight = new Backoff(10, 80);
+  for (let i = 0; i < 10; i++) tight.fail();
+  for (let i = 0; i < 50; i++) if (tight.fail() > 80) t.fail('a cap below the quick ceiling holds');
 });
 
 t.test('reset() makes the next failure wait initialMs again', async (t) => {
