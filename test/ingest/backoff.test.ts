@@ -1,6 +1,6 @@
 // The shared reconnect policy: bounds of each delay, growth to the cap, reset, and refusal of nonsense.
 import t from 'tap';
-import { Backoff, backoffDelayMs } from '../../src/ingest/backoff.js';
+import { Backoff } from '../../src/ingest/backoff.js';
 
 t.test('delays start at initialMs, stay at most 500 ms for 30 failures, then climb to the cap and stay', async (t) => {
   const b = new Backoff(100, 5000);
