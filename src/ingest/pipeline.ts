@@ -45,7 +45,10 @@ export interface PipelineOptions {
   recoverSliceMs?: number;
   /** Recovers senders off the event loop when given and usable; else recovery runs here in slices. */
   recoveryWorker?: RecoveryWorker | null;
-  /** L2 block time (default 2000): the unit of the far-ahead bound, and how long a held block may go without a flashblock while a lower one keeps receiving them before it counts as abandoned. */
+  /**
+   * L2 block time (default 2000): the unit of the far-ahead bound, and how long a held block may go without a
+   * flashblock while a lower one keeps receiving them before it counts as abandoned.
+   */
   blockTimeMs?: number;
   /**
    * Far-ahead bound: a flashblock above canonical + 1 + ⌊(time since that head was settled + maxAheadMs) / blockTimeMs⌋
