@@ -41,6 +41,7 @@ export interface Config {
   maxFrameBytes: number;
   gapWindowFrames: number;
   gapTimeoutMs: number;
+  maxAheadMs: number;
   maxPendingBlocks: number;
   pendingMaxAgeMs: number;
   canonicalPollMs: number;
@@ -84,12 +85,13 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'ping-interval-ms', key: 'pingIntervalMs', kind: 'int', def: '500', min: 50, max: 60000, help: 'Upstream WebSocket ping interval' },
   { flag: 'stall-timeout-ms', key: 'stallTimeoutMs', kind: 'int', def: '1000', min: 100, max: 600000, help: 'No frame and no pong for this long = stalled upstream; reconnect' },
   { flag: 'backoff-initial-ms', key: 'backoffInitialMs', kind: 'int', def: '100', min: 1, max: 60000, help: 'First reconnect delay (doubles, with jitter)' },
-  { flag: 'backoff-max-ms', key: 'backoffMaxMs', kind: 'int', def: '5000', min: 1, max: 600000, help: 'Reconnect delay cap' },
-  { flag: 'healthy-reset-ms', key: 'healthyResetMs', kind: 'int', def: '10000', min: 0, max: 3600000, help: 'Connected this long = backoff resets' },
+  { flag: 'backoff-max-ms', key: 'backoffMaxMs', kind: 'int', def: '5000', min: 1, max: 600000, help: 'Reconnect delay cap, for an upstream still failing after 30 attempts in a row (the first 30 wait at most 500 ms)' },
+  { flag: 'healthy-reset-ms', key: 'healthyResetMs', kind: 'int', def: '10000', min: 0, max: 3600000, help: 'Connected this long (or the first frame received) = backoff resets' },
   { flag: 'connect-timeout-ms', key: 'connectTimeoutMs', kind: 'int', def: '3000', min: 100, max: 600000, help: 'Upstream connect timeout' },
   { flag: 'max-frame-bytes', key: 'maxFrameBytes', kind: 'int', def: String(16 * MiB), min: 1024, max: 1024 * MiB, help: 'Largest upstream frame, compressed or decompressed' },
   { flag: 'gap-window-frames', key: 'gapWindowFrames', kind: 'int', def: '16', min: 1, max: 1024, help: 'Out-of-order flashblocks buffered while waiting for a missing one' },
   { flag: 'gap-timeout-ms', key: 'gapTimeoutMs', kind: 'int', def: '1000', min: 10, max: 60000, help: 'How long a gap may stay open before the block is marked broken' },
+  { flag: 'max-ahead-ms', key: 'maxAheadMs', kind: 'int', def: '20000', min: 0, max: 3600000, help: 'A flashblock further ahead of the canonical head than one block plus this (in block times, counted from when that head was seen) is refused; 0 = no bound' },
   { flag: 'max-pending-blocks', key: 'maxPendingBlocks', kind: 'int', def: '8', min: 2, max: 1024, help: 'Pending blocks kept in memory (oldest dropped first)' },
   { flag: 'pending-max-age-ms', key: 'pendingMaxAgeMs', kind: 'int', def: '10000', min: 100, max: 3600000, help: 'Pending state older than this answers as latest (forwarded)' },
   { flag: 'canonical-poll-ms', key: 'canonicalPollMs', kind: 'int', def: '100', min: 10, max: 60000, help: 'Canonical head polling interval when no node WebSocket is configured' },
@@ -105,7 +107,7 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'allow-namespaces', key: 'allowNamespaces', kind: 'list', def: '', help: 'Refused-by-default namespaces to forward anyway (admin,debug,personal,miner,engine,txpool)' },
   { flag: 'cors-origins', key: 'corsOrigins', kind: 'list', def: '', help: 'CORS allowed origins (comma-separated, * for any); off when empty' },
   { flag: 'send-raw-sync-timeout-ms', key: 'sendRawSyncTimeoutMs', kind: 'int', def: '10000', min: 10, max: 600000, help: 'Default and maximum wait of eth_sendRawTransactionSync' },
-  { flag: 'stream-max-backpressure-bytes', key: 'streamMaxBackpressureBytes', kind: 'int', def: String(4 * MiB), min: 1024, max: 1024 * MiB, help: 'Per-subscriber send buffer; a subscriber above it is closed' },
+  { flag: 'stream-max-backpressure-bytes', key: 'streamMaxBackpressureBytes', kind: 'int', def: String(4 * MiB), min: 1024, max: 1024 * MiB, help: 'Per-subscriber send buffer; a subscriber above it is closed at once, its buffered frames dropped (it sees 1006)' },
   { flag: 'stream-max-subscribers', key: 'streamMaxSubscribers', kind: 'int', def: '10000', min: 1, max: 1000000, help: 'Global WebSocket connection cap' },
   { flag: 'stream-max-per-ip', key: 'streamMaxPerIp', kind: 'int', def: '100', min: 1, max: 1000000, help: 'WebSocket connections per client IP' },
   { flag: 'max-subscriptions-per-connection', key: 'maxSubscriptionsPerConnection', kind: 'int', def: '100', min: 1, max: 100000, help: 'eth_subscribe subscriptions one WebSocket connection may hold (-32005 above)' },

@@ -76,7 +76,14 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const recoveryWorker = native.secp256k1 ? RecoveryWorker.start(log) : null;
   const pipeline = new IngestPipeline(
     state,
-    { maxFrameBytes: config.maxFrameBytes, gapWindowFrames: config.gapWindowFrames, gapTimeoutMs: config.gapTimeoutMs, recoveryWorker },
+    {
+      maxFrameBytes: config.maxFrameBytes,
+      gapWindowFrames: config.gapWindowFrames,
+      gapTimeoutMs: config.gapTimeoutMs,
+      recoveryWorker,
+      blockTimeMs: config.blockTimeMs,
+      maxAheadMs: config.maxAheadMs,
+    },
     log,
     metricsObserver(metrics, config.blockTimeMs),
     events,

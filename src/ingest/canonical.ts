@@ -5,6 +5,7 @@ import type { Logger } from '../log.js';
 import { redactUrl } from '../log.js';
 import type { NodeClient } from '../node/client.js';
 import { NodeError } from '../node/client.js';
+import { Backoff } from './backoff.js';
 
 export interface CanonicalOptions {
   pollMs: number;
@@ -38,7 +39,7 @@ export class CanonicalTracker {
   lastOkMs = 0;
   /** Head the node reported last. */
   head = -1;
-  private wsRetryMs: number;
+  private readonly wsBackoff: Backoff;
 
   constructor(
     private readonly node: NodeClient,
@@ -46,7 +47,7 @@ export class CanonicalTracker {
     private readonly opts: CanonicalOptions,
     private readonly log: Logger,
   ) {
-    this.wsRetryMs = opts.wsRetryInitialMs;
+    this.wsBackoff = new Backoff(opts.wsRetryInitialMs, opts.wsRetryMaxMs);
   }
 
   /** Starts polling (and the newHeads subscription when a WebSocket URL is set). */
@@ -72,11 +73,11 @@ export class CanonicalTracker {
     const ws = new WebSocket(this.opts.wsUrl, { perMessageDeflate: false, handshakeTimeout: this.opts.wsConnectTimeoutMs });
     this.ws = ws;
     ws.on('open', () => {
-      this.wsRetryMs = this.opts.wsRetryInitialMs;
       ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['newHeads'] }));
       this.log.info('node newHeads subscription open', { url: redactUrl(this.opts.wsUrl) });
     });
     ws.on('message', (data: Buffer) => {
+      this.wsBackoff.reset(); // the node answered: a later drop is retried from the start
       try {
         const msg = JSON.parse(data.toString('utf8')) as { params?: { result?: { number?: string } } };
         const num = msg.params?.result?.number;
@@ -88,8 +89,7 @@ export class CanonicalTracker {
     ws.on('error', () => {});
     ws.on('close', () => {
       if (this.stopped) return;
-      const delay = this.wsRetryMs;
-      this.wsRetryMs = Math.min(this.wsRetryMs * 2, this.opts.wsRetryMaxMs);
+      const delay = this.wsBackoff.fail();
       this.log.limited('warn', 'newheads-close', 10_000, `node newHeads subscription closed; reconnecting in ${delay} ms (polling continues)`);
       setTimeout(() => this.connectWs(), delay).unref();
     });

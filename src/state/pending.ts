@@ -152,6 +152,13 @@ export class PendingState {
     return { reorged, dropped };
   }
 
+  /** Drops the held blocks at these heights (blocks the stream abandoned); nonces are rebuilt from what stays. */
+  dropBlocks(numbers: readonly number[]): void {
+    if (numbers.length === 0) return;
+    for (const n of numbers) this.removeBlock(n);
+    this.rebuildNonces();
+  }
+
   private removeFrom(n: number): void {
     for (const num of [...this.blocks.keys()]) if (num >= n) this.removeBlock(num);
     this.rebuildNonces();

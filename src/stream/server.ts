@@ -12,8 +12,6 @@ import { ReplayRing } from './replay.js';
 /** Close code for a resume position the ring no longer covers (application range 4000–4999). */
 export const CLOSE_RESUME_TOO_OLD = 4000;
 export const RESUME_TOO_OLD_REASON = 'resume point older than replay buffer';
-/** Close code for a subscriber over its send-buffer cap (1008 = policy violation). */
-export const CLOSE_SLOW_CONSUMER = 1008;
 export const CLOSE_SHUTDOWN = 1001;
 
 const TOPIC_RAW = 'fb';
@@ -82,7 +80,6 @@ export function mountStream(app: TemplatedApp, ctx: ServiceContext): MountedStre
   const perKey = new Map<string, number>();
   /** Brotli copies of frames, made at most once per frame (live or on replay). */
   const brotliCopies = new WeakMap<RawFrame, Buffer>();
-  const slowReason = `slow consumer: send buffer over ${cap} bytes`;
   let draining = false;
   let peakBuffered = 0;
 
@@ -102,10 +99,15 @@ export function mountStream(app: TemplatedApp, ctx: ServiceContext): MountedStre
     });
   };
 
+  /**
+   * Closes a subscriber over its cap at once, dropping what uWS still buffers for it. A graceful end() would queue
+   * the close frame behind megabytes the peer is not reading and keep them (and the socket) for 10–15 s (issue 17);
+   * the peer sees an abnormal closure (1006) instead of a close frame it could only read after all the backlog.
+   */
   const slowClose = (ws: Sock, buffered: number): void => {
     metrics.streamSlowCloses.inc();
-    log.limited('info', 'stream:slow', 1000, 'stream subscriber closed: send buffer over the cap', { ip: ws.getUserData().ip, bufferedBytes: buffered, capBytes: cap });
-    ws.end(CLOSE_SLOW_CONSUMER, slowReason);
+    log.limited('info', 'stream:slow', 1000, 'stream subscriber closed: send buffer over the cap; its buffered frames are dropped', { ip: ws.getUserData().ip, bufferedBytes: buffered, capBytes: cap });
+    ws.close();
   };
 
   /** Closes subscribers whose buffer went over the cap (uWS would otherwise skip them silently: a gap). */
@@ -220,8 +222,8 @@ export function mountStream(app: TemplatedApp, ctx: ServiceContext): MountedStre
     maxPayloadLength: MAX_CLIENT_MESSAGE_BYTES,
     idleTimeout: config.streamIdleTimeoutS,
     sendPingsAutomatically: true,
-    // Headroom above the cap: our own check closes at the cap right after each publish (with a clear reason);
-    // uWS's limit only has to stay out of the way so that the close frame itself is not dropped.
+    // Headroom above the cap: our own check closes at the cap right after each publish (counted and logged); uWS's
+    // limit only has to stay out of the way so that it never skips a frame silently before that check.
     maxBackpressure: cap + config.maxFrameBytes + 4096,
     upgrade,
     open,

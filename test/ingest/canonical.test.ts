@@ -7,6 +7,7 @@ import { silentLogger } from '../../src/log.js';
 import { startAnvil, rpcCall } from '../../scripts/devnet/anvil.js';
 import { makePipeline, feed } from '../helpers/ingest.js';
 import { unichainMessages } from '../helpers/fixtures.js';
+import { startReplayServer } from '../helpers/replay-server.js';
 
 async function until(cond: () => boolean, ms = 8000): Promise<void> {
   const end = Date.now() + ms;
@@ -76,4 +77,28 @@ t.test('an unreachable node never throws; pending keeps serving', async (t) => {
   node.close();
   t.equal(state.pendingBlock()?.number, 5);
   t.equal(tracker.lastOkMs, 0);
+});
+
+t.test('the newHeads socket is reconnected (shared backoff) after the node drops it, and heads flow again', async (t) => {
+  const fakeNode = await startReplayServer();
+  const node = new NodeClient({ url: 'http://127.0.0.1:1/', timeoutMs: 200, maxSockets: 1 });
+  const { state, pipeline } = makePipeline();
+  const tracker = new CanonicalTracker(node, { settle: (n, h) => pipeline.settle(n, h), holds: () => false, canonical: () => state.canonical }, { pollMs: 60_000, wsUrl: fakeNode.url, maxCatchUpBlocks: 8, ...wsTimings }, silentLogger);
+  t.teardown(async () => {
+    tracker.stop();
+    node.close();
+    await fakeNode.close();
+  });
+  tracker.start();
+  const head = (n: number): string => JSON.stringify({ jsonrpc: '2.0', method: 'eth_subscription', params: { subscription: '0x1', result: { number: '0x' + n.toString(16) } } });
+  for (let n = 16; n < 20; n++) {
+    await fakeNode.waitForClients(1, 15_000);
+    fakeNode.send(head(n));
+    await until(() => tracker.head === n);
+    fakeNode.dropClients(n % 2 === 0 ? 1011 : 0);
+  }
+  await fakeNode.waitForClients(1, 15_000);
+  fakeNode.send(head(20));
+  await until(() => tracker.head === 20);
+  t.equal(state.canonical, 20, 'heads received over the reconnected socket settle');
 });

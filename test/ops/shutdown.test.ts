@@ -29,7 +29,7 @@ t.teardown(async () => {
 async function startServing(t: Test, graceMs: number): Promise<DaemonProcess> {
   const d = await spawnDaemon(
     sourceCommand(),
-    ['--port', '0', '--metrics-port', '0', '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--block-time-ms', '1000', '--shutdown-grace-ms', String(graceMs)],
+    ['--port', '0', '--metrics-port', '0', '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--block-time-ms', '1000', '--shutdown-grace-ms', String(graceMs), '--max-ahead-ms', '0'], // anvil is ~35 M blocks behind the capture
     { env: childEnv },
   );
   t.teardown(() => d.close());
