@@ -193,6 +193,8 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     // The stream's blocks are not anvil's, so the canonical head never catches up: hold 2 blocks, as a daemon whose
     // node is one block behind does (the default 8 would keep 4× the state a real deployment holds).
     '--max-pending-blocks', '2',
+    // For the same reason the far-ahead bound is off: anvil's head is ~35 M blocks behind the replayed capture.
+    '--max-ahead-ms', '0',
   ], profDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`]);
   const rawPool = new SubscriberPool(2);
   const nfPool = new SubscriberPool(1);

@@ -1,18 +1,21 @@
 // RPC benchmarks: (a) pending eth_getTransactionReceipt req/s — uWS constant response (ceiling) vs flashblocksd's RPC
-// vs the same Dispatcher on node:http, one run, same load; (b) forwarded-call overhead vs a direct call to anvil.
+// vs the same Dispatcher on node:http, one run, same load; (b) forwarded-call overhead vs a direct call to anvil,
+// with the node client on undici's Pool (src/node/client.ts) and on node:http (bench/baseline/), same run.
 // Load generator: autocannon (bench/lib.ts postLoad) in a worker thread; servers on the main thread.
 import http from 'node:http';
 import { performance } from 'node:perf_hooks';
+import { NodeClient } from '../src/node/client.js';
 import { Dispatcher } from '../src/rpc/dispatch.js';
 import { loadUws } from '../src/native.js';
 import { unichainMessages, unichainRpcBlock } from '../test/helpers/fixtures.js';
 import { feed } from '../test/helpers/ingest.js';
 import { startAnvil, startRpc } from '../test/helpers/rpc-harness.js';
-import { fmt, percentile, postLoad, writePlot, type BenchOptions, type BenchResult, runStandalone } from './lib.js';
+import { fmt, percentile, postLoad, writePlot, type AutocannonResult, type BenchOptions, type BenchResult, runStandalone } from './lib.js';
 import { cdfChart, cdfPoints } from './svg.js';
+import { NodeClient as HttpNodeClient } from './baseline/node-http-client.js';
 
-async function load(url: string, body: string, seconds: number, connections: number): Promise<number> {
-  return (await postLoad(url, body, seconds, connections, { workers: 1 })).requests.average;
+async function load(url: string, body: string, seconds: number, connections: number, pipelining = 16): Promise<number> {
+  return (await postLoad(url, body, seconds, connections, { workers: 1, pipelining })).requests.average;
 }
 
 async function sequentialMicros(url: string, body: string, n: number): Promise<number[]> {
@@ -87,18 +90,49 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     uws.us_listen_socket_close(ls);
     await new Promise<void>((resolve) => nodeServer.close(() => resolve()));
 
+    // Forwarding, node client on undici's Pool (the daemon's) vs on node:http (before), interleaved in rounds so
+    // that drift on the shared cores hits both; the harness's client is swapped between rounds (nothing in flight).
     const chainId = '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}';
     const n = opts.quick ? 2000 : 5000;
-    const direct = await sequentialMicros(anvil.url, chainId, n);
-    const via = await sequentialMicros(h.url, chainId, n);
+    const rounds = 4;
+    const mutable = h.ctx as { node: NodeClient };
+    const undiciClient = h.ctx.node;
+    const httpClient = new HttpNodeClient({ url: anvil.url, timeoutMs: h.config.nodeTimeoutMs, maxSockets: 16 }) as unknown as NodeClient;
+    const direct: number[] = [];
+    const via: number[] = [];
+    const viaHttp: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      direct.push(...(await sequentialMicros(anvil.url, chainId, n / rounds)));
+      mutable.node = undiciClient;
+      via.push(...(await sequentialMicros(h.url, chainId, n / rounds)));
+      mutable.node = httpClient;
+      viaHttp.push(...(await sequentialMicros(h.url, chainId, n / rounds)));
+    }
+    // Pipelining 1 here: pipelined requests whose answers come back asynchronously (forwarded) stall in the RPC
+    // server (~100 req/s at 32 × 16, p50 ~1 s, either client), which would measure that, not the node client.
+    const fwdSeconds = opts.quick ? 3 : 6;
+    const fwdLoad = (url: string): Promise<AutocannonResult> => postLoad(url, chainId, fwdSeconds, connections, { workers: 1, pipelining: 1 });
+    const fwdDirectRun = await fwdLoad(anvil.url);
+    mutable.node = httpClient;
+    const fwdHttpRun = await fwdLoad(h.url);
+    mutable.node = undiciClient;
+    const fwdUndiciRun = await fwdLoad(h.url);
+    const fwdDirect = fwdDirectRun.requests.average;
+    const fwdHttp = fwdHttpRun.requests.average;
+    const fwdUndici = fwdUndiciRun.requests.average;
+    const lat = (r: AutocannonResult): string => `p50 ${r.latency.p50} / p99 ${r.latency.p99} ms`;
+    httpClient.close();
     const plot = writePlot('rpc-forwarded-cdf', cdfChart('Forwarded eth_chainId: sequential keep-alive round trips', 'µs (log)', [
       { name: 'direct to anvil (baseline)', points: cdfPoints(direct), dashed: true },
-      { name: 'through flashblocksd', points: cdfPoints(via) },
-    ]), 'CDF of forwarded eth_chainId round trips, direct to anvil and through flashblocksd');
+      { name: 'through flashblocksd (undici Pool)', points: cdfPoints(via) },
+      { name: 'through flashblocksd (node:http client, before)', points: cdfPoints(viaHttp), dashed: true },
+    ]), 'CDF of forwarded eth_chainId round trips, direct to anvil and through flashblocksd with either node client');
     const d50 = percentile(direct, 50);
     const d99 = percentile(direct, 99);
     const v50 = percentile(via, 50);
     const v99 = percentile(via, 99);
+    const o50 = percentile(viaHttp, 50);
+    const o99 = percentile(viaHttp, 99);
 
     return {
       title: 'JSON-RPC server',
@@ -134,9 +168,13 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
           bottleneck: `one more loopback hop (client → flashblocksd → anvil) costs +${fmt(v50 - d50)} µs p50 and +${fmt(v99 - d99)} µs p99 on this machine; with other processes on the 2 cores each wake-up can wait for a core`,
         },
         { name: 'forwarded eth_chainId p99', value: v99, unit: 'µs', baseline: { label: 'direct to anvil', value: d99 }, verdict: `+${fmt(v99 - d99)} µs` },
+        { name: 'forwarded eth_chainId p50, node client undici Pool vs node:http', value: v50, unit: 'µs', baseline: { label: 'node:http client', value: o50 }, verdict: `overhead +${fmt(v50 - d50)} vs +${fmt(o50 - d50)} µs over direct` },
+        { name: 'forwarded eth_chainId p99, node client undici Pool vs node:http', value: v99, unit: 'µs', baseline: { label: 'node:http client', value: o99 }, verdict: `overhead +${fmt(v99 - d99)} vs +${fmt(o99 - d99)} µs over direct` },
+        { name: 'forwarded eth_chainId req/s, node client undici Pool vs node:http', value: fwdUndici, unit: 'req/s', baseline: { label: 'node:http client', value: fwdHttp }, verdict: `${fmt(fwdUndici / fwdHttp)}× node:http; latency under this load ${lat(fwdUndiciRun)} vs ${lat(fwdHttpRun)}; direct to anvil ${fmt(fwdDirect)} req/s, ${lat(fwdDirectRun)}` },
       ],
       notes: `autocannon ${connections} connections, pipelining 16, ${seconds} s per server, in a worker thread of the same process; ` +
-        `body ${body.length} B, answer ${constant.length} B. Forwarding: ${n} sequential keep-alive requests each, after 200 warm-up.`,
+        `body ${body.length} B, answer ${constant.length} B. Forwarding: ${n} sequential keep-alive requests per path in ${rounds} interleaved rounds (200 warm-up each), ` +
+        `then ${fwdSeconds} s of autocannon load per path (32 connections, pipelining 1; direct, node:http client, undici client); the node client has 16 sockets.`,
       plots: [plot],
     };
   } finally {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI: build the single-file binary, run it from an empty temp directory (no node_modules) against a replayed
-# flashblocks stream and a real anvil (test/ops/binary.test.ts on this build: eth_blockNumber must be the replayed
+# flashblocks stream and a real anvil (test/ops/binary.test.ts on this build: eth_blockNumber("pending") must be the replayed
 # pending height), then print its size and start-up time (exec → /healthz answering, median of 5).
 # Exits non-zero on any failure. Run after `npm ci`.
 set -euo pipefail

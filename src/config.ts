@@ -1,5 +1,7 @@
 // Configuration: one defaults table, command-line flags with environment twins, validation once, then frozen.
 // Owns parsing and the redacted dump; knows nothing of sockets or state.
+import { isIP } from 'node:net';
+import { parseArgs } from 'node:util';
 import { StartupCode, StartupError } from './errors.js';
 import { redactUrl } from './log.js';
 
@@ -39,9 +41,14 @@ export interface Config {
   maxFrameBytes: number;
   gapWindowFrames: number;
   gapTimeoutMs: number;
+  maxAheadMs: number;
   maxPendingBlocks: number;
   pendingMaxAgeMs: number;
   canonicalPollMs: number;
+  canonicalWsConnectTimeoutMs: number;
+  canonicalWsRetryInitialMs: number;
+  canonicalWsRetryMaxMs: number;
+  tickIntervalMs: number;
   maxBodyBytes: number;
   maxBatchItems: number;
   maxResponseBytes: number;
@@ -53,6 +60,7 @@ export interface Config {
   streamMaxBackpressureBytes: number;
   streamMaxSubscribers: number;
   streamMaxPerIp: number;
+  maxSubscriptionsPerConnection: number;
   streamIdleTimeoutS: number;
   apiKeys: string[];
   trustedProxies: string[];
@@ -71,21 +79,26 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'node-rpc-url', key: 'nodeRpcUrl', kind: 'urls', def: '', schemes: ['http:', 'https:'], secret: true, help: "The node's HTTP JSON-RPC URL (forwarding, canonical head)" },
   { flag: 'node-ws-url', key: 'nodeWsUrl', kind: 'urls', def: '', schemes: ['ws:', 'wss:'], secret: true, help: "The node's WebSocket URL for newHeads (optional; polling is used without it)" },
   { flag: 'host', key: 'host', kind: 'string', def: '127.0.0.1', help: 'Address to bind the RPC, stream and metrics listeners' },
-  { flag: 'port', key: 'port', kind: 'int', def: '8545', min: 0, max: 65535, help: 'HTTP JSON-RPC, WebSocket JSON-RPC and /flashblocks stream port (0 = any free port)' },
-  { flag: 'metrics-port', key: 'metricsPort', kind: 'int', def: '9000', min: 0, max: 65535, help: '/metrics, /healthz, /readyz port (0 = any free port)' },
+  { flag: 'port', key: 'port', kind: 'int', def: '8547', min: 0, max: 65535, help: 'HTTP JSON-RPC, WebSocket JSON-RPC and /flashblocks stream port (0 = any free port)' },
+  { flag: 'metrics-port', key: 'metricsPort', kind: 'int', def: '9464', min: 0, max: 65535, help: '/metrics, /healthz, /readyz port (0 = any free port)' },
   { flag: 'log-level', key: 'logLevel', kind: 'level', def: 'info', help: 'debug | info | warn | error' },
   { flag: 'ping-interval-ms', key: 'pingIntervalMs', kind: 'int', def: '500', min: 50, max: 60000, help: 'Upstream WebSocket ping interval' },
   { flag: 'stall-timeout-ms', key: 'stallTimeoutMs', kind: 'int', def: '1000', min: 100, max: 600000, help: 'No frame and no pong for this long = stalled upstream; reconnect' },
   { flag: 'backoff-initial-ms', key: 'backoffInitialMs', kind: 'int', def: '100', min: 1, max: 60000, help: 'First reconnect delay (doubles, with jitter)' },
-  { flag: 'backoff-max-ms', key: 'backoffMaxMs', kind: 'int', def: '5000', min: 1, max: 600000, help: 'Reconnect delay cap' },
-  { flag: 'healthy-reset-ms', key: 'healthyResetMs', kind: 'int', def: '10000', min: 0, max: 3600000, help: 'Connected this long = backoff resets' },
+  { flag: 'backoff-max-ms', key: 'backoffMaxMs', kind: 'int', def: '5000', min: 1, max: 600000, help: 'Reconnect delay cap, for an upstream still failing after 30 attempts in a row (the first 30 wait at most 500 ms)' },
+  { flag: 'healthy-reset-ms', key: 'healthyResetMs', kind: 'int', def: '10000', min: 0, max: 3600000, help: 'Connected this long (or the first frame received) = backoff resets' },
   { flag: 'connect-timeout-ms', key: 'connectTimeoutMs', kind: 'int', def: '3000', min: 100, max: 600000, help: 'Upstream connect timeout' },
   { flag: 'max-frame-bytes', key: 'maxFrameBytes', kind: 'int', def: String(16 * MiB), min: 1024, max: 1024 * MiB, help: 'Largest upstream frame, compressed or decompressed' },
   { flag: 'gap-window-frames', key: 'gapWindowFrames', kind: 'int', def: '16', min: 1, max: 1024, help: 'Out-of-order flashblocks buffered while waiting for a missing one' },
   { flag: 'gap-timeout-ms', key: 'gapTimeoutMs', kind: 'int', def: '1000', min: 10, max: 60000, help: 'How long a gap may stay open before the block is marked broken' },
+  { flag: 'max-ahead-ms', key: 'maxAheadMs', kind: 'int', def: '20000', min: 0, max: 3600000, help: 'A flashblock further ahead of the canonical head than one block plus this (in block times, counted from when that head was seen) is refused; 0 = no bound' },
   { flag: 'max-pending-blocks', key: 'maxPendingBlocks', kind: 'int', def: '8', min: 2, max: 1024, help: 'Pending blocks kept in memory (oldest dropped first)' },
   { flag: 'pending-max-age-ms', key: 'pendingMaxAgeMs', kind: 'int', def: '10000', min: 100, max: 3600000, help: 'Pending state older than this answers as latest (forwarded)' },
   { flag: 'canonical-poll-ms', key: 'canonicalPollMs', kind: 'int', def: '100', min: 10, max: 60000, help: 'Canonical head polling interval when no node WebSocket is configured' },
+  { flag: 'canonical-ws-connect-timeout-ms', key: 'canonicalWsConnectTimeoutMs', kind: 'int', def: '3000', min: 100, max: 600000, help: "Connect timeout of the node's newHeads WebSocket" },
+  { flag: 'canonical-ws-retry-initial-ms', key: 'canonicalWsRetryInitialMs', kind: 'int', def: '500', min: 1, max: 600000, help: 'First reconnect delay of the newHeads WebSocket (doubles; polling continues meanwhile)' },
+  { flag: 'canonical-ws-retry-max-ms', key: 'canonicalWsRetryMaxMs', kind: 'int', def: '10000', min: 1, max: 3600000, help: 'Reconnect delay cap of the newHeads WebSocket' },
+  { flag: 'tick-interval-ms', key: 'tickIntervalMs', kind: 'int', def: '50', min: 5, max: 10000, help: 'Housekeeping tick: how often open gaps are expired and the subscriber gauge is updated' },
   { flag: 'max-body-bytes', key: 'maxBodyBytes', kind: 'int', def: String(5 * MiB), min: 1024, max: 1024 * MiB, help: 'Largest JSON-RPC request body (HTTP 413 above)' },
   { flag: 'max-batch-items', key: 'maxBatchItems', kind: 'int', def: '1000', min: 1, max: 100000, help: 'Largest JSON-RPC batch (-32600 above)' },
   { flag: 'max-response-bytes', key: 'maxResponseBytes', kind: 'int', def: String(100 * MiB), min: 1024, max: 4096 * MiB, help: 'Largest JSON-RPC response (-32005 above)' },
@@ -94,9 +107,10 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'allow-namespaces', key: 'allowNamespaces', kind: 'list', def: '', help: 'Refused-by-default namespaces to forward anyway (admin,debug,personal,miner,engine,txpool)' },
   { flag: 'cors-origins', key: 'corsOrigins', kind: 'list', def: '', help: 'CORS allowed origins (comma-separated, * for any); off when empty' },
   { flag: 'send-raw-sync-timeout-ms', key: 'sendRawSyncTimeoutMs', kind: 'int', def: '10000', min: 10, max: 600000, help: 'Default and maximum wait of eth_sendRawTransactionSync' },
-  { flag: 'stream-max-backpressure-bytes', key: 'streamMaxBackpressureBytes', kind: 'int', def: String(4 * MiB), min: 1024, max: 1024 * MiB, help: 'Per-subscriber send buffer; a subscriber above it is closed' },
+  { flag: 'stream-max-backpressure-bytes', key: 'streamMaxBackpressureBytes', kind: 'int', def: String(4 * MiB), min: 1024, max: 1024 * MiB, help: 'Per-subscriber send buffer; a subscriber above it is closed at once, its buffered frames dropped (it sees 1006)' },
   { flag: 'stream-max-subscribers', key: 'streamMaxSubscribers', kind: 'int', def: '10000', min: 1, max: 1000000, help: 'Global WebSocket connection cap' },
   { flag: 'stream-max-per-ip', key: 'streamMaxPerIp', kind: 'int', def: '100', min: 1, max: 1000000, help: 'WebSocket connections per client IP' },
+  { flag: 'max-subscriptions-per-connection', key: 'maxSubscriptionsPerConnection', kind: 'int', def: '100', min: 1, max: 100000, help: 'eth_subscribe subscriptions one WebSocket connection may hold (-32005 above)' },
   { flag: 'stream-idle-timeout-s', key: 'streamIdleTimeoutS', kind: 'int', def: '120', min: 8, max: 960, help: 'WebSocket idle timeout (uWS sends pings before it)' },
   { flag: 'api-keys', key: 'apiKeys', kind: 'list', def: '', secret: true, help: 'Optional API keys for /ws/<key> and /flashblocks/<key>; when set, keyless stream access is refused' },
   { flag: 'trusted-proxies', key: 'trustedProxies', kind: 'list', def: '', help: 'CIDRs whose X-Forwarded-For is honoured' },
@@ -128,10 +142,11 @@ function parseValue(s: Setting, raw: string, from: string): unknown {
       if (/^(false|0|no|off)$/i.test(v)) return false;
       return fail(`${from}: expected true or false, got "${v}"`);
     case 'int': {
-      if (!/^\d+$/.test(v)) fail(`${from}: expected a whole number, got "${v}"`);
+      const range = s.min !== undefined && s.max !== undefined ? ` from ${s.min} to ${s.max}` : '';
+      if (!/^\d+$/.test(v)) fail(`${from}: expected a whole number${range}, got "${v}"`);
       const n = Number(v);
-      if (s.min !== undefined && n < s.min) fail(`${from}: ${n} is below the minimum ${s.min}`);
-      if (s.max !== undefined && n > s.max) fail(`${from}: ${n} is above the maximum ${s.max}`);
+      if (s.min !== undefined && n < s.min) fail(`${from}: ${n} is below the minimum ${s.min} (valid: ${s.min} to ${s.max})`);
+      if (s.max !== undefined && n > s.max) fail(`${from}: ${n} is above the maximum ${s.max} (valid: ${s.min} to ${s.max})`);
       return n;
     }
     case 'list':
@@ -174,47 +189,88 @@ export function helpText(): string {
   return lines.join('\n');
 }
 
+/** Reads `argv` with `util.parseArgs`: `--flag value`, `--flag=value`, and a bare boolean flag meaning true. */
+function readFlags(argv: readonly string[]): Map<string, string> {
+  const byFlag = new Map(SETTINGS.map((s) => [s.flag, s]));
+  // A bare boolean (`--flashblocks-enabled` last or before another flag) means true; parseArgs has no optional values.
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    const next = argv[i + 1];
+    args.push(byFlag.get(arg.slice(2))?.kind === 'bool' && arg.startsWith('--') && (next === undefined || next.startsWith('--')) ? `${arg}=true` : arg);
+  }
+  const options: Record<string, { type: 'string' }> = {};
+  for (const s of SETTINGS) options[s.flag] = { type: 'string' };
+  // Non-strict so that a value starting with a dash (`--port -1`) reaches validation and gets its own message.
+  const { tokens } = parseArgs({ args, options, strict: false, allowPositionals: true, tokens: true });
+  const out = new Map<string, string>();
+  for (const tok of tokens) {
+    if (tok.kind === 'positional') fail(`unexpected argument "${tok.value}"; flags look like --port 8547 (see --help)`);
+    if (tok.kind === 'option-terminator') fail('unexpected "--"; flags look like --port 8547 (see --help)');
+    if (tok.kind !== 'option') continue;
+    if (!byFlag.has(tok.name) || !tok.rawName.startsWith('--')) fail(`unknown flag ${tok.rawName} (see --help)`);
+    if (tok.value === undefined || (!tok.inlineValue && tok.value.startsWith('--'))) fail(`--${tok.name} needs a value (see --help)`);
+    out.set(tok.name, tok.value);
+  }
+  return out;
+}
+
+/** Whether `v` is an IP address or a DNS host name (not a dotted-number string that only looks like an address). */
+function isHost(v: string): boolean {
+  if (isIP(v) !== 0) return true;
+  return /^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*$/.test(v) && !/^[\d.]+$/.test(v);
+}
+
+/** Why `v` is not a CORS origin entry (`*` or `scheme://host[:port]` as browsers send it), or null. */
+function originProblem(v: string): string | null {
+  if (v === '*') return null;
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    return `"${v}" is not an origin; expected * or scheme://host[:port], e.g. https://app.example.com`;
+  }
+  if (u.origin === 'null') return `"${v}" is not an origin; expected * or http(s)://host[:port], e.g. https://app.example.com`;
+  if (u.origin !== v) return `"${v}" is not an origin as browsers send it (no path, no trailing slash, lower case); use "${u.origin}"`;
+  return null;
+}
+
 /**
  * Builds the frozen configuration from flags (highest precedence), then environment, then defaults.
  * Throws StartupError(E_CONFIG) with a message naming the flag/variable and what to fix.
  */
 export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Readonly<Config> {
-  const byFlag = new Map(SETTINGS.map((s) => [s.flag, s]));
-  const fromFlags = new Map<string, string>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] as string;
-    if (!arg.startsWith('--')) fail(`unexpected argument "${arg}"; flags look like --port 8545 (see --help)`);
-    const eq = arg.indexOf('=');
-    const name = eq === -1 ? arg.slice(2) : arg.slice(2, eq);
-    const s = byFlag.get(name);
-    if (s === undefined) fail(`unknown flag --${name} (see --help)`);
-    let value: string;
-    if (eq !== -1) value = arg.slice(eq + 1);
-    else if (s.kind === 'bool' && (argv[i + 1] === undefined || (argv[i + 1] as string).startsWith('--'))) value = 'true';
-    else {
-      const next = argv[i + 1];
-      if (next === undefined) fail(`--${name} needs a value`);
-      value = next;
-      i++;
-    }
-    fromFlags.set(name, value);
-  }
+  const fromFlags = readFlags(argv);
   const out: Record<string, unknown> = {};
+  const source = new Map<string, string>();
   for (const s of SETTINGS) {
     const flagVal = fromFlags.get(s.flag);
     const envVal = env[envName(s.flag)];
-    if (flagVal !== undefined) out[s.key] = parseValue(s, flagVal, `--${s.flag}`);
-    else if (envVal !== undefined && envVal !== '') out[s.key] = parseValue(s, envVal, envName(s.flag));
-    else out[s.key] = parseValue(s, s.def, `default of --${s.flag}`);
+    if (flagVal !== undefined) source.set(s.flag, `--${s.flag}`);
+    else if (envVal !== undefined && envVal !== '') source.set(s.flag, envName(s.flag));
+    else source.set(s.flag, `default of --${s.flag}`);
+    const from = source.get(s.flag) as string;
+    if (flagVal !== undefined) out[s.key] = parseValue(s, flagVal, from);
+    else if (envVal !== undefined && envVal !== '') out[s.key] = parseValue(s, envVal, from);
+    else out[s.key] = parseValue(s, s.def, from);
   }
   const c = out as unknown as Config;
+  const src = (flag: string): string => source.get(flag) as string;
+  if (!isHost(c.host)) fail(`${src('host')}: "${c.host}" is not an IP address or host name (e.g. 127.0.0.1, 0.0.0.0, ::)`);
   if (c.backoffMaxMs < c.backoffInitialMs) fail(`--backoff-max-ms (${c.backoffMaxMs}) must be ≥ --backoff-initial-ms (${c.backoffInitialMs})`);
+  if (c.canonicalWsRetryMaxMs < c.canonicalWsRetryInitialMs) {
+    fail(`--canonical-ws-retry-max-ms (${c.canonicalWsRetryMaxMs}) must be ≥ --canonical-ws-retry-initial-ms (${c.canonicalWsRetryInitialMs})`);
+  }
   const known = ['admin', 'debug', 'personal', 'miner', 'engine', 'txpool'];
   for (const ns of c.allowNamespaces) {
-    if (!known.includes(ns)) fail(`--allow-namespaces: "${ns}" is not one of ${known.join(', ')}`);
+    if (!known.includes(ns)) fail(`${src('allow-namespaces')}: "${ns}" is not one of ${known.join(', ')}`);
+  }
+  for (const o of c.corsOrigins) {
+    const why = originProblem(o);
+    if (why !== null) fail(`${src('cors-origins')}: ${why}`);
   }
   for (const cidr of c.trustedProxies) {
-    if (!/^[0-9a-fA-F.:]+(\/\d{1,3})?$/.test(cidr)) fail(`--trusted-proxies: "${cidr}" is not an IP or CIDR (e.g. 10.0.0.0/8)`);
+    if (!/^[0-9a-fA-F.:]+(\/\d{1,3})?$/.test(cidr)) fail(`${src('trusted-proxies')}: "${cidr}" is not an IP or CIDR (e.g. 10.0.0.0/8)`);
   }
   return Object.freeze(Object.assign(c, {
     flashblocksUrls: Object.freeze([...c.flashblocksUrls]),
@@ -223,6 +279,28 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Rea
     apiKeys: Object.freeze([...c.apiKeys]),
     trustedProxies: Object.freeze([...c.trustedProxies]),
   })) as Readonly<Config>;
+}
+
+/**
+ * The checks a configuration must pass to run the daemon (not to validate one setting, as `setup` does): flashblocks
+ * need the node beside them (canonical head, forwarding), forwarding needs a node, and the two listeners need two
+ * ports. Run after the embedded-devnet decision (no upstream and no node = devnet). Throws StartupError(E_CONFIG)
+ * saying what to add.
+ */
+export function checkRunnable(c: Readonly<Config>): void {
+  if (c.flashblocksEnabled && c.flashblocksUrls.length === 0) {
+    fail('flashblocks are enabled but no --flashblocks-url / FLASHBLOCKS_URL is set; give one, or set --flashblocks-enabled false');
+  }
+  if (c.port !== 0 && c.metricsPort === c.port) {
+    fail(`--metrics-port: ${c.metricsPort} is also --port (JSON-RPC); give the metrics listener its own port, e.g. ${c.port === 9464 ? 9465 : 9464}`);
+  }
+  if (c.nodeRpcUrl === '') {
+    fail(
+      c.flashblocksEnabled
+        ? "--flashblocks-url is set but --node-rpc-url / NODE_RPC_URL is not: the daemon needs the node beside it (canonical head, every non-pending call); add --node-rpc-url with the node's http(s) JSON-RPC URL, e.g. --node-rpc-url http://127.0.0.1:8545"
+        : "--flashblocks-enabled false forwards everything to the node, but --node-rpc-url / NODE_RPC_URL is not set; add the node's http(s) JSON-RPC URL, e.g. --node-rpc-url http://127.0.0.1:8545",
+    );
+  }
 }
 
 /** The configuration with secrets redacted, for the one start-up log line. */

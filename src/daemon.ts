@@ -49,13 +49,21 @@ function pick<K extends keyof Config>(config: Readonly<Config>, keys: readonly K
 
 const RPC_SETTINGS = [
   'maxBodyBytes', 'corsOrigins', 'streamMaxBackpressureBytes', 'streamIdleTimeoutS', 'maxBatchItems', 'maxResponseBytes',
-  'allowNamespaces', 'flashblocksEnabled', 'sendRawSyncTimeoutMs',
+  'allowNamespaces', 'flashblocksEnabled', 'sendRawSyncTimeoutMs', 'maxSubscriptionsPerConnection',
 ] as const satisfies readonly (keyof RpcOptions & keyof Config)[];
 
 const STREAM_SETTINGS = [
   'streamMaxBackpressureBytes', 'streamMaxSubscribers', 'streamMaxPerIp', 'streamIdleTimeoutS', 'apiKeys', 'trustedProxies',
   'replayRingFrames', 'maxFrameBytes',
 ] as const satisfies readonly (keyof StreamOptions & keyof Config)[];
+
+/** uWS's LIBUS_LISTEN_EXCLUSIVE_PORT: bind without SO_REUSEPORT (the typings lack the host+options overload). */
+const LISTEN_EXCLUSIVE_PORT = 1;
+
+/** `app.listen(host, port, options, cb)` with the exclusive-port option: `cb(false)` when the port is taken. */
+function listenExclusive(app: unknown, host: string, port: number, cb: (socket: unknown) => void): void {
+  (app as { listen(host: string, port: number, options: number, cb: (s: unknown) => void): unknown }).listen(host, port, LISTEN_EXCLUSIVE_PORT, cb);
+}
 
 /** Starts the daemon. Throws StartupError (E_NATIVE, E_LISTEN) when it cannot. */
 export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions = {}): Promise<Daemon> {
@@ -69,7 +77,14 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const recoveryWorker = native.secp256k1 ? RecoveryWorker.start(log) : null;
   const pipeline = new IngestPipeline(
     state,
-    { maxFrameBytes: config.maxFrameBytes, gapWindowFrames: config.gapWindowFrames, gapTimeoutMs: config.gapTimeoutMs, recoveryWorker },
+    {
+      maxFrameBytes: config.maxFrameBytes,
+      gapWindowFrames: config.gapWindowFrames,
+      gapTimeoutMs: config.gapTimeoutMs,
+      recoveryWorker,
+      blockTimeMs: config.blockTimeMs,
+      maxAheadMs: config.maxAheadMs,
+    },
     log,
     metricsObserver(metrics, config.blockTimeMs),
   );
@@ -90,7 +105,9 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const stream = mountStream(app, { options: pick(config, STREAM_SETTINGS) satisfies StreamOptions, events, metrics, log });
   const rpc = mountRpc(app, { options: pick(config, RPC_SETTINGS) satisfies RpcOptions, view: state, senders: pipeline.senders, events, node, metrics, log, pendingUsable });
 
-  const listenSocket = await new Promise<unknown>((resolve) => app.listen(config.host, config.port, (s) => resolve(s)));
+  // Exclusive: uWS sets SO_REUSEPORT by default, so a second daemon on a port already serving would start silently
+  // and the kernel would split connections between the two.
+  const listenSocket = await new Promise<unknown>((resolve) => listenExclusive(app, config.host, config.port, resolve));
   if (!listenSocket) throw new StartupError(StartupCode.PORT_IN_USE, `cannot listen on ${config.host}:${config.port} (in use or not permitted); choose another --port`);
   const rpcPort = uWS.us_socket_local_port(listenSocket as never);
 
@@ -125,7 +142,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       holds: (n) => state.block(n) !== undefined,
       canonical: () => state.canonical,
     },
-    { pollMs: config.canonicalPollMs, wsUrl: config.nodeWsUrl, maxCatchUpBlocks: config.maxPendingBlocks },
+    { pollMs: config.canonicalPollMs, wsUrl: config.nodeWsUrl, maxCatchUpBlocks: config.maxPendingBlocks, wsConnectTimeoutMs: config.canonicalWsConnectTimeoutMs, wsRetryInitialMs: config.canonicalWsRetryInitialMs, wsRetryMaxMs: config.canonicalWsRetryMaxMs },
     log,
   );
 
@@ -149,13 +166,13 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, metrics, health }, log);
   } catch (e) {
     uWS.us_listen_socket_close(listenSocket as never);
-    throw new StartupError(StartupCode.PORT_IN_USE, `cannot listen on ${config.host}:${config.metricsPort} for metrics: ${(e as Error).message}; choose another --metrics-port`);
+    throw new StartupError(StartupCode.PORT_IN_USE, (e as Error).message);
   }
 
   const ticker = setInterval(() => {
     pipeline.tick();
     metrics.streamSubscribers.set(stream.subscriberCount());
-  }, 50);
+  }, config.tickIntervalMs);
   ticker.unref();
   pool?.start();
   tracker.start();

@@ -1,7 +1,7 @@
 // The error catalogue: stable codes for start-up failures and the JSON-RPC error type with EIP-1474 codes.
 // Leaf module: imports nothing from the project.
 
-/** JSON-RPC error codes used by the daemon (EIP-1474 plus the revert code 3). */
+/** JSON-RPC error codes used by the daemon (EIP-1474, the revert code 3, EIP-7966's timeout code 4). */
 export const RpcCode = {
   PARSE_ERROR: -32700,
   INVALID_REQUEST: -32600,
@@ -14,6 +14,8 @@ export const RpcCode = {
   LIMIT_EXCEEDED: -32005,
   TIMEOUT: -32008,
   EXECUTION_REVERTED: 3,
+  /** EIP-7966: eth_sendRawTransactionSync submitted the transaction but saw no receipt within the timeout. */
+  TX_SYNC_TIMEOUT: 4,
 } as const;
 
 /** An error a JSON-RPC handler throws; only the dispatcher turns it into an error envelope. */
@@ -55,8 +57,9 @@ export const ERROR_TABLE: ReadonlyArray<{ code: number | string; meaning: string
   { code: RpcCode.INTERNAL_ERROR, meaning: 'unexpected failure inside the daemon (details in the log, never in the reply)' },
   { code: RpcCode.SERVER_ERROR, meaning: 'the node answered with an error, or could not be reached' },
   { code: RpcCode.LIMIT_EXCEEDED, meaning: 'response larger than the configured cap' },
-  { code: RpcCode.TIMEOUT, meaning: 'the node did not answer within the timeout; eth_sendRawTransactionSync timed out' },
+  { code: RpcCode.TIMEOUT, meaning: 'the node did not answer within the timeout' },
   { code: RpcCode.EXECUTION_REVERTED, meaning: 'execution reverted (passed through from the node with its data)' },
+  { code: RpcCode.TX_SYNC_TIMEOUT, meaning: 'eth_sendRawTransactionSync: submitted, but no receipt within the timeout; `data` is the transaction hash (EIP-7966)' },
   { code: StartupCode.CONFIG_INVALID, meaning: 'start-up: a flag or environment variable is invalid; the message says which' },
   { code: StartupCode.NATIVE_MISSING, meaning: 'start-up: a native binary (uWebSockets.js, secp256k1, keccak) did not load' },
   { code: StartupCode.PORT_IN_USE, meaning: 'start-up: a port could not be bound' },

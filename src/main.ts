@@ -1,7 +1,7 @@
 // Entry point, wiring only: config → daemon → signals → exit code. With no upstream and no node configured it
 // starts the embedded devnet first, so `npm start` shows flashblocks flowing with no setup.
 import { readFileSync } from 'node:fs';
-import { helpText, loadConfig, redactedConfig, type Config } from './config.js';
+import { checkRunnable, helpText, loadConfig, redactedConfig, type Config } from './config.js';
 import { startDaemon, type Daemon } from './daemon.js';
 import { runSetup } from './cli/setup.js';
 import { runVerify } from './cli/verify.js';
@@ -82,9 +82,8 @@ async function run(argv: string[]): Promise<number> {
     log.info('no --flashblocks-url and no --node-rpc-url given: starting the embedded devnet (anvil + flashblocks sequencer)');
     devnet = await startEmbeddedDevnet(log);
     config = loadConfig([...argv, '--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl], process.env);
-  } else if (config.flashblocksEnabled && config.flashblocksUrls.length === 0) {
-    throw new StartupError('E_CONFIG', 'flashblocks are enabled but no --flashblocks-url / FLASHBLOCKS_URL is set; give one, or set --flashblocks-enabled false');
   }
+  checkRunnable(config);
   log.info('configuration', { config: redactedConfig(config) });
   const daemon: Daemon = await startDaemon(config, { log, version: version() });
   log.info(`flashblocksd listening: rpc http://${config.host}:${daemon.rpcPort}/, stream ws://${config.host}:${daemon.rpcPort}/flashblocks, metrics http://${config.host}:${daemon.metricsPort}/metrics`, {

@@ -1,12 +1,15 @@
 import t from 'tap';
-import { envName, helpText, loadConfig, redactedConfig, SETTINGS } from '../src/config.js';
+import { spawn } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
+import { checkRunnable, envName, helpText, loadConfig, redactedConfig, SETTINGS } from '../src/config.js';
 import { StartupError } from '../src/errors.js';
+import { repoRoot, sourceCommand } from './helpers/daemon-process.js';
 
 t.test('defaults apply with no flags and no environment', async (t) => {
   const c = loadConfig([], {});
   t.equal(c.host, '127.0.0.1');
-  t.equal(c.port, 8545);
-  t.equal(c.metricsPort, 9000);
+  t.equal(c.port, 8547, 'clear of the node beside it (8545)');
+  t.equal(c.metricsPort, 9464);
   t.equal(c.flashblocksEnabled, true);
   t.equal(c.stallTimeoutMs, 1000);
   t.equal(c.maxBodyBytes, 5 * 1024 * 1024);
@@ -27,8 +30,20 @@ t.test('flags beat environment twins; environment beats defaults', async (t) => 
 
 t.test('invalid values say what to fix', async (t) => {
   const bad: Array<[string[], Record<string, string>, RegExp]> = [
-    [['--port', '70000'], {}, /--port: 70000 is above the maximum 65535/],
-    [['--port', 'abc'], {}, /--port: expected a whole number/],
+    [['--port', '70000'], {}, /--port: 70000 is above the maximum 65535 \(valid: 0 to 65535\)/],
+    [['--port', 'abc'], {}, /--port: expected a whole number from 0 to 65535, got "abc"/],
+    [['--port', '-1'], {}, /--port: expected a whole number from 0 to 65535, got "-1"/],
+    [['--port=-1'], {}, /--port: expected a whole number from 0 to 65535, got "-1"/],
+    [[], { PORT: '-1' }, /PORT: expected a whole number from 0 to 65535, got "-1"/],
+    [['--port'], {}, /--port needs a value/],
+    [['--port', '--host', '::'], {}, /--port needs a value/],
+    [['8547'], {}, /unexpected argument "8547"; flags look like --port 8547/],
+    [['-p', '1'], {}, /unknown flag -p/],
+    [['--host', '999.1.1.1'], {}, /--host: "999\.1\.1\.1" is not an IP address or host name \(e\.g\. 127\.0\.0\.1, 0\.0\.0\.0, ::\)/],
+    [[], { HOST: 'bad host' }, /HOST: "bad host" is not an IP address or host name/],
+    [['--cors-origins', 'not a origin'], {}, /--cors-origins: "not a origin" is not an origin; expected \* or scheme:\/\/host\[:port\]/],
+    [['--cors-origins', 'https://app.example,https://App.example/'], {}, /--cors-origins: "https:\/\/App\.example\/" is not an origin as browsers send it .*use "https:\/\/app\.example"/],
+    [['--cors-origins', 'mailto:x@y'], {}, /--cors-origins: "mailto:x@y" is not an origin/],
     [[], { FLASHBLOCKS_URL: 'http://x/y' }, /FLASHBLOCKS_URL: .* must use ws:\/\/ or wss:\/\//],
     [['--node-rpc-url', 'ws://x'], {}, /--node-rpc-url: .* must use http:\/\/ or https:\/\//],
     [['--flashblocks-enabled', 'maybe'], {}, /expected true or false/],
@@ -46,6 +61,87 @@ t.test('invalid values say what to fix', async (t) => {
     t.ok(err instanceof StartupError && err.code === 'E_CONFIG', `${argv.join(' ') || JSON.stringify(env)} → E_CONFIG`);
     t.match((err as Error).message, re);
   }
+});
+
+t.test('accepted forms of flags: --flag value, --flag=value, a bare boolean, hosts and origins', async (t) => {
+  t.equal(loadConfig(['--flashblocks-enabled'], {}).flashblocksEnabled, true);
+  const c = loadConfig(['--flashblocks-enabled', '--port', '1'], { FLASHBLOCKS_ENABLED: 'false' });
+  t.equal(c.flashblocksEnabled, true, 'a bare boolean before another flag is true');
+  t.equal(c.port, 1);
+  t.equal(loadConfig(['--flashblocks-enabled', 'false'], {}).flashblocksEnabled, false);
+  t.equal(loadConfig(['--flashblocks-enabled=no'], {}).flashblocksEnabled, false);
+  t.equal(loadConfig(['--port', '1', '--port', '2'], {}).port, 2, 'the last of a repeated flag wins');
+  for (const host of ['0.0.0.0', '::', '::1', 'localhost', 'node-1.internal', '10.1.2.3']) t.equal(loadConfig(['--host', host], {}).host, host);
+  t.same(loadConfig(['--cors-origins', '*,https://app.example.com,http://127.0.0.1:3000'], {}).corsOrigins, ['*', 'https://app.example.com', 'http://127.0.0.1:3000']);
+});
+
+t.test('the timings that used to be constants are settings with the old values as defaults', async (t) => {
+  const c = loadConfig([], {});
+  t.equal(c.canonicalWsConnectTimeoutMs, 3000);
+  t.equal(c.canonicalWsRetryInitialMs, 500);
+  t.equal(c.canonicalWsRetryMaxMs, 10000);
+  t.equal(c.tickIntervalMs, 50);
+  t.equal(c.maxSubscriptionsPerConnection, 100);
+  const d = loadConfig(['--tick-interval-ms', '20', '--max-subscriptions-per-connection', '5'], { CANONICAL_WS_RETRY_MAX_MS: '2000' });
+  t.equal(d.tickIntervalMs, 20);
+  t.equal(d.maxSubscriptionsPerConnection, 5);
+  t.equal(d.canonicalWsRetryMaxMs, 2000);
+  t.throws(() => loadConfig(['--canonical-ws-retry-initial-ms', '5000', '--canonical-ws-retry-max-ms', '100'], {}), /--canonical-ws-retry-max-ms \(100\) must be ≥/);
+});
+
+t.test('a configuration that cannot run says what to add', async (t) => {
+  const cases: Array<[string[], RegExp]> = [
+    [['--flashblocks-url', 'ws://127.0.0.1:1/fb'], /--flashblocks-url is set but --node-rpc-url \/ NODE_RPC_URL is not.*add --node-rpc-url/],
+    [['--flashblocks-enabled', 'false'], /--flashblocks-enabled false forwards everything to the node.*--node-rpc-url/],
+    [['--node-rpc-url', 'http://127.0.0.1:1'], /no --flashblocks-url \/ FLASHBLOCKS_URL is set/],
+    [['--flashblocks-enabled', 'false', '--node-rpc-url', 'http://127.0.0.1:1', '--port', '9464'], /^--metrics-port: 9464 is also --port \(JSON-RPC\); give the metrics listener its own port, e\.g\. 9465$/],
+  ];
+  for (const [argv, re] of cases) {
+    const err = t.throws(() => checkRunnable(loadConfig(argv, {}))) as unknown;
+    t.ok(err instanceof StartupError && err.code === 'E_CONFIG', `${argv.join(' ')} → E_CONFIG`);
+    t.match((err as Error).message, re);
+  }
+  t.doesNotThrow(() => checkRunnable(loadConfig(['--flashblocks-url', 'ws://127.0.0.1:1/fb', '--node-rpc-url', 'http://127.0.0.1:1'], {})));
+  t.doesNotThrow(() => checkRunnable(loadConfig(['--flashblocks-enabled', 'false', '--node-rpc-url', 'http://127.0.0.1:1', '--port', '0', '--metrics-port', '0'], {})));
+});
+
+/** Runs the daemon from source to its exit; resolves with the exit code and stderr. */
+function runDaemon(args: string[]): Promise<{ code: number | null; stderr: string }> {
+  const [file, ...pre] = sourceCommand() as [string, ...string[]];
+  const proc = spawn(file, [...pre, ...args], { cwd: repoRoot, env: { ...process.env, FLASHBLOCKS_URL: '', NODE_RPC_URL: '' }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  proc.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
+  return new Promise((resolve) => proc.once('exit', (code) => resolve({ code, stderr })));
+}
+
+t.test('the daemon process: --flashblocks-url without --node-rpc-url exits 2 with E_CONFIG, not a TypeError stack', async (t) => {
+  const r = await runDaemon(['--flashblocks-url', 'ws://127.0.0.1:1/flashblocks', '--port', '0', '--metrics-port', '0']);
+  t.equal(r.code, 2);
+  const line = JSON.parse(r.stderr.trim().split('\n').pop() as string) as { code?: string; msg?: string };
+  t.equal(line.code, 'E_CONFIG');
+  t.match(line.msg, /add --node-rpc-url/);
+  t.notMatch(r.stderr, /TypeError|\n\s+at /, 'no stack');
+});
+
+t.test('the daemon process: a taken --metrics-port is E_LISTEN with one message naming the flag once', async (t) => {
+  const blocker = createServer();
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => blocker.close(() => resolve())));
+  const taken = (blocker.address() as AddressInfo).port;
+  const r = await runDaemon(['--flashblocks-enabled', 'false', '--node-rpc-url', 'http://127.0.0.1:1', '--port', '0', '--metrics-port', String(taken)]);
+  t.equal(r.code, 2);
+  const line = JSON.parse(r.stderr.trim().split('\n').pop() as string) as { code?: string; msg?: string };
+  t.equal(line.code, 'E_LISTEN');
+  t.match(line.msg, new RegExp(`cannot listen on 127\\.0\\.0\\.1:${taken} \\(EADDRINUSE\\); free the port or choose another --metrics-port$`));
+  t.equal(line.msg?.split('--metrics-port').length, 2, 'the flag is named once');
+  t.equal(line.msg?.split('cannot listen').length, 2, 'the reason is given once');
+});
+
+t.test('the daemon process: --host 999.1.1.1 names --host, not --port', async (t) => {
+  const r = await runDaemon(['--host', '999.1.1.1', '--flashblocks-enabled', 'false', '--node-rpc-url', 'http://127.0.0.1:1', '--port', '0', '--metrics-port', '0']);
+  t.equal(r.code, 2);
+  t.match(r.stderr, /--host: \\"999\.1\.1\.1\\" is not an IP address or host name/);
+  t.notMatch(r.stderr, /--port/);
 });
 
 t.test('credentials never appear in the redacted dump or in error messages', async (t) => {

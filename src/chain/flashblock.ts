@@ -56,4 +56,7 @@ export interface Flashblock {
   receipts: Map<string, FlashReceipt> | null;
   /** Balances by lower-case address (cumulative within the block); null when absent. */
   balances: Map<string, bigint> | null;
+  /** The flashblock this one follows per Base's `metadata.prev_flashblock_id` (`"<block>-<index>"`); -1 when absent or `"0-0"`. */
+  prevBlockNumber: number;
+  prevIndex: number;
 }

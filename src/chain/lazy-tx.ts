@@ -6,84 +6,42 @@ import { TX_DEPOSIT, TX_EIP1559, TX_EIP2930, TX_EIP4844, TX_EIP7702, TX_LEGACY }
 import { decodeTransaction } from './tx.js';
 import { keccak256Hex } from './keccak.js';
 import { KECCAK_POOL_BYTES, keccakPool, keccakPoolHex } from './keccak-wasm.js';
+import { readRlpItem, RLP_OK, rlpItem } from './rlp.js';
 
 /** secp256k1 n and n/2, big-endian (signature range checks without BigInt). */
 const N_BYTES = Buffer.from('fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141', 'hex');
 const HALF_N_BYTES = Buffer.from('7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0', 'hex');
 const U64_MAX = 0xffffffffffffffffn;
 
-// The item `readItem` parsed last: payload bounds and kind. Module registers, so the walk allocates nothing.
-let payloadStart = 0;
-let payloadEnd = 0;
-let itemIsList = false;
-
-/** Big-endian length of `n` bytes at `pos`, canonical (no leading zero, > 55); -1 when not. */
-function longLength(b: Buffer, pos: number, n: number, end: number): number {
-  if (pos + n > end || b[pos] === 0) return -1;
-  let len = 0;
-  for (let i = 0; i < n; i++) len = len * 256 + (b[pos + i] as number);
-  return len <= 55 ? -1 : len;
-}
-
-/** Parses the canonical RLP header at `pos` of an item that must end by `end`; false when malformed. */
+/** Whether a well-formed item starts at `pos` and ends by `end`; its bounds and kind are then in `rlpItem`. */
 function readItem(b: Buffer, pos: number, end: number): boolean {
-  if (pos >= end) return false;
-  const h = b[pos] as number;
-  let start: number;
-  let len: number;
-  if (h < 0x80) {
-    payloadStart = pos;
-    payloadEnd = pos + 1;
-    itemIsList = false;
-    return true;
-  } else if (h <= 0xb7) {
-    len = h - 0x80;
-    start = pos + 1;
-    if (len === 1 && start < end && (b[start] as number) < 0x80) return false;
-    itemIsList = false;
-  } else if (h < 0xc0) {
-    len = longLength(b, pos + 1, h - 0xb7, end);
-    start = pos + 1 + h - 0xb7;
-    itemIsList = false;
-  } else if (h <= 0xf7) {
-    len = h - 0xc0;
-    start = pos + 1;
-    itemIsList = true;
-  } else {
-    len = longLength(b, pos + 1, h - 0xf7, end);
-    start = pos + 1 + h - 0xf7;
-    itemIsList = true;
-  }
-  if (len < 0 || start + len > end) return false;
-  payloadStart = start;
-  payloadEnd = start + len;
-  return true;
+  return readRlpItem(b, pos, end) === RLP_OK;
 }
 
 /** A byte string item at `pos`; its end, or -1. */
 function byteString(b: Buffer, pos: number, end: number): number {
-  return readItem(b, pos, end) && !itemIsList ? payloadEnd : -1;
+  return readItem(b, pos, end) && !rlpItem.isList ? rlpItem.end : -1;
 }
 
 /** A canonical unsigned integer of at most `maxBytes` bytes; its end, or -1. */
 function scalar(b: Buffer, pos: number, end: number, maxBytes: number): number {
-  if (!readItem(b, pos, end) || itemIsList) return -1;
-  const len = payloadEnd - payloadStart;
-  if (len > maxBytes || (len > 0 && b[payloadStart] === 0)) return -1;
-  return payloadEnd;
+  if (!readItem(b, pos, end) || rlpItem.isList) return -1;
+  const len = rlpItem.end - rlpItem.start;
+  if (len > maxBytes || (len > 0 && b[rlpItem.start] === 0)) return -1;
+  return rlpItem.end;
 }
 
 /** A byte string of exactly `bytes` bytes; its end, or -1. */
 function fixed(b: Buffer, pos: number, end: number, bytes: number): number {
-  if (!readItem(b, pos, end) || itemIsList || payloadEnd - payloadStart !== bytes) return -1;
-  return payloadEnd;
+  if (!readItem(b, pos, end) || rlpItem.isList || rlpItem.end - rlpItem.start !== bytes) return -1;
+  return rlpItem.end;
 }
 
 /** `to`: 20 bytes, or empty when `allowCreate`; its end, or -1. */
 function toAddress(b: Buffer, pos: number, end: number, allowCreate: boolean): number {
-  if (!readItem(b, pos, end) || itemIsList) return -1;
-  const len = payloadEnd - payloadStart;
-  return len === 20 || (len === 0 && allowCreate) ? payloadEnd : -1;
+  if (!readItem(b, pos, end) || rlpItem.isList) return -1;
+  const len = rlpItem.end - rlpItem.start;
+  return len === 20 || (len === 0 && allowCreate) ? rlpItem.end : -1;
 }
 
 /** Sign of (payload [start, end) − k) for a canonical scalar payload (no leading zeros) and a 32-byte constant. */
@@ -99,17 +57,17 @@ function compare32(b: Buffer, start: number, end: number, k: Buffer): number {
 /** r and s in [1, n-1] with s ≤ n/2, read from the three items at `pos`: yParity/v was read by the caller. */
 function signatureRS(b: Buffer, pos: number, end: number): number {
   const rEnd = scalar(b, pos, end, 32);
-  if (rEnd < 0 || payloadEnd === payloadStart || compare32(b, payloadStart, payloadEnd, N_BYTES) >= 0) return -1;
+  if (rEnd < 0 || rlpItem.end === rlpItem.start || compare32(b, rlpItem.start, rlpItem.end, N_BYTES) >= 0) return -1;
   const sEnd = scalar(b, rEnd, end, 32);
-  if (sEnd < 0 || payloadEnd === payloadStart || compare32(b, payloadStart, payloadEnd, HALF_N_BYTES) > 0) return -1;
+  if (sEnd < 0 || rlpItem.end === rlpItem.start || compare32(b, rlpItem.start, rlpItem.end, HALF_N_BYTES) > 0) return -1;
   return sEnd;
 }
 
 /** A list of byte strings of `bytes` bytes each; its end, or -1. */
 function fixedList(b: Buffer, pos: number, end: number, bytes: number): number {
-  if (!readItem(b, pos, end) || !itemIsList) return -1;
-  const listEnd = payloadEnd;
-  let p = payloadStart;
+  if (!readItem(b, pos, end) || !rlpItem.isList) return -1;
+  const listEnd = rlpItem.end;
+  let p = rlpItem.start;
   while (p < listEnd) {
     p = fixed(b, p, listEnd, bytes);
     if (p < 0) return -1;
@@ -118,13 +76,13 @@ function fixedList(b: Buffer, pos: number, end: number, bytes: number): number {
 }
 
 function accessList(b: Buffer, pos: number, end: number): number {
-  if (!readItem(b, pos, end) || !itemIsList) return -1;
-  const listEnd = payloadEnd;
-  let p = payloadStart;
+  if (!readItem(b, pos, end) || !rlpItem.isList) return -1;
+  const listEnd = rlpItem.end;
+  let p = rlpItem.start;
   while (p < listEnd) {
-    if (!readItem(b, p, listEnd) || !itemIsList) return -1;
-    const entryEnd = payloadEnd;
-    let q = fixed(b, payloadStart, entryEnd, 20);
+    if (!readItem(b, p, listEnd) || !rlpItem.isList) return -1;
+    const entryEnd = rlpItem.end;
+    let q = fixed(b, rlpItem.start, entryEnd, 20);
     if (q < 0) return -1;
     q = fixedList(b, q, entryEnd, 32);
     if (q !== entryEnd) return -1;
@@ -134,13 +92,13 @@ function accessList(b: Buffer, pos: number, end: number): number {
 }
 
 function authorizations(b: Buffer, pos: number, end: number): number {
-  if (!readItem(b, pos, end) || !itemIsList) return -1;
-  const listEnd = payloadEnd;
-  let p = payloadStart;
+  if (!readItem(b, pos, end) || !rlpItem.isList) return -1;
+  const listEnd = rlpItem.end;
+  let p = rlpItem.start;
   while (p < listEnd) {
-    if (!readItem(b, p, listEnd) || !itemIsList) return -1;
-    const e = payloadEnd;
-    let q = scalar(b, payloadStart, e, 32);
+    if (!readItem(b, p, listEnd) || !rlpItem.isList) return -1;
+    const e = rlpItem.end;
+    let q = scalar(b, rlpItem.start, e, 32);
     if (q >= 0) q = fixed(b, q, e, 20);
     if (q >= 0) q = scalar(b, q, e, 8);
     if (q >= 0) q = scalar(b, q, e, 1);
@@ -154,8 +112,8 @@ function authorizations(b: Buffer, pos: number, end: number): number {
 
 /** Legacy: [nonce, gasPrice, gas, to, value, input, v, r, s] with v 27/28 or EIP-155 (chain id < 2^64). */
 function checkLegacy(b: Buffer, end: number): boolean {
-  if (!readItem(b, 0, end) || !itemIsList || payloadEnd !== end) return false;
-  let p = scalar(b, payloadStart, end, 8);
+  if (!readItem(b, 0, end) || !rlpItem.isList || rlpItem.end !== end) return false;
+  let p = scalar(b, rlpItem.start, end, 8);
   if (p >= 0) p = scalar(b, p, end, 32);
   if (p >= 0) p = scalar(b, p, end, 8);
   if (p >= 0) p = toAddress(b, p, end, true);
@@ -163,12 +121,12 @@ function checkLegacy(b: Buffer, end: number): boolean {
   if (p >= 0) p = byteString(b, p, end);
   if (p >= 0) p = scalar(b, p, end, 32);
   if (p < 0) return false;
-  const vLen = payloadEnd - payloadStart;
+  const vLen = rlpItem.end - rlpItem.start;
   if (vLen > 6) {
-    const v = BigInt('0x' + b.toString('hex', payloadStart, payloadEnd));
+    const v = BigInt('0x' + b.toString('hex', rlpItem.start, rlpItem.end));
     if (((v - 35n) >> 1n) > U64_MAX) return false;
   } else {
-    const v = vLen === 0 ? 0 : b.readUIntBE(payloadStart, vLen);
+    const v = vLen === 0 ? 0 : b.readUIntBE(rlpItem.start, vLen);
     if (v !== 27 && v !== 28 && v < 35) return false;
   }
   return signatureRS(b, p, end) === end;
@@ -179,8 +137,8 @@ const FIELD_COUNT: Record<number, number> = { 1: 11, 2: 12, 3: 14, 4: 13 };
 
 /** Typed 0x01-0x04 payload at 1: the list and its fields in order, then yParity 0/1, r, s. */
 function checkTyped(b: Buffer, type: number, end: number): boolean {
-  if (!readItem(b, 1, end) || !itemIsList || payloadEnd !== end) return false;
-  let p = scalar(b, payloadStart, end, 8); // chainId (≤ 8 bytes, so < 2^64)
+  if (!readItem(b, 1, end) || !rlpItem.isList || rlpItem.end !== end) return false;
+  let p = scalar(b, rlpItem.start, end, 8); // chainId (≤ 8 bytes, so < 2^64)
   if (p >= 0) p = scalar(b, p, end, 8); // nonce
   if (p >= 0) p = scalar(b, p, end, 32); // gasPrice or maxPriorityFeePerGas
   if (p >= 0 && type !== TX_EIP2930) p = scalar(b, p, end, 32); // maxFeePerGas
@@ -196,24 +154,24 @@ function checkTyped(b: Buffer, type: number, end: number): boolean {
     p = authorizations(b, p, end);
   }
   if (p >= 0) p = scalar(b, p, end, 1); // yParity
-  if (p < 0 || (payloadEnd > payloadStart && b[payloadStart] !== 1)) return false;
+  if (p < 0 || (rlpItem.end > rlpItem.start && b[rlpItem.start] !== 1)) return false;
   return signatureRS(b, p, end) === end;
 }
 
 /** Deposit 0x7e: [sourceHash, from, to, mint, value, gas, isSystemTx, input]; returns `from`'s offset, or -1. */
 function checkDeposit(b: Buffer, end: number): number {
-  if (!readItem(b, 1, end) || !itemIsList || payloadEnd !== end) return -1;
-  let p = fixed(b, payloadStart, end, 32);
+  if (!readItem(b, 1, end) || !rlpItem.isList || rlpItem.end !== end) return -1;
+  let p = fixed(b, rlpItem.start, end, 32);
   if (p < 0) return -1;
   p = fixed(b, p, end, 20);
   if (p < 0) return -1;
-  const from = payloadStart;
+  const from = rlpItem.start;
   p = toAddress(b, p, end, true);
   if (p >= 0) p = scalar(b, p, end, 16);
   if (p >= 0) p = scalar(b, p, end, 32);
   if (p >= 0) p = scalar(b, p, end, 8);
   if (p >= 0) p = byteString(b, p, end);
-  if (p < 0 || payloadEnd - payloadStart > 1 || (payloadEnd > payloadStart && b[payloadStart] !== 1)) return -1;
+  if (p < 0 || rlpItem.end - rlpItem.start > 1 || (rlpItem.end > rlpItem.start && b[rlpItem.start] !== 1)) return -1;
   return byteString(b, p, end) === end ? from : -1;
 }
 

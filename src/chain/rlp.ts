@@ -1,98 +1,86 @@
-// RLP codec (pure): strict canonical decoding into Buffer views and encoding of Buffer/list trees.
-// Must not copy payload bytes on decode (items are subarray views) and must not accept non-canonical encodings.
-
-/** A decoded RLP item: a byte string (a view into the input) or a list of items. */
-export type RlpItem = Buffer | RlpItem[];
+// RLP codec (pure): one allocation-free reader of canonical item headers (every decoder walks with it) and the
+// encoder of Buffer/list trees. Must not accept non-canonical encodings and must not allocate while reading.
 
 /** What `encodeRlp` accepts: byte strings and (nested) lists of them. */
 export type RlpInput = Uint8Array | readonly RlpInput[];
 
-/** A malformed or non-canonical RLP input. Thrown internally; decoders catch it and return a reason value. */
-export class RlpError extends Error {
-  override readonly name = 'RlpError';
-}
+/** `readRlpItem` results: 0 = a well-formed item header; the rest name what is wrong (`rlpProblem` words them). */
+export const RLP_OK = 0;
+export const RLP_EMPTY = 1;
+export const RLP_WRAPPED_BYTE = 2;
+export const RLP_LENGTH_PAST_END = 3;
+export const RLP_LENGTH_LEADING_ZERO = 4;
+export const RLP_LONG_FORM_SHORT = 5;
+export const RLP_PAST_END = 6;
 
-/** Nesting deeper than this is never a transaction or trie node; bounds recursion on hostile input. */
-const MAX_DEPTH = 64;
+const PROBLEMS = [
+  '',
+  'no item: the input ends here',
+  'single byte below 0x80 must not be wrapped',
+  'length bytes run past the end',
+  'length has leading zero bytes',
+  'long-form length used for a short item',
+  'item runs past the end of its container',
+];
 
-function fail(reason: string, at: number): never {
-  throw new RlpError(`${reason} at byte ${at}`);
-}
-
-/** Reads a big-endian length of `n` bytes at `pos`; rejects leading zeros and lengths a short header could hold. */
-function readLongLength(buf: Buffer, pos: number, n: number, end: number): number {
-  if (pos + n > end) fail('length bytes run past the end', pos);
-  if (buf[pos] === 0) fail('length has leading zero bytes', pos);
-  let len = 0;
-  for (let i = 0; i < n; i++) len = len * 256 + (buf[pos + i] as number);
-  if (len <= 55) fail('long-form length used for a short item', pos);
-  return len;
+/** The words for a `readRlpItem` result other than RLP_OK. */
+export function rlpProblem(code: number): string {
+  return PROBLEMS[code] ?? `RLP problem ${code}`;
 }
 
 /**
- * Decodes the item starting at `pos` (which must end by `end`); pushes it to `out` and returns the next position.
- * Strings are returned as subarray views of `buf`.
+ * The item `readRlpItem` parsed last: payload bounds [start, end) and whether it is a list. One shared register, so
+ * walking a transaction allocates nothing (bench/ingest.ts); read it right after the call, before the next one.
  */
-function decodeAt(buf: Buffer, pos: number, end: number, out: RlpItem[], depth: number): number {
-  const b = buf[pos] as number;
-  if (b < 0x80) {
-    out.push(buf.subarray(pos, pos + 1));
-    return pos + 1;
-  }
-  if (b < 0xc0) {
-    let start: number;
-    let len: number;
-    if (b <= 0xb7) {
-      len = b - 0x80;
-      start = pos + 1;
-      if (len === 1 && start < end && (buf[start] as number) < 0x80) fail('single byte below 0x80 must not be wrapped', pos);
-    } else {
-      const n = b - 0xb7;
-      len = readLongLength(buf, pos + 1, n, end);
-      start = pos + 1 + n;
-    }
-    if (start + len > end) fail('string runs past the end of its container', pos);
-    out.push(buf.subarray(start, start + len));
-    return start + len;
-  }
+export const rlpItem = { start: 0, end: 0, isList: false };
+
+/** Big-endian length of `n` bytes at `pos`, canonical (no leading zero, > 55); a negative RLP_* code when not. */
+function longLength(b: Uint8Array, pos: number, n: number, end: number): number {
+  if (pos + n > end) return -RLP_LENGTH_PAST_END;
+  if (b[pos] === 0) return -RLP_LENGTH_LEADING_ZERO;
+  let len = 0;
+  for (let i = 0; i < n; i++) len = len * 256 + (b[pos + i] as number);
+  return len <= 55 ? -RLP_LONG_FORM_SHORT : len;
+}
+
+/**
+ * The one RLP reader: parses the canonical header of the item at `pos`, which must end by `end`, into `rlpItem`.
+ * Returns RLP_OK or what is wrong; never throws, never allocates. Callers walk lists by reading item after item
+ * from `rlpItem.start` to `rlpItem.end` (the full decoder used in tests is test/helpers/rlp-oracle.ts).
+ */
+export function readRlpItem(b: Uint8Array, pos: number, end: number): number {
+  if (pos >= end) return RLP_EMPTY;
+  const h = b[pos] as number;
   let start: number;
   let len: number;
-  if (b <= 0xf7) {
-    len = b - 0xc0;
+  if (h < 0x80) {
+    rlpItem.start = pos;
+    rlpItem.end = pos + 1;
+    rlpItem.isList = false;
+    return RLP_OK;
+  } else if (h <= 0xb7) {
+    len = h - 0x80;
     start = pos + 1;
+    if (len === 1 && start < end && (b[start] as number) < 0x80) return RLP_WRAPPED_BYTE;
+    rlpItem.isList = false;
+  } else if (h < 0xc0) {
+    len = longLength(b, pos + 1, h - 0xb7, end);
+    start = pos + 1 + h - 0xb7;
+    rlpItem.isList = false;
+  } else if (h <= 0xf7) {
+    len = h - 0xc0;
+    start = pos + 1;
+    rlpItem.isList = true;
   } else {
-    const n = b - 0xf7;
-    len = readLongLength(buf, pos + 1, n, end);
-    start = pos + 1 + n;
+    len = longLength(b, pos + 1, h - 0xf7, end);
+    start = pos + 1 + h - 0xf7;
+    rlpItem.isList = true;
   }
-  const listEnd = start + len;
-  if (listEnd > end) fail('list runs past the end of its container', pos);
-  if (depth >= MAX_DEPTH) fail('lists nested too deeply', pos);
-  const items: RlpItem[] = [];
-  let p = start;
-  while (p < listEnd) p = decodeAt(buf, p, listEnd, items, depth + 1);
-  out.push(items);
-  return listEnd;
-}
-
-/** Decodes exactly one RLP item covering all of `input`. Throws `RlpError` on any malformed or trailing byte. */
-export function decodeRlp(input: Uint8Array): RlpItem {
-  const buf = Buffer.isBuffer(input) ? input : Buffer.from(input.buffer, input.byteOffset, input.byteLength);
-  if (buf.length === 0) fail('empty input', 0);
-  const out: RlpItem[] = [];
-  const next = decodeAt(buf, 0, buf.length, out, 0);
-  if (next !== buf.length) fail('trailing bytes after the item', next);
-  return out[0] as RlpItem;
-}
-
-/** Non-throwing form of `decodeRlp`. */
-export function tryDecodeRlp(input: Uint8Array): { ok: true; item: RlpItem } | { ok: false; reason: string } {
-  try {
-    return { ok: true, item: decodeRlp(input) };
-  } catch (e) {
-    if (e instanceof RlpError) return { ok: false, reason: e.message };
-    throw e;
-  }
+  if (len < 0) return -len;
+  if (start + len > end) return RLP_PAST_END;
+  rlpItem.start = start;
+  rlpItem.end = start + len;
+  return RLP_OK;
 }
 
 /** Header bytes for a string (`offset` 0x80) or list (`offset` 0xc0) payload of `len` bytes. */
@@ -104,16 +92,6 @@ export function rlpHeader(len: number, offset: 0x80 | 0xc0): Buffer {
   h[0] = offset + 55 + n;
   for (let i = n, v = len; i >= 1; i--, v = Math.floor(v / 256)) h[i] = v % 256;
   return h;
-}
-
-/** Size of the header `encodeRlp` puts in front of a byte string with these contents. */
-export function stringHeaderLength(data: Uint8Array): number {
-  const len = data.length;
-  if (len === 1 && (data[0] as number) < 0x80) return 0;
-  if (len <= 55) return 1;
-  let n = 0;
-  for (let v = len; v > 0; v = Math.floor(v / 256)) n++;
-  return 1 + n;
 }
 
 function collect(item: RlpInput, parts: Uint8Array[]): number {

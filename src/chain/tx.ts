@@ -3,7 +3,7 @@
 import type { AccessListEntry, Authorization, DecodedTx, DecodeTxResult } from './types.js';
 import { TX_DEPOSIT, TX_EIP1559, TX_EIP2930, TX_EIP4844, TX_EIP7702, TX_LEGACY } from './types.js';
 import { keccak256, keccak256Hex } from './keccak.js';
-import { decodeRlp, encodeRlp, rlpHeader, RlpError, stringHeaderLength, type RlpItem } from './rlp.js';
+import { encodeRlp, readRlpItem, RLP_OK, rlpHeader, rlpItem, rlpProblem } from './rlp.js';
 import { bigIntToBytes } from './hex.js';
 
 /** secp256k1 group order and half of it (EIP-2: s must not exceed n/2 since Homestead). */
@@ -29,14 +29,45 @@ function reject(reason: string): never {
   throw new Reject(reason);
 }
 
-function str(item: RlpItem | undefined, name: string): Buffer {
-  if (item === undefined || Array.isArray(item)) reject(`${name} must be a byte string, not a list`);
-  return item as Buffer;
+/** The items of one RLP list, read one after another with the shared reader (src/chain/rlp.ts). */
+class Items {
+  constructor(
+    readonly raw: Buffer,
+    /** Where the next item's header starts. */
+    public pos: number,
+    readonly end: number,
+  ) {}
 }
 
-function list(item: RlpItem | undefined, name: string): RlpItem[] {
-  if (!Array.isArray(item)) reject(`${name} must be a list`);
-  return item;
+/** Reads the next item of `c` into `rlpItem` and moves past it; a malformed item is rejected naming `name`. */
+function next(c: Items, name: string): void {
+  const code = readRlpItem(c.raw, c.pos, c.end);
+  if (code !== RLP_OK) reject(`${name}: ${rlpProblem(code)} at byte ${c.pos}`);
+  c.pos = rlpItem.end;
+}
+
+/** How many items are left in `c` (each one well-formed), without moving it. */
+function count(c: Items, name: string): number {
+  const at = c.pos;
+  let n = 0;
+  while (c.pos < c.end) {
+    next(c, `${name} item ${n}`);
+    n++;
+  }
+  c.pos = at;
+  return n;
+}
+
+function str(c: Items, name: string): Buffer {
+  next(c, name);
+  if (rlpItem.isList) reject(`${name} must be a byte string, not a list`);
+  return c.raw.subarray(rlpItem.start, rlpItem.end);
+}
+
+function list(c: Items, name: string): Items {
+  next(c, name);
+  if (!rlpItem.isList) reject(`${name} must be a list`);
+  return new Items(c.raw, rlpItem.start, rlpItem.end);
 }
 
 function toBigInt(b: Buffer): bigint {
@@ -47,70 +78,80 @@ function toBigInt(b: Buffer): bigint {
 }
 
 /** A canonical unsigned integer of at most `maxBytes` bytes. */
-function scalar(item: RlpItem | undefined, name: string, maxBytes: number): bigint {
-  const b = str(item, name);
+function scalarOf(b: Buffer, name: string, maxBytes: number): bigint {
   if (b.length > 0 && b[0] === 0) reject(`${name} has leading zero bytes`);
   if (b.length > maxBytes) reject(`${name} exceeds ${maxBytes * 8} bits`);
   return toBigInt(b);
+}
+
+function scalar(c: Items, name: string, maxBytes: number): bigint {
+  return scalarOf(str(c, name), name, maxBytes);
 }
 
 function hex(b: Buffer): string {
   return '0x' + b.toString('hex');
 }
 
-function fixed(item: RlpItem | undefined, name: string, bytes: number): string {
-  const b = str(item, name);
+function fixedOf(b: Buffer, name: string, bytes: number): string {
   if (b.length !== bytes) {
     reject(`${name} must be ${bytes} bytes, got ${b.length} (${b.length < bytes ? 'too short' : 'too long'})`);
   }
   return hex(b);
 }
 
+function fixed(c: Items, name: string, bytes: number): string {
+  return fixedOf(str(c, name), name, bytes);
+}
+
 /** `to`: 20 bytes, or empty for contract creation when `allowCreate`. */
-function toAddress(item: RlpItem | undefined, allowCreate: boolean): string | null {
-  const b = str(item, 'to');
+function toAddress(c: Items, allowCreate: boolean): string | null {
+  const b = str(c, 'to');
   if (b.length === 0) {
     if (!allowCreate) reject('to is required for this transaction type (no contract creation)');
     return null;
   }
-  return fixed(b, 'to', 20);
+  return fixedOf(b, 'to', 20);
 }
 
-function accessList(item: RlpItem | undefined): AccessListEntry[] {
-  const l = list(item, 'accessList');
-  const out: AccessListEntry[] = new Array(l.length);
-  for (let i = 0; i < l.length; i++) {
-    const e = l[i];
-    if (!Array.isArray(e) || e.length !== 2) reject('access list entry must be [address, storageKeys]');
-    const keys = list(e[1], 'access list storage keys');
-    const storageKeys: string[] = new Array(keys.length);
-    for (let k = 0; k < keys.length; k++) storageKeys[k] = fixed(keys[k], 'access list storage key', 32);
-    out[i] = { address: fixed(e[0], 'access list address', 20), storageKeys };
+function accessList(c: Items): AccessListEntry[] {
+  const l = list(c, 'accessList');
+  const out: AccessListEntry[] = [];
+  while (l.pos < l.end) {
+    next(l, 'access list entry');
+    if (!rlpItem.isList) reject('access list entry must be [address, storageKeys]');
+    const e = new Items(l.raw, rlpItem.start, rlpItem.end);
+    if (count(e, 'access list entry') !== 2) reject('access list entry must be [address, storageKeys]');
+    const address = fixed(e, 'access list address', 20);
+    const keys = list(e, 'access list storage keys');
+    const storageKeys: string[] = [];
+    while (keys.pos < keys.end) storageKeys.push(fixed(keys, 'access list storage key', 32));
+    out.push({ address, storageKeys });
   }
   return out;
 }
 
-function blobHashes(item: RlpItem | undefined): string[] {
-  const l = list(item, 'blobVersionedHashes');
-  const out: string[] = new Array(l.length);
-  for (let i = 0; i < l.length; i++) out[i] = fixed(l[i], 'blob versioned hash', 32);
+function blobHashes(c: Items): string[] {
+  const l = list(c, 'blobVersionedHashes');
+  const out: string[] = [];
+  while (l.pos < l.end) out.push(fixed(l, 'blob versioned hash', 32));
   return out;
 }
 
-function authorizations(item: RlpItem | undefined): Authorization[] {
-  const l = list(item, 'authorizationList');
-  const out: Authorization[] = new Array(l.length);
-  for (let i = 0; i < l.length; i++) {
-    const a = list(l[i], 'authorization');
-    if (a.length !== 6) reject(`authorization must have 6 fields, got ${a.length}`);
-    out[i] = {
-      chainId: scalar(a[0], 'authorization chainId', 32),
-      address: fixed(a[1], 'authorization address', 20),
-      nonce: scalar(a[2], 'authorization nonce', 8),
-      yParity: Number(scalar(a[3], 'authorization yParity', 1)),
-      r: scalar(a[4], 'authorization r', 32),
-      s: scalar(a[5], 'authorization s', 32),
-    };
+function authorizations(c: Items): Authorization[] {
+  const l = list(c, 'authorizationList');
+  const out: Authorization[] = [];
+  while (l.pos < l.end) {
+    const a = list(l, 'authorization');
+    const n = count(a, 'authorization');
+    if (n !== 6) reject(`authorization must have 6 fields, got ${n}`);
+    out.push({
+      chainId: scalar(a, 'authorization chainId', 32),
+      address: fixed(a, 'authorization address', 20),
+      nonce: scalar(a, 'authorization nonce', 8),
+      yParity: Number(scalar(a, 'authorization yParity', 1)),
+      r: scalar(a, 'authorization r', 32),
+      s: scalar(a, 'authorization s', 32),
+    });
   }
   return out;
 }
@@ -126,17 +167,6 @@ function checkChain(chainId: bigint, opts: DecodeTxOptions | undefined): void {
   if (chainId > U64_MAX) reject('chain id exceeds 64 bits');
   const want = opts?.chainId;
   if (want !== undefined && want !== null && chainId !== want) reject(`chain id ${chainId} is not this chain's (${want})`);
-}
-
-/** Length of the list header that opens `buf` at `pos` (the caller has decoded it already). */
-function listHeaderLength(buf: Buffer, pos: number): number {
-  const b = buf[pos] as number;
-  return b <= 0xf7 ? 1 : 1 + (b - 0xf7);
-}
-
-/** Offset in `raw` where the header of the scalar `field` (a view into `raw`) begins. */
-function fieldStart(raw: Buffer, field: Buffer): number {
-  return field.byteOffset - raw.byteOffset - stringHeaderLength(field);
 }
 
 /** keccak256 over prefix || listHeader(len) || raw[from, to) || suffix, where len covers body and suffix. */
@@ -157,22 +187,30 @@ function newTx(type: number, hash: string, raw: string): DecodedTx {
   };
 }
 
+/** The fields of the one list that must cover `raw[from, raw.length)` exactly. */
+function payload(raw: Buffer, from: number, name: string): Items {
+  const all = new Items(raw, from, raw.length);
+  const fields = list(all, name);
+  if (all.pos !== raw.length) reject(`${name}: trailing bytes after the list at byte ${all.pos}`);
+  return fields;
+}
+
 function decodeLegacy(raw: Buffer, tx: DecodedTx, opts: DecodeTxOptions | undefined): void {
-  const f = list(decodeRlp(raw), 'transaction');
-  if (f.length !== 9) reject(`legacy transaction must have 9 fields, got ${f.length}`);
-  tx.nonce = scalar(f[0], 'nonce', 8);
-  tx.gasPrice = scalar(f[1], 'gasPrice', 32);
-  tx.gas = scalar(f[2], 'gas', 8);
-  tx.to = toAddress(f[3], true);
-  tx.value = scalar(f[4], 'value', 32);
-  tx.input = hex(str(f[5], 'input'));
-  const vField = str(f[6], 'v');
-  tx.v = scalar(vField, 'v', 32);
-  tx.r = scalar(f[7], 'r', 32);
-  tx.s = scalar(f[8], 's', 32);
+  const f = payload(raw, 0, 'transaction');
+  const start = f.pos;
+  const n = count(f, 'transaction');
+  if (n !== 9) reject(`legacy transaction must have 9 fields, got ${n}`);
+  tx.nonce = scalar(f, 'nonce', 8);
+  tx.gasPrice = scalar(f, 'gasPrice', 32);
+  tx.gas = scalar(f, 'gas', 8);
+  tx.to = toAddress(f, true);
+  tx.value = scalar(f, 'value', 32);
+  tx.input = hex(str(f, 'input'));
+  const vStart = f.pos;
+  tx.v = scalar(f, 'v', 32);
+  tx.r = scalar(f, 'r', 32);
+  tx.s = scalar(f, 's', 32);
   checkSignature(tx.r, tx.s);
-  const start = listHeaderLength(raw, 0);
-  const vStart = fieldStart(raw, vField);
   const wantHash = opts?.signingHash !== false;
   if (tx.v === 27n || tx.v === 28n) {
     if (wantHash) tx.signingHash = hashReencoded(null, raw, start, vStart, null);
@@ -194,58 +232,61 @@ const FIELD_COUNT: Record<number, number> = { 1: 11, 2: 12, 3: 14, 4: 13 };
 
 function decodeTyped(raw: Buffer, tx: DecodedTx, opts: DecodeTxOptions | undefined): void {
   const type = tx.type;
-  const f = list(decodeRlp(raw.subarray(1)), 'transaction payload');
-  if (type === TX_EIP4844 && Array.isArray(f[0])) {
-    reject('blob transaction in network form (with sidecar); only the block form is accepted');
+  const f = payload(raw, 1, 'transaction payload');
+  const start = f.pos;
+  const n = count(f, 'transaction payload');
+  if (type === TX_EIP4844 && n > 0) {
+    readRlpItem(raw, f.pos, f.end);
+    if (rlpItem.isList) reject('blob transaction in network form (with sidecar); only the block form is accepted');
   }
   const want = FIELD_COUNT[type] as number;
-  if (f.length !== want) reject(`type ${type} transaction must have ${want} fields, got ${f.length}`);
-  const chainId = scalar(f[0], 'chainId', 8);
+  if (n !== want) reject(`type ${type} transaction must have ${want} fields, got ${n}`);
+  const chainId = scalar(f, 'chainId', 8);
   checkChain(chainId, opts);
   tx.chainId = chainId;
-  tx.nonce = scalar(f[1], 'nonce', 8);
-  let i = 2;
+  tx.nonce = scalar(f, 'nonce', 8);
   if (type === TX_EIP2930) {
-    tx.gasPrice = scalar(f[i++], 'gasPrice', 32);
+    tx.gasPrice = scalar(f, 'gasPrice', 32);
   } else {
-    tx.maxPriorityFeePerGas = scalar(f[i++], 'maxPriorityFeePerGas', 32);
-    tx.maxFeePerGas = scalar(f[i++], 'maxFeePerGas', 32);
+    tx.maxPriorityFeePerGas = scalar(f, 'maxPriorityFeePerGas', 32);
+    tx.maxFeePerGas = scalar(f, 'maxFeePerGas', 32);
   }
-  tx.gas = scalar(f[i++], 'gas', 8);
-  tx.to = toAddress(f[i++], type === TX_EIP2930 || type === TX_EIP1559);
-  tx.value = scalar(f[i++], 'value', 32);
-  tx.input = hex(str(f[i++], 'input'));
-  tx.accessList = accessList(f[i++]);
+  tx.gas = scalar(f, 'gas', 8);
+  tx.to = toAddress(f, type === TX_EIP2930 || type === TX_EIP1559);
+  tx.value = scalar(f, 'value', 32);
+  tx.input = hex(str(f, 'input'));
+  tx.accessList = accessList(f);
   if (type === TX_EIP4844) {
-    tx.maxFeePerBlobGas = scalar(f[i++], 'maxFeePerBlobGas', 32);
-    tx.blobVersionedHashes = blobHashes(f[i++]);
+    tx.maxFeePerBlobGas = scalar(f, 'maxFeePerBlobGas', 32);
+    tx.blobVersionedHashes = blobHashes(f);
   } else if (type === TX_EIP7702) {
-    tx.authorizationList = authorizations(f[i++]);
+    tx.authorizationList = authorizations(f);
   }
-  const vField = str(f[i], 'yParity');
-  tx.v = scalar(vField, 'yParity', 1);
+  const vStart = f.pos;
+  tx.v = scalar(f, 'yParity', 1);
   if (tx.v > 1n) reject(`yParity must be 0 or 1, got ${tx.v}`);
-  tx.r = scalar(f[i + 1], 'r', 32);
-  tx.s = scalar(f[i + 2], 's', 32);
+  tx.r = scalar(f, 'r', 32);
+  tx.s = scalar(f, 's', 32);
   checkSignature(tx.r, tx.s);
   if (opts?.signingHash !== false) {
-    tx.signingHash = hashReencoded(raw.subarray(0, 1), raw, 1 + listHeaderLength(raw, 1), fieldStart(raw, vField), null);
+    tx.signingHash = hashReencoded(raw.subarray(0, 1), raw, start, vStart, null);
   }
 }
 
 function decodeDeposit(raw: Buffer, tx: DecodedTx): void {
-  const f = list(decodeRlp(raw.subarray(1)), 'deposit payload');
-  if (f.length !== 8) reject(`deposit transaction must have 8 fields, got ${f.length}`);
-  tx.sourceHash = fixed(f[0], 'sourceHash', 32);
-  tx.from = fixed(f[1], 'from', 20);
-  tx.to = toAddress(f[2], true);
-  tx.mint = scalar(f[3], 'mint', 16);
-  tx.value = scalar(f[4], 'value', 32);
-  tx.gas = scalar(f[5], 'gas', 8);
-  const sys = str(f[6], 'isSystemTx');
+  const f = payload(raw, 1, 'deposit payload');
+  const n = count(f, 'deposit payload');
+  if (n !== 8) reject(`deposit transaction must have 8 fields, got ${n}`);
+  tx.sourceHash = fixed(f, 'sourceHash', 32);
+  tx.from = fixed(f, 'from', 20);
+  tx.to = toAddress(f, true);
+  tx.mint = scalar(f, 'mint', 16);
+  tx.value = scalar(f, 'value', 32);
+  tx.gas = scalar(f, 'gas', 8);
+  const sys = str(f, 'isSystemTx');
   if (sys.length > 1 || (sys.length === 1 && sys[0] !== 1)) reject('isSystemTx must be RLP false (0x80) or true (0x01)');
   tx.isSystemTx = sys.length === 1;
-  tx.input = hex(str(f[7], 'input'));
+  tx.input = hex(str(f, 'input'));
 }
 
 /**
@@ -272,7 +313,7 @@ export function decodeTransaction(rawHex: string, opts?: DecodeTxOptions): Decod
     else if (type === TX_DEPOSIT) decodeDeposit(raw, tx);
     else decodeTyped(raw, tx, opts);
   } catch (e) {
-    if (e instanceof Reject || e instanceof RlpError) return { ok: false, reason: e.message };
+    if (e instanceof Reject) return { ok: false, reason: e.message };
     return { ok: false, reason: `internal decoder error: ${(e as Error).message}` };
   }
   return { ok: true, tx };

@@ -16,10 +16,15 @@ import { Prompter, type CliIo } from './prompt.js';
 /** Exit codes of `flashblocksd setup`. */
 export const SetupExit = { WRITTEN: 0, NOT_WRITTEN: 1, BAD_INPUT: 2 } as const;
 
-/** One setting setup asks for; `def` is setup's default (the node usually holds 8545, so the daemon takes 8547). */
+/** One setting setup asks for; `def` is setup's default (ports: the daemon's own, clear of the node's 8545). */
 interface Question {
   flag: 'flashblocks-enabled' | 'flashblocks-url' | 'node-rpc-url' | 'host' | 'port' | 'metrics-port';
   def: string;
+}
+
+/** The daemon's default for a setting (one set of ports everywhere). */
+function daemonDefault(flag: string): string {
+  return SETTINGS.find((s) => s.flag === flag)?.def ?? '';
 }
 
 const QUESTIONS: readonly Question[] = [
@@ -27,8 +32,8 @@ const QUESTIONS: readonly Question[] = [
   { flag: 'flashblocks-url', def: '' },
   { flag: 'node-rpc-url', def: 'http://127.0.0.1:8545' },
   { flag: 'host', def: '127.0.0.1' },
-  { flag: 'port', def: '8547' },
-  { flag: 'metrics-port', def: '9464' },
+  { flag: 'port', def: daemonDefault('port') },
+  { flag: 'metrics-port', def: daemonDefault('metrics-port') },
 ];
 
 const MAX_ATTEMPTS = 5;
@@ -179,8 +184,8 @@ export function nextSteps(envFile: string, answers: ReadonlyMap<string, string>)
     '  journalctl -u flashblocksd -f',
     'The unit starts /usr/local/bin/flashblocksd; from a source checkout, set ExecStart as the comment in the unit shows.',
     'Then check that it serves preconfirmations:',
-    `  flashblocksd verify http://${local}:${answers.get('port') ?? '8547'}/`,
-    `  curl -s http://${local}:${answers.get('metrics-port') ?? '9464'}/readyz`,
+    `  flashblocksd verify http://${local}:${answers.get('port') ?? daemonDefault('port')}/`,
+    `  curl -s http://${local}:${answers.get('metrics-port') ?? daemonDefault('metrics-port')}/readyz`,
   );
   return lines;
 }

@@ -5,6 +5,7 @@ import type { Logger } from '../log.js';
 import { redactUrl } from '../log.js';
 import type { NodeClient } from '../node/client.js';
 import { NodeError } from '../node/client.js';
+import { Backoff } from './backoff.js';
 
 export interface CanonicalOptions {
   pollMs: number;
@@ -12,6 +13,10 @@ export interface CanonicalOptions {
   wsUrl: string;
   /** How many blocks back a jump is settled one by one (beyond that, settled at once without reorg checks). */
   maxCatchUpBlocks: number;
+  /** newHeads WebSocket: connect timeout, first reconnect delay (doubles) and its cap. */
+  wsConnectTimeoutMs: number;
+  wsRetryInitialMs: number;
+  wsRetryMaxMs: number;
 }
 
 /** What the tracker drives: the pipeline's settle() and what it holds. */
@@ -34,14 +39,16 @@ export class CanonicalTracker {
   lastOkMs = 0;
   /** Head the node reported last. */
   head = -1;
-  private wsRetryMs = 500;
+  private readonly wsBackoff: Backoff;
 
   constructor(
     private readonly node: NodeClient,
     private readonly sink: CanonicalSink,
     private readonly opts: CanonicalOptions,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.wsBackoff = new Backoff(opts.wsRetryInitialMs, opts.wsRetryMaxMs);
+  }
 
   /** Starts polling (and the newHeads subscription when a WebSocket URL is set). */
   start(): void {
@@ -63,14 +70,14 @@ export class CanonicalTracker {
 
   private connectWs(): void {
     if (this.stopped) return;
-    const ws = new WebSocket(this.opts.wsUrl, { perMessageDeflate: false, handshakeTimeout: 3000 });
+    const ws = new WebSocket(this.opts.wsUrl, { perMessageDeflate: false, handshakeTimeout: this.opts.wsConnectTimeoutMs });
     this.ws = ws;
     ws.on('open', () => {
-      this.wsRetryMs = 500;
       ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['newHeads'] }));
       this.log.info('node newHeads subscription open', { url: redactUrl(this.opts.wsUrl) });
     });
     ws.on('message', (data: Buffer) => {
+      this.wsBackoff.reset(); // the node answered: a later drop is retried from the start
       try {
         const msg = JSON.parse(data.toString('utf8')) as { params?: { result?: { number?: string } } };
         const num = msg.params?.result?.number;
@@ -82,8 +89,7 @@ export class CanonicalTracker {
     ws.on('error', () => {});
     ws.on('close', () => {
       if (this.stopped) return;
-      const delay = this.wsRetryMs;
-      this.wsRetryMs = Math.min(this.wsRetryMs * 2, 10_000);
+      const delay = this.wsBackoff.fail();
       this.log.limited('warn', 'newheads-close', 10_000, `node newHeads subscription closed; reconnecting in ${delay} ms (polling continues)`);
       setTimeout(() => this.connectWs(), delay).unref();
     });

@@ -225,10 +225,23 @@ function parseReceipt(v: unknown, key: string): FlashReceipt {
   };
 }
 
-function parseMetadata(v: unknown): { blockNumber: number; receipts: Map<string, FlashReceipt> | null; balances: Map<string, bigint> | null } {
+const PREV_ID = /^(\d{1,15})-(\d{1,7})$/;
+
+/** `metadata.prev_flashblock_id` as [block, index]; [-1, -1] when absent, null or `"0-0"` (node-reth's "none"). */
+function parsePrevId(v: unknown): [number, number] {
+  if (v === undefined || v === null) return [-1, -1];
+  const m = typeof v === 'string' ? PREV_ID.exec(v) : null;
+  if (m === null) throw new SchemaError('metadata.prev_flashblock_id must be "<block>-<index>"');
+  const block = Number(m[1]);
+  const index = Number(m[2]);
+  return block === 0 && index === 0 ? [-1, -1] : [block, index];
+}
+
+function parseMetadata(v: unknown): { blockNumber: number; receipts: Map<string, FlashReceipt> | null; balances: Map<string, bigint> | null; prev: [number, number] } {
   const m = object(v, 'metadata');
   const bn = req(m, 'block_number', 'metadata');
   if (typeof bn !== 'number' || !Number.isSafeInteger(bn) || bn < 0) throw new SchemaError('metadata.block_number must be a non-negative integer');
+  const prev = parsePrevId(m.prev_flashblock_id);
   let receipts: Map<string, FlashReceipt> | null = null;
   if (m.receipts !== undefined && m.receipts !== null) {
     const r = object(m.receipts, 'metadata.receipts');
@@ -246,7 +259,7 @@ function parseMetadata(v: unknown): { blockNumber: number; receipts: Map<string,
       balances.set(a, quantityToBigInt(q));
     }
   }
-  return { blockNumber: bn, receipts, balances };
+  return { blockNumber: bn, receipts, balances, prev };
 }
 
 /** Turns a frame's bytes into JSON text: `{` first (after white space) = JSON, anything else = brotli. */
@@ -269,11 +282,12 @@ export function frameText(data: Buffer, maxBytes: number): { ok: true; text: str
 
 /**
  * Decodes one upstream frame into a validated Flashblock, or a reason. Pure: no state, no I/O, no throw.
- * `json` is the decoded JSON text (the frame itself when it was text).
+ * `json` is the decoded JSON text (the frame itself when it was text). `isBinary` is the WebSocket frame kind; it
+ * only decides the reason a frame that is neither a JSON object nor brotli is counted under.
  */
-export function decodeFrame(data: Buffer, maxBytes: number): DecodeFrameResult {
+export function decodeFrame(data: Buffer, maxBytes: number, isBinary = true): DecodeFrameResult {
   const t = frameText(data, maxBytes);
-  if (!t.ok) return t;
+  if (!t.ok) return t.reason === 'brotli' ? (notBrotli(data, isBinary) ?? t) : t;
   let root: unknown;
   try {
     root = JSON.parse(t.text);
@@ -281,6 +295,22 @@ export function decodeFrame(data: Buffer, maxBytes: number): DecodeFrameResult {
     return { ok: false, reason: 'json', detail: (e as Error).message.slice(0, 120) };
   }
   return validateFlashblock(root, t.text);
+}
+
+/**
+ * The reason for a frame that did not start with `{` and is not brotli either: valid JSON of another type (`[1,2,3]`,
+ * `null`) is a schema failure; a text frame that does not parse is a json failure; a binary frame that does not
+ * parse stays a brotli failure (null). Runs only on that failure path.
+ */
+function notBrotli(data: Buffer, isBinary: boolean): DecodeFrameResult | null {
+  const text = data.toString('utf8');
+  let root: unknown;
+  try {
+    root = JSON.parse(text);
+  } catch (e) {
+    return isBinary ? null : { ok: false, reason: 'json', detail: (e as Error).message.slice(0, 120) };
+  }
+  return validateFlashblock(root, text);
 }
 
 /** Validates a parsed JSON value as a flashblock and decodes its transactions. */
@@ -312,6 +342,8 @@ export function validateFlashblock(root: unknown, json: string): DecodeFrameResu
       txs,
       receipts: meta.receipts,
       balances: meta.balances,
+      prevBlockNumber: meta.prev[0],
+      prevIndex: meta.prev[1],
     };
     return { ok: true, fb, json };
   } catch (e) {

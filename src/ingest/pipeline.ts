@@ -12,8 +12,18 @@ import { decodeFrame, type DecodeErrorReason } from './frame.js';
 import { classify, ReorderBuffer, type SequenceView, type Verdict } from './sequence.js';
 import type { UpstreamFrame } from './upstream.js';
 
-/** Verdict labels as counted (the sequence verdicts plus what the reorder buffer decided). */
-export type VerdictLabel = Exclude<Verdict, 'gap' | 'broken'> | 'gap_buffered' | 'gap_filled' | 'gap_skipped';
+/**
+ * Verdict labels as counted: the sequence verdicts of frames, plus events — what the reorder buffer decided
+ * (`gap_filled`, `gap_skipped`), a held block dropped because the stream went on without it (`abandoned`), and an
+ * index 0 whose `prev_flashblock_id` names flashblocks of the previous block that never arrived (`predecessor_missing`).
+ */
+export type VerdictLabel =
+  | Exclude<Verdict, 'gap' | 'broken'>
+  | 'gap_buffered'
+  | 'gap_filled'
+  | 'gap_skipped'
+  | 'abandoned'
+  | 'predecessor_missing';
 
 /** Where the pipeline reports what happened (metrics in production, counters in tests). */
 export interface IngestObserver {
@@ -37,6 +47,16 @@ export interface PipelineOptions {
   recoverSliceMs?: number;
   /** Recovers senders off the event loop when given and usable; else recovery runs here in slices. */
   recoveryWorker?: RecoveryWorker | null;
+  /**
+   * L2 block time (default 2000): the unit of the far-ahead bound, and how long a held block may go without a
+   * flashblock while a lower one keeps receiving them before it counts as abandoned.
+   */
+  blockTimeMs?: number;
+  /**
+   * Far-ahead bound: a flashblock above canonical + 1 + ⌊(time since that head was settled + maxAheadMs) / blockTimeMs⌋
+   * is refused (`too_far_ahead`). Undefined or 0 = no bound.
+   */
+  maxAheadMs?: number;
 }
 
 interface Held {
@@ -56,6 +76,11 @@ export class IngestPipeline {
   private readonly view: SequenceView;
   /** Recovers the senders of applied transactions (worker thread or event-loop slices); readers ask it for them. */
   readonly senders: SenderRecovery;
+  private readonly blockTimeMs: number;
+  /** performance.now() when the canonical head last advanced (the far-ahead bound counts from it). */
+  private canonicalSeenMs = 0;
+  /** Block number whose mid-block join was last logged (one line per block). */
+  private joinLogged = -1;
 
   constructor(
     readonly state: PendingState,
@@ -67,8 +92,11 @@ export class IngestPipeline {
   ) {
     this.reorder = new ReorderBuffer<Held>(opts.gapWindowFrames, opts.gapTimeoutMs);
     this.senders = new SenderRecovery(state, { worker: opts.recoveryWorker ?? null, sliceMs: opts.recoverSliceMs ?? 2 });
+    this.blockTimeMs = opts.blockTimeMs ?? 2000;
     this.view = {
       canonical: -1,
+      aheadLimit: Infinity,
+      lastApplied: -1,
       height: (n) => {
         const b = state.block(n);
         return b === undefined ? undefined : { payloadId: b.payloadId, nextIndex: b.nextIndex, broken: b.broken };
@@ -85,7 +113,7 @@ export class IngestPipeline {
   handleFrame(f: UpstreamFrame): void {
     const t0 = performance.now();
     this.observer?.frame(f.upstream, f.isBinary, f.data.length);
-    const r = decodeFrame(f.data, this.opts.maxFrameBytes);
+    const r = decodeFrame(f.data, this.opts.maxFrameBytes, f.isBinary);
     if (!r.ok) {
       this.observer?.decodeError(r.reason);
       this.log.limited('warn', 'decode:' + r.reason, 1000, 'flashblock dropped: ' + r.reason, {
@@ -107,7 +135,8 @@ export class IngestPipeline {
     this.rememberCopy(key, f.upstream);
     this.observer?.copy(f.upstream, true);
     const frame: RawFrame = { data: f.data, isBinary: f.isBinary, blockNumber: fb.blockNumber, index: fb.index, receivedAtMs: f.receivedAtMs };
-    this.process(fb, frame, t0);
+    // A frame dropped for where the stream was, not for what it is: another upstream's copy may still apply.
+    if (!this.process(fb, frame, t0)) this.firstCopy.delete(key);
   }
 
   private rememberCopy(key: string, upstream: number): void {
@@ -118,42 +147,107 @@ export class IngestPipeline {
     this.firstCopy.set(key, upstream);
   }
 
-  private process(fb: Flashblock, frame: RawFrame, t0: number): void {
-    this.view.canonical = this.state.canonical;
-    const v = classify(fb, this.view);
+  /** Sets the view to the state as of `nowMs` before classifying. */
+  private refreshView(nowMs: number): SequenceView {
+    const v = this.view;
+    v.canonical = this.state.canonical;
+    const max = this.opts.maxAheadMs;
+    v.aheadLimit =
+      v.canonical < 0 || max === undefined || max <= 0
+        ? Infinity
+        : v.canonical + 1 + Math.floor((Math.max(0, nowMs - this.canonicalSeenMs) + max) / this.blockTimeMs);
+    return v;
+  }
+
+  /** Classifies and acts; false when the frame was dropped only because of where the stream stands. */
+  private process(fb: Flashblock, frame: RawFrame, t0: number): boolean {
+    const v = classify(fb, this.refreshView(frame.receivedAtMs));
     switch (v) {
       case 'stale':
       case 'duplicate':
         this.observer?.verdict(v);
-        return;
+        return true;
       case 'broken':
         this.observer?.verdict('gap_skipped');
-        return;
+        return true;
+      case 'too_far_ahead':
+        this.observer?.verdict(v);
+        this.log.limited('warn', 'too-far-ahead', 1000, 'flashblock too far ahead of the canonical head; refused', {
+          block: fb.blockNumber,
+          index: fb.index,
+          canonical: this.view.canonical,
+          limit: this.view.aheadLimit,
+        });
+        return false;
+      case 'joined_mid_block':
+        this.observer?.verdict(v);
+        if (this.joinLogged !== fb.blockNumber) {
+          this.joinLogged = fb.blockNumber;
+          this.log.info('joined the stream mid-block; serving from the next block', { block: fb.blockNumber, index: fb.index });
+        }
+        return false;
       case 'gap':
       case 'out_of_order': {
         this.observer?.verdict(v === 'gap' ? 'gap_buffered' : 'out_of_order');
         this.log.limited('info', 'gap', 1000, 'flashblock ahead of sequence; buffered', { block: fb.blockNumber, index: fb.index, verdict: v });
         const evicted = this.reorder.hold(fb, { fb, frame }, frame.receivedAtMs);
         if (evicted !== undefined) this.giveUp(evicted.item.fb, 'reorder window full');
-        return;
+        return true;
       }
       case 'new_block':
       case 'replaced_payload':
       case 'next':
         this.observer?.verdict(v);
         if (v === 'replaced_payload') this.log.info('builder restarted the block; new payload replaces the old', { block: fb.blockNumber, payloadId: fb.payloadId });
+        if (fb.index === 0) this.checkPredecessor(fb);
         this.apply(fb, frame, t0);
         this.drain(fb);
-        return;
+        return true;
     }
+  }
+
+  /**
+   * Index 0 names the last flashblock of the previous block (`prev_flashblock_id`); when the held previous block stops
+   * short of it, its last flashblocks never arrived (the index sequence alone cannot tell a block's tail is missing).
+   */
+  private checkPredecessor(fb: Flashblock): void {
+    if (fb.prevBlockNumber < 0) return;
+    const prev = this.state.block(fb.prevBlockNumber);
+    if (prev === undefined || prev.lastIndex >= fb.prevIndex) return;
+    this.observer?.verdict('predecessor_missing');
+    this.log.warn('flashblocks of the previous block never arrived (prev_flashblock_id); it is held as of its last one received', {
+      block: prev.number,
+      heldUpTo: prev.lastIndex,
+      builtUpTo: fb.prevIndex,
+      next: fb.blockNumber,
+    });
   }
 
   private apply(fb: Flashblock, frame: RawFrame, t0: number): void {
     const now = performance.now();
     const block = fb.index === 0 ? this.state.startBlock(fb, frame, now) : this.state.appendFlashblock(fb, frame, now);
+    this.view.lastApplied = block.number;
+    if (this.state.highestNumber > block.number) this.dropAbandoned(block.number, frame.receivedAtMs);
     this.observer?.applied(fb, block, (performance.now() - t0) / 1000, frame.receivedAtMs);
     this.events.emitApplied(block, fb, frame, this.onListenerError);
     this.senders.added(block, fb.index);
+  }
+
+  /**
+   * A held block above the one the stream is filling that got no flashblock for a block time is abandoned (a
+   * far-future frame, or a build the sequencer left): it would otherwise stay `pending` for good. Dropped here.
+   */
+  private dropAbandoned(live: number, nowMs: number): void {
+    const gone: number[] = [];
+    for (const b of this.state.heldBlocks()) {
+      if (b.number <= live) continue;
+      const last = b.frames[b.frames.length - 1];
+      if (last !== undefined && nowMs - last.receivedAtMs >= this.blockTimeMs) gone.push(b.number);
+    }
+    if (gone.length === 0) return;
+    this.state.dropBlocks(gone);
+    for (let i = 0; i < gone.length; i++) this.observer?.verdict('abandoned');
+    this.log.warn('held blocks above the live one got no flashblock for a block time; dropped as abandoned', { blocks: gone, live });
   }
 
   /** Applies buffered successors that became contiguous. */
@@ -163,8 +257,7 @@ export class IngestPipeline {
     for (;;) {
       const held = this.reorder.take(payloadId, index);
       if (held === undefined) return;
-      this.view.canonical = this.state.canonical;
-      if (classify(held.fb, this.view) !== 'next') return;
+      if (classify(held.fb, this.refreshView(held.frame.receivedAtMs)) !== 'next') return;
       this.observer?.verdict('gap_filled');
       this.apply(held.fb, held.frame, performance.now());
       payloadId = held.fb.payloadId;
@@ -195,8 +288,9 @@ export class IngestPipeline {
   };
 
   /** Settles canonical block `n` (with its transaction hashes when known): counts preconfirmation reorgs, prunes. */
-  settle(n: number, canonicalTxHashes: ReadonlySet<string> | null): void {
+  settle(n: number, canonicalTxHashes: ReadonlySet<string> | null, nowMs: number = performance.now()): void {
     if (n <= this.state.canonical) return;
+    this.canonicalSeenMs = nowMs;
     const res = this.state.settleCanonical(n, canonicalTxHashes);
     this.reorder.dropUpTo(n);
     this.events.emitCanonical(n, this.onListenerError);

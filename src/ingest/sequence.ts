@@ -13,6 +13,10 @@ export interface HeightView {
 export interface SequenceView {
   /** Highest canonical block number known, or -1. */
   canonical: number;
+  /** Highest block number a flashblock may have now (far-ahead bound); Infinity while no canonical head is known. */
+  aheadLimit: number;
+  /** Block number of the last applied flashblock, or -1 before the first. */
+  lastApplied: number;
   height(blockNumber: number): HeightView | undefined;
 }
 
@@ -23,8 +27,10 @@ export type Verdict =
   | 'replaced_payload' // index 0 with a new payload_id at a held height: the builder restarted the block; replace
   | 'duplicate' // already applied: ignore
   | 'gap' // same build, but flashblocks are missing before it: buffer
-  | 'out_of_order' // index > 0 of a build we have no index 0 for: buffer
+  | 'out_of_order' // index > 0 of a build we have no index 0 for, right after its predecessor block: buffer
+  | 'joined_mid_block' // index > 0 of a block we never saw start, not following the last applied block: drop
   | 'stale' // at or below the canonical head: ignore
+  | 'too_far_ahead' // beyond the far-ahead bound of the canonical head: refuse
   | 'broken'; // the build at this height is known broken: ignore until a new index 0
 
 export interface SequenceKey {
@@ -36,8 +42,13 @@ export interface SequenceKey {
 /** Classifies a decoded flashblock against the current state. Pure. */
 export function classify(fb: SequenceKey, view: SequenceView): Verdict {
   if (fb.blockNumber <= view.canonical) return 'stale';
+  if (fb.blockNumber > view.aheadLimit) return 'too_far_ahead';
   const h = view.height(fb.blockNumber);
-  if (h === undefined) return fb.index === 0 ? 'new_block' : 'out_of_order';
+  if (h === undefined) {
+    if (fb.index === 0) return 'new_block';
+    // Index 0 lost right after the previous block is a gap; anything else is a stream joined part-way through.
+    return fb.blockNumber - 1 === view.lastApplied ? 'out_of_order' : 'joined_mid_block';
+  }
   if (h.payloadId !== fb.payloadId) return fb.index === 0 ? 'replaced_payload' : 'out_of_order';
   if (fb.index < h.nextIndex) return 'duplicate';
   if (h.broken) return 'broken';

@@ -3,6 +3,9 @@
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { redactUrl, type Logger } from '../log.js';
+import { Backoff, backoffDelayMs } from './backoff.js';
+
+export { backoffDelayMs };
 
 /** One frame exactly as the upstream sent it. */
 export interface UpstreamFrame {
@@ -29,7 +32,7 @@ export interface UpstreamOptions {
   stallTimeoutMs: number;
   backoffInitialMs: number;
   backoffMaxMs: number;
-  /** A connection that stayed up this long resets the backoff attempt counter. */
+  /** A connection that stayed up this long resets the backoff (so does its first frame). */
   healthyResetMs: number;
   maxFrameBytes: number;
   connectTimeoutMs: number;
@@ -49,8 +52,8 @@ const MAX_PAYLOAD_ERROR = 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
 class Slot {
   ws: WebSocket | null = null;
   open = false;
-  /** Consecutive connections that failed or did not stay up `healthyResetMs`. */
-  attempt = 0;
+  /** Consecutive connections that failed, or ended before delivering a frame or staying up `healthyResetMs`. */
+  readonly backoff: Backoff;
   openedAtMs = 0;
   lastActivityMs = 0;
   lastPingMs = 0;
@@ -64,7 +67,11 @@ class Slot {
     readonly url: string,
     readonly safeUrl: string,
     readonly log: Logger,
-  ) {}
+    backoffInitialMs: number,
+    backoffMaxMs: number,
+  ) {
+    this.backoff = new Backoff(backoffInitialMs, backoffMaxMs);
+  }
 }
 
 /**
@@ -86,7 +93,7 @@ export class UpstreamPool {
     validate(opts);
     this.slots = opts.urls.map((url, i) => {
       const safeUrl = redactUrl(url);
-      return new Slot(i, url, safeUrl, log.child({ upstream: i, url: safeUrl }));
+      return new Slot(i, url, safeUrl, log.child({ upstream: i, url: safeUrl }), opts.backoffInitialMs, opts.backoffMaxMs);
     });
     // One cheap check per socket every tick: precision of stall detection and pings is one tick.
     this.tickMs = Math.max(5, Math.min(250, Math.floor(Math.min(opts.pingIntervalMs, opts.stallTimeoutMs) / 4)));
@@ -176,13 +183,18 @@ export class UpstreamPool {
       slot.lastActivityMs = now;
       slot.lastPingMs = now;
       slot.ticker = setInterval(() => this.tick(slot), this.tickMs);
-      slot.log.info('upstream connected', { attempt: slot.attempt });
+      slot.log.info('upstream connected', { attempt: slot.backoff.attempt });
       this.emit({ kind: 'connected', upstream: index });
     });
     // Hot path: one clock read, one field write, one object for the handler.
     ws.on('message', (data, isBinary) => {
       const now = performance.now();
       slot.lastActivityMs = now;
+      // The first frame proves the upstream is back: a drop after it is retried from backoffInitialMs (issue 17).
+      if (!slot.healthy) {
+        slot.healthy = true;
+        slot.backoff.reset();
+      }
       try {
         onFrame({ data: data as Buffer, isBinary, upstream: index, receivedAtMs: now });
       } catch (err) {
@@ -230,7 +242,7 @@ export class UpstreamPool {
     }
     if (!slot.healthy && now - slot.openedAtMs >= this.opts.healthyResetMs) {
       slot.healthy = true;
-      slot.attempt = 0;
+      slot.backoff.reset();
     }
   }
 
@@ -239,14 +251,14 @@ export class UpstreamPool {
       slot.log.debug(`upstream closed (${code}) on stop`);
       return;
     }
-    slot.attempt++;
-    const retryInMs = backoffDelayMs(slot.attempt, this.opts.backoffInitialMs, this.opts.backoffMaxMs);
-    const fields: Record<string, unknown> = { code, attempt: slot.attempt, retryInMs };
+    const retryInMs = slot.backoff.fail();
+    const attempt = slot.backoff.attempt;
+    const fields: Record<string, unknown> = { code, attempt, retryInMs };
     if (reason !== '') fields.reason = reason;
     if (slot.lastError !== '') fields.err = slot.lastError;
-    slot.log.warn(`upstream closed (${code}); reconnecting in ${retryInMs} ms (attempt ${slot.attempt})`, fields);
+    slot.log.warn(`upstream closed (${code}); reconnecting in ${retryInMs} ms (attempt ${attempt})`, fields);
     slot.retryTimer = setTimeout(() => this.connect(slot), retryInMs);
-    this.emit({ kind: 'disconnected', upstream: slot.index, code, reason, retryInMs, attempt: slot.attempt });
+    this.emit({ kind: 'disconnected', upstream: slot.index, code, reason, retryInMs, attempt });
   }
 
   private stopTicker(slot: Slot): void {
@@ -266,15 +278,6 @@ export class UpstreamPool {
       });
     }
   }
-}
-
-/**
- * Delay before reconnect attempt `attempt` (1-based): uniformly random in [initialMs, ceiling], where the ceiling
- * doubles from initialMs per attempt and is capped at maxMs. The floor keeps a flapping upstream from being hammered.
- */
-export function backoffDelayMs(attempt: number, initialMs: number, maxMs: number): number {
-  const ceiling = Math.min(maxMs, initialMs * 2 ** Math.min(Math.max(attempt - 1, 0), 30));
-  return Math.round(initialMs + Math.random() * (ceiling - initialMs));
 }
 
 function validate(o: UpstreamOptions): void {

@@ -129,8 +129,8 @@ export function startMetricsServer(opts: MetricsServerOptions, log: Logger): Pro
   return new Promise<MetricsServer>((resolve, reject) => {
     const onError = (err: NodeJS.ErrnoException): void => {
       reject(new Error(
-        `metrics server cannot listen on ${opts.host}:${opts.port} (${err.code ?? err.message}); ` +
-        'free the port or choose another with --metrics-port', { cause: err }));
+        `metrics listener cannot listen on ${opts.host}:${opts.port} (${err.code ?? err.message}); ` +
+        'free the port or choose another --metrics-port', { cause: err }));
     };
     server.once('error', onError);
     server.listen(opts.port, opts.host, () => {

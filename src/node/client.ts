@@ -1,8 +1,7 @@
-// JSON-RPC client for the node (op-reth, op-geth, anvil): a keep-alive pool over node:http(s), per-call timeouts,
-// raw forwarding of request bodies. Never logs the URL unredacted; never throws anything but NodeError.
-import http from 'node:http';
-import https from 'node:https';
+// JSON-RPC client for the node (op-reth, op-geth, anvil): an undici keep-alive Pool, per-call timeouts, raw
+// forwarding of request bodies. Never logs the URL unredacted; never throws anything but NodeError.
 import { performance } from 'node:perf_hooks';
+import { Pool, type Dispatcher } from 'undici';
 
 /** Why a node call failed (closed set; metric label values). */
 export type NodeErrorReason = 'timeout' | 'connect' | 'http' | 'rpc' | 'disabled';
@@ -21,6 +20,7 @@ export class NodeError extends Error {
 }
 
 export interface NodeClientOptions {
+  /** The node's http(s) URL; '' = no node (every call fails with reason 'disabled'). */
   url: string;
   timeoutMs: number;
   maxSockets: number;
@@ -28,25 +28,100 @@ export interface NodeClientOptions {
   observe?: (seconds: number, error: NodeErrorReason | null) => void;
 }
 
+/**
+ * One POST in flight, as undici's dispatch handler: collects the body and settles once (answer, error or timeout).
+ * A class, not closures: one object per call (bench/rpc.ts measures this client against node:http's).
+ */
+class Call implements Dispatcher.DispatchHandlers {
+  private status = 0;
+  private readonly chunks: Buffer[] = [];
+  private done = false;
+  private abort: ((err?: Error) => void) | null = null;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly t0: number,
+    timeoutMs: number,
+    private readonly observe: NodeClientOptions['observe'],
+    private readonly resolve: (b: Buffer) => void,
+    private readonly reject: (e: NodeError) => void,
+  ) {
+    this.timer = setTimeout(() => this.onTimeout(timeoutMs), timeoutMs);
+  }
+
+  private onTimeout(timeoutMs: number): void {
+    this.finish(new NodeError('timeout', `node did not answer within ${timeoutMs} ms`), null);
+    this.abort?.();
+  }
+
+  private finish(err: NodeError | null, buf: Buffer | null): void {
+    if (this.done) return;
+    this.done = true;
+    clearTimeout(this.timer);
+    this.observe?.((performance.now() - this.t0) / 1000, err === null ? null : err.reason);
+    if (err !== null) this.reject(err);
+    else this.resolve(buf as Buffer);
+  }
+
+  onConnect(abort: (err?: Error) => void): void {
+    // Timed out while queued for a connection: drop it as soon as it would be written.
+    if (this.done) abort();
+    else this.abort = abort;
+  }
+
+  onHeaders(statusCode: number): boolean {
+    this.status = statusCode;
+    return true;
+  }
+
+  onData(chunk: Buffer): boolean {
+    this.chunks.push(chunk);
+    return true;
+  }
+
+  onComplete(): void {
+    const c = this.chunks;
+    const buf = c.length === 1 ? (c[0] as Buffer) : Buffer.concat(c);
+    if (this.status >= 200 && this.status < 300) this.finish(null, buf);
+    // A JSON-RPC error may come with a 4xx/5xx status: the body is still the answer.
+    else if (buf.length > 0 && (buf[0] === 0x7b || buf[0] === 0x5b)) this.finish(null, buf);
+    else this.finish(new NodeError('http', `node answered HTTP ${this.status}`), null);
+  }
+
+  onError(err: Error): void {
+    if (this.done) return;
+    const code = (err as NodeJS.ErrnoException).code;
+    if (this.status !== 0) this.finish(new NodeError('connect', 'node connection broke mid-response'), null);
+    else this.finish(new NodeError('connect', `node unreachable (${code ?? err.message})`), null);
+  }
+}
+
 /** A pooled JSON-RPC client for one node URL. */
 export class NodeClient {
-  private readonly agent: http.Agent;
-  private readonly mod: typeof http | typeof https;
-  private readonly target: URL;
-  private readonly authHeader: string | null;
+  private readonly pool: Pool | null;
+  private readonly path: string;
+  private readonly headers: Record<string, string>;
   private nextId = 1;
 
   constructor(private readonly opts: NodeClientOptions) {
-    this.target = new URL(opts.url);
-    const isHttps = this.target.protocol === 'https:';
-    this.mod = isHttps ? https : http;
-    this.agent = new (isHttps ? https.Agent : http.Agent)({ keepAlive: true, maxSockets: opts.maxSockets, maxFreeSockets: opts.maxSockets, scheduling: 'lifo' });
-    this.authHeader = this.target.username !== '' ? 'Basic ' + Buffer.from(`${decodeURIComponent(this.target.username)}:${decodeURIComponent(this.target.password)}`).toString('base64') : null;
+    if (opts.url === '') {
+      this.pool = null;
+      this.path = '/';
+      this.headers = {};
+      return;
+    }
+    const target = new URL(opts.url);
+    this.pool = new Pool(target.origin, { connections: opts.maxSockets, pipelining: 1 });
+    this.path = target.pathname + target.search;
+    this.headers = { 'content-type': 'application/json' };
+    if (target.username !== '') {
+      this.headers.authorization = 'Basic ' + Buffer.from(`${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`).toString('base64');
+    }
   }
 
   /** Whether a node URL is configured. */
   get enabled(): boolean {
-    return this.opts.url !== '';
+    return this.pool !== null;
   }
 
   /**
@@ -54,47 +129,13 @@ export class NodeClient {
    * NodeError on connect failure, timeout or a non-2xx status without a JSON body.
    */
   postRaw(body: string | Buffer, timeoutMs: number = this.opts.timeoutMs): Promise<Buffer> {
+    const pool = this.pool;
+    if (pool === null) return Promise.reject(new NodeError('disabled', 'no --node-rpc-url configured'));
     const t0 = performance.now();
     return new Promise<Buffer>((resolve, reject) => {
-      let done = false;
-      const finish = (err: NodeError | null, buf?: Buffer): void => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        this.opts.observe?.((performance.now() - t0) / 1000, err === null ? null : err.reason);
-        if (err !== null) reject(err);
-        else resolve(buf as Buffer);
-      };
-      const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) };
-      if (this.authHeader !== null) headers.authorization = this.authHeader;
-      const req = this.mod.request(
-        {
-          agent: this.agent,
-          method: 'POST',
-          hostname: this.target.hostname.replace(/^\[|\]$/g, ''),
-          port: this.target.port,
-          path: this.target.pathname + this.target.search,
-          headers,
-        },
-        (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => {
-            const buf = chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks);
-            const status = res.statusCode ?? 0;
-            if (status >= 200 && status < 300) finish(null, buf);
-            else if (buf.length > 0 && (buf[0] === 0x7b || buf[0] === 0x5b)) finish(null, buf);
-            else finish(new NodeError('http', `node answered HTTP ${status}`));
-          });
-          res.on('error', () => finish(new NodeError('connect', 'node connection broke mid-response')));
-        },
-      );
-      const timer = setTimeout(() => {
-        finish(new NodeError('timeout', `node did not answer within ${timeoutMs} ms`));
-        req.destroy();
-      }, timeoutMs);
-      req.on('error', (e: NodeJS.ErrnoException) => finish(new NodeError('connect', `node unreachable (${e.code ?? e.message})`)));
-      req.end(body);
+      const call = new Call(t0, timeoutMs, this.opts.observe, resolve, reject);
+      // The per-call timer above is the deadline; undici's own header/body timeouts stay as a backstop only.
+      pool.dispatch({ path: this.path, method: 'POST', headers: this.headers, body }, call);
     });
   }
 
@@ -115,8 +156,8 @@ export class NodeClient {
     return msg.result as T;
   }
 
-  /** Closes pooled sockets. */
+  /** Closes pooled sockets; calls still in flight fail with reason 'connect'. */
   close(): void {
-    this.agent.destroy();
+    this.pool?.destroy().catch(() => {});
   }
 }

@@ -143,7 +143,11 @@ export class Dispatcher {
     const id = o.id;
     let idJson: string | null = null;
     if (id !== undefined) {
-      if (typeof id === 'number') idJson = '' + id;
+      if (typeof id === 'number') {
+        // 1e400 parses to Infinity, which has no JSON form: refused rather than echoed as invalid JSON.
+        if (!Number.isFinite(id)) return this.invalid(item, 'null', 'invalid request: id must be a finite number, a string or null');
+        idJson = '' + id;
+      }
       else if (typeof id === 'string' || id === null) idJson = JSON.stringify(id);
       else return this.invalid(item, 'null', 'invalid request: id must be a string, number or null');
     }

@@ -25,41 +25,64 @@ const ADDRESS = /^0x[0-9a-fA-F]{40}$/;
 const TOPIC = /^0x[0-9a-fA-F]{64}$/;
 /** geth's maxTopics. */
 export const MAX_TOPIC_POSITIONS = 4;
+/** Addresses in one filter, and alternatives in one topic position (reth's and geth's limit). */
+export const MAX_FILTER_ALTERNATIVES = 1000;
+
+/** How messages name the filter: the whole parameter, and the prefix of its members. */
+export interface FilterParamName {
+  /** e.g. "params[1]: " or "invalid argument 0: ". */
+  whole: string;
+  /** e.g. "params[1]." or "invalid argument 0: ". */
+  member: string;
+}
+
+/** The filter of eth_subscribe("logs" | "pendingLogs", filter). */
+export const SUBSCRIPTION_FILTER: FilterParamName = { whole: 'params[1]: ', member: 'params[1].' };
+/** The filter of eth_getLogs(filter). */
+export const GETLOGS_FILTER: FilterParamName = { whole: 'invalid argument 0: ', member: 'invalid argument 0: ' };
+
+const shown = (x: unknown): string => JSON.stringify(x)?.slice(0, 80) ?? String(x);
 
 /**
- * Parses the `address` and `topics` members of `v` (other members are the caller's). `where` names the parameter in
- * messages ("params[1]", "invalid argument 0"). Undefined or null = match everything.
+ * Parses the `address` and `topics` members of `v` (other members are the caller's). Undefined or null = match
+ * everything.
  */
-export function parseLogFilter(v: unknown, where: string): LogFilter {
+export function parseLogFilter(v: unknown, name: FilterParamName): LogFilter {
   if (v === undefined || v === null) return { addresses: [], topics: [] };
-  if (typeof v !== 'object' || Array.isArray(v)) throw invalid(`${where}: expected a filter object {address, topics}`);
+  if (typeof v !== 'object' || Array.isArray(v)) throw invalid(`${name.whole}expected a filter object {address, topics}`);
   const o = v as { address?: unknown; topics?: unknown };
+  const p = name.member;
   const addresses: string[] = [];
   if (o.address !== undefined && o.address !== null) {
-    const list = Array.isArray(o.address) ? (o.address as unknown[]) : [o.address];
+    const list = alternatives(o.address, `${p}address`);
     for (const a of list) {
-      if (typeof a !== 'string' || !ADDRESS.test(a)) throw invalid(`${where}.address: expected a 20-byte hex address or an array of them`);
+      if (typeof a !== 'string' || !ADDRESS.test(a)) throw invalid(`${p}address: expected a 20-byte hex address, got ${shown(a)}`);
       addresses.push(a.toLowerCase());
     }
   }
   const topics: (string[] | null)[] = [];
   if (o.topics !== undefined && o.topics !== null) {
-    if (!Array.isArray(o.topics) || o.topics.length > MAX_TOPIC_POSITIONS) {
-      throw invalid(`${where}.topics: expected an array of at most ${MAX_TOPIC_POSITIONS} positions`);
-    }
-    for (let i = 0; i < o.topics.length; i++) topics.push(parsePosition(o.topics[i], `${where}.topics[${i}]`));
+    if (!Array.isArray(o.topics)) throw invalid(`${p}topics: expected an array of at most ${MAX_TOPIC_POSITIONS} topic positions`);
+    if (o.topics.length > MAX_TOPIC_POSITIONS) throw invalid(`${p}topics: at most ${MAX_TOPIC_POSITIONS} topic positions, got ${o.topics.length}`);
+    for (let i = 0; i < o.topics.length; i++) topics.push(parsePosition(o.topics[i], `${p}topics[${i}]`));
   }
   return { addresses, topics };
 }
 
-function parsePosition(p: unknown, where: string): string[] | null {
-  if (p === null) return null;
-  const alts = Array.isArray(p) ? (p as unknown[]) : [p];
+/** One value or a list of them, at most MAX_FILTER_ALTERNATIVES. */
+function alternatives(v: unknown, where: string): unknown[] {
+  const list = Array.isArray(v) ? (v as unknown[]) : [v];
+  if (list.length > MAX_FILTER_ALTERNATIVES) throw invalid(`${where}: ${list.length} values, at most ${MAX_FILTER_ALTERNATIVES} allowed`);
+  return list;
+}
+
+function parsePosition(v: unknown, where: string): string[] | null {
+  if (v === null) return null;
   const out: string[] = [];
-  for (const x of alts) {
+  for (const x of alternatives(v, where)) {
     // geth stops at a null inside the list: the whole position is a wildcard.
     if (x === null) return null;
-    if (typeof x !== 'string' || !TOPIC.test(x)) throw invalid(`${where}: expected null, a 32-byte hex topic, or an array of them`);
+    if (typeof x !== 'string' || !TOPIC.test(x)) throw invalid(`${where}: expected null or a 32-byte hex topic, got ${shown(x)}`);
     out.push(x.toLowerCase());
   }
   return out.length === 0 ? null : out;

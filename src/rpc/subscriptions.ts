@@ -7,7 +7,7 @@ import type { Metrics, WsSubscriptionKind } from '../metrics/metrics.js';
 import type { NodeClient } from '../node/client.js';
 import type { StateEvents } from '../state/events.js';
 import type { BlockView, TxView } from '../state/view.js';
-import { logMatches, parseLogFilter, type LogFilter } from './filter.js';
+import { logMatches, parseLogFilter, SUBSCRIPTION_FILTER, type LogFilter } from './filter.js';
 import { pendingLogs } from './shapes/receipt.js';
 import type { Shapes } from './shapes/json.js';
 import { headOfBlock, notification, notificationPrefix, transactionWithReceipt } from './shapes/subscription.js';
@@ -21,7 +21,7 @@ export interface SubscriberSink {
 }
 
 /** The subscription kinds served here. */
-export const SUBSCRIPTION_KINDS = ['newFlashblocks', 'newFlashblockTransactions', 'pendingLogs', 'newHeads', 'logs'] as const;
+export const SUBSCRIPTION_KINDS = ['newFlashblocks', 'newFlashblockTransactions', 'newPendingTransactions', 'pendingLogs', 'newHeads', 'logs'] as const;
 export type SubscriptionKind = (typeof SUBSCRIPTION_KINDS)[number];
 
 /** Subscriptions one connection may hold. */
@@ -65,6 +65,7 @@ export class Subscriptions {
   private readonly byKind: Record<SubscriptionKind, Set<Sub>> = {
     newFlashblocks: new Set(),
     newFlashblockTransactions: new Set(),
+    newPendingTransactions: new Set(),
     pendingLogs: new Set(),
     newHeads: new Set(),
     logs: new Set(),
@@ -87,12 +88,14 @@ export class Subscriptions {
     const k = kind as SubscriptionKind;
     let fullTx = false;
     let filter: LogFilter | null = null;
-    if (k === 'newFlashblockTransactions') {
+    if (k === 'newFlashblockTransactions' || k === 'newPendingTransactions') {
       const p = params[1];
-      if (p !== undefined && p !== null && typeof p !== 'boolean') throw invalid('params[1]: expected a boolean (true = full transactions with receipts)');
+      if (p !== undefined && p !== null && typeof p !== 'boolean') {
+        throw invalid(`params[1]: expected a boolean (true = full transaction objects${k === 'newFlashblockTransactions' ? ' with receipts' : ''})`);
+      }
       fullTx = p === true;
     } else if (k === 'pendingLogs' || k === 'logs') {
-      filter = parseLogFilter(params[1], 'params[1]');
+      filter = parseLogFilter(params[1], SUBSCRIPTION_FILTER);
     }
     let mine = this.bySink.get(sink.id);
     if (mine !== undefined && mine.size >= this.maxPerConnection) {
@@ -149,12 +152,13 @@ export class Subscriptions {
   private onApplied(block: BlockView, index: number): void {
     const k = this.byKind;
     if (k.newFlashblocks.size > 0) Subscriptions.fanOut(k.newFlashblocks, JSON.stringify(this.ctx.shapes.blockObject(block, false, index)));
-    if (k.newFlashblockTransactions.size === 0 && k.pendingLogs.size === 0) return;
+    if (k.newFlashblockTransactions.size === 0 && k.newPendingTransactions.size === 0 && k.pendingLogs.size === 0) return;
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] ?? 0);
     const to = block.txCountAt[index] ?? block.txs.length;
     for (let i = from; i < to; i++) {
       const rec = block.txs[i]!;
       if (k.newFlashblockTransactions.size > 0) this.notifyTx(rec, index);
+      if (k.newPendingTransactions.size > 0) this.notifyPendingTx(rec, index);
       if (k.pendingLogs.size > 0 && rec.receipt !== null && rec.receipt.logs.length > 0) this.notifyLogs(k.pendingLogs, pendingLogs(rec, index));
     }
   }
@@ -172,6 +176,19 @@ export class Subscriptions {
         if (hashJson === null) hashJson = '"' + rec.tx.hash + '"';
         s.sink.send(notification(s.prefix, hashJson));
       }
+    }
+  }
+
+  /**
+   * newPendingTransactions (geth's kind; ethers' provider.on('pending') asks for it): the hash of each transaction
+   * as it is preconfirmed, or with `true` the transaction object. Each shape is serialised at most once.
+   */
+  private notifyPendingTx(rec: TxView, index: number): void {
+    let hashJson: string | null = null;
+    let fullJson: string | null = null;
+    for (const s of this.byKind.newPendingTransactions) {
+      if (s.fullTx) s.sink.send(notification(s.prefix, (fullJson ??= JSON.stringify(this.ctx.shapes.txObject(rec, index)))));
+      else s.sink.send(notification(s.prefix, (hashJson ??= '"' + rec.tx.hash + '"')));
     }
   }
 

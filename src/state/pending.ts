@@ -34,6 +34,8 @@ export class PendingState implements PendingView {
   /** Held blocks newest first; rebuilt lazily after a block is added or removed. */
   private orderCache: PendingBlock[] | null = null;
   canonical = -1;
+  /** Transactions of the last settled canonical block when it was held here, else -1 (unknown). */
+  settledTxCount = -1;
   /** performance.now() of the last applied flashblock. */
   lastAppliedMs = 0;
 
@@ -134,8 +136,18 @@ export class PendingState implements PendingView {
         dropped++;
       }
     }
-    if (n > this.canonical) this.canonical = n;
+    if (n > this.canonical) {
+      this.canonical = n;
+      this.settledTxCount = held === undefined || held.broken ? -1 : (canonicalTxHashes?.size ?? held.txs.length);
+    }
     return { reorged, dropped };
+  }
+
+  /** Drops the held blocks at these heights (blocks the stream abandoned); nonces are rebuilt from what stays. */
+  dropBlocks(numbers: readonly number[]): void {
+    if (numbers.length === 0) return;
+    for (const n of numbers) this.removeBlock(n);
+    this.rebuildNonces();
   }
 
   private removeFrom(n: number): void {

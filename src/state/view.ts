@@ -58,6 +58,8 @@ export interface BlockView {
 export interface PendingView {
   /** Newest canonical block number settled, or -1. */
   readonly canonical: number;
+  /** Transactions of the last settled canonical block when it was held here, else -1 (unknown). */
+  readonly settledTxCount: number;
   /** performance.now() of the last applied flashblock (0 before the first). */
   readonly lastAppliedMs: number;
   /** Highest block number held (even if broken), or -1. */

@@ -13,8 +13,6 @@ import { ReplayRing } from './replay.js';
 /** Close code for a resume position the ring no longer covers (application range 4000–4999). */
 export const CLOSE_RESUME_TOO_OLD = 4000;
 export const RESUME_TOO_OLD_REASON = 'resume point older than replay buffer';
-/** Close code for a subscriber over its send-buffer cap (1008 = policy violation). */
-export const CLOSE_SLOW_CONSUMER = 1008;
 export const CLOSE_SHUTDOWN = 1001;
 
 const TOPIC_RAW = 'fb';
@@ -23,8 +21,10 @@ const TOPIC_BROTLI = 'fb.br';
 const BROTLI_OPTS = { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 5, [zlibConstants.BROTLI_PARAM_MODE]: zlibConstants.BROTLI_MODE_TEXT } };
 const MAX_CLIENT_MESSAGE_BYTES = 1024;
 
-/** Per-connection data, fixed at upgrade. */
+/** Per-connection data, fixed at upgrade (but the backlog count). */
 class StreamUser {
+  /** Frames published to it since its send buffer was last seen empty: at most what a close would discard. */
+  queuedFrames = 0;
   constructor(
     readonly ip: string,
     readonly key: string | null,
@@ -108,7 +108,6 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   const perKey = new Map<string, number>();
   /** Brotli copies of frames, made at most once per frame (live or on replay). */
   const brotliCopies = new WeakMap<RawFrame, Buffer>();
-  const slowReason = `slow consumer: send buffer over ${cap} bytes`;
   let draining = false;
   let peakBuffered = 0;
 
@@ -128,25 +127,35 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     });
   };
 
+  /**
+   * Closes a subscriber over its cap at once, dropping what uWS still buffers for it. A graceful end() would queue
+   * the close frame behind megabytes the peer is not reading and keep them (and the socket) for 10–15 s (issue 17);
+   * the peer sees an abnormal closure (1006) instead of a close frame it could only read after all the backlog.
+   */
   const slowClose = (ws: Sock, buffered: number): void => {
     metrics.streamSlowCloses.inc();
-    log.limited('info', 'stream:slow', 1000, 'stream subscriber closed: send buffer over the cap', { ip: ws.getUserData().ip, bufferedBytes: buffered, capBytes: cap });
-    ws.end(CLOSE_SLOW_CONSUMER, slowReason);
+    log.limited('info', 'stream:slow', 1000, 'stream subscriber closed: send buffer over the cap; its buffered frames are dropped', { ip: ws.getUserData().ip, bufferedBytes: buffered, capBytes: cap });
+    ws.close();
   };
 
   /**
    * Before each publish: a subscriber whose send buffer is still over the cap would get this frame queued behind a
-   * backlog it is not reading (uWS would skip it silently further on: a gap). It is not sent the frame (counted as
-   * dropped) and is closed with a clear reason instead.
+   * backlog it is not reading (uWS would skip it silently further on: a gap). It is closed instead; the frame it is
+   * not sent and the frames its discarded buffer may still hold (published since the buffer was last seen empty)
+   * are counted as dropped.
    */
   const dropOverCap = (): void => {
     for (const ws of sockets) {
       const b = ws.getBufferedAmount();
+      const u = ws.getUserData();
       if (b > peakBuffered) peakBuffered = b;
-      if (b > cap) {
-        metrics.streamFramesDropped.inc();
+      if (b === 0) u.queuedFrames = 0;
+      else if (b > cap) {
+        metrics.streamFramesDropped.inc(u.queuedFrames + 1);
         slowClose(ws, b);
+        continue;
       }
+      u.queuedFrames++;
     }
   };
 
@@ -254,8 +263,8 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     maxPayloadLength: MAX_CLIENT_MESSAGE_BYTES,
     idleTimeout: config.streamIdleTimeoutS,
     sendPingsAutomatically: true,
-    // Headroom above the cap: our own check closes at the cap right after each publish (with a clear reason);
-    // uWS's limit only has to stay out of the way so that the close frame itself is not dropped.
+    // Headroom above the cap: our own check closes at the cap right after each publish (counted and logged); uWS's
+    // limit only has to stay out of the way so that it never skips a frame silently before that check.
     maxBackpressure: cap + config.maxFrameBytes + 4096,
     upgrade,
     open,

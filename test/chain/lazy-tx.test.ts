@@ -8,7 +8,8 @@ import { ingestTransaction, LazyTx } from '../../src/chain/lazy-tx.js';
 import { keccak256Hex } from '../../src/chain/keccak.js';
 import { keccakPool, keccakPoolHex } from '../../src/chain/keccak-wasm.js';
 import { recoverSender } from '../../src/chain/sender.js';
-import { decodeRlp, encodeRlp, type RlpItem } from '../../src/chain/rlp.js';
+import { encodeRlp } from '../../src/chain/rlp.js';
+import { decodeRlp, type RlpItem } from '../helpers/rlp-oracle.js';
 import type { DecodedTx } from '../../src/chain/types.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/', import.meta.url));

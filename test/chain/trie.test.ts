@@ -3,7 +3,8 @@ import t from 'tap';
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { EMPTY_TRIE_ROOT, orderedTrieRoot, orderedTrieRootOf, TrieCache } from '../../src/chain/trie.js';
-import { decodeRlp, encodeRlp, type RlpItem } from '../../src/chain/rlp.js';
+import { encodeRlp } from '../../src/chain/rlp.js';
+import { decodeRlp, type RlpItem } from '../helpers/rlp-oracle.js';
 import { keccak256Hex } from '../../src/chain/keccak.js';
 import { unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
 

@@ -6,7 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { decodeTransaction, intrinsicGas, validateTransaction } from '../../src/chain/tx.js';
 import { recoverSender } from '../../src/chain/sender.js';
 import { keccak256Hex } from '../../src/chain/keccak.js';
-import { decodeRlp, encodeRlp, type RlpItem } from '../../src/chain/rlp.js';
+import { encodeRlp } from '../../src/chain/rlp.js';
+import { decodeRlp, type RlpItem } from '../helpers/rlp-oracle.js';
 import type { DecodedTx } from '../../src/chain/types.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/', import.meta.url));

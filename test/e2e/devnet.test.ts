@@ -132,14 +132,16 @@ async function differential(t: Test, opts: DevnetOptions, txs: number): Promise<
       const pend = await rpcBatch(rpc, [
         ['eth_getBlockByNumber', ['pending', true]],
         ...senders.map((a): [string, unknown[]] => ['eth_getBalance', [a.address, 'pending']]),
-        ...senders.map((a): [string, unknown[]] => ['eth_getTransactionCount', [a.address, 'pending']]),
       ]);
       const blk = pend[0]?.ok ? pend[0].value : null;
-      if (blk && pend.every((p) => p.ok)) {
+      // Nonces at the pending block's height: `pending` also counts the node's mempool (back-to-back sends), so it
+      // may run ahead of the block. Asked after the block; only complete blocks are compared, and those do not grow.
+      const nonces = blk ? await rpcBatch(rpc, senders.map((a): [string, unknown[]] => ['eth_getTransactionCount', [a.address, blk.number]])) : [];
+      if (blk && pend.every((p) => p.ok) && nonces.every((p) => p.ok)) {
         samples.push({
           number: Number(blk.number), txCount: blk.transactions.length, txs: blk.transactions,
-          balances: pend.slice(1, 1 + senders.length).map((p) => (p as any).value),
-          nonces: pend.slice(1 + senders.length).map((p) => (p as any).value),
+          balances: pend.slice(1).map((p) => (p as any).value),
+          nonces: nonces.map((p) => (p as any).value),
         });
       }
       await new Promise((r) => setTimeout(r, 10));

@@ -34,12 +34,20 @@ export class CountingObserver implements IngestObserver {
   }
 }
 /** A pipeline with test-friendly defaults. */
-export function makePipeline(opts: { gapWindowFrames?: number; gapTimeoutMs?: number; maxPendingBlocks?: number; maxFrameBytes?: number; log?: Logger } = {}) {
+export function makePipeline(
+  opts: { gapWindowFrames?: number; gapTimeoutMs?: number; maxPendingBlocks?: number; maxFrameBytes?: number; log?: Logger; blockTimeMs?: number; maxAheadMs?: number } = {},
+) {
   const state = new PendingState({ maxPendingBlocks: opts.maxPendingBlocks ?? 8 });
   const observer = new CountingObserver();
   const pipeline = new IngestPipeline(
     state,
-    { maxFrameBytes: opts.maxFrameBytes ?? 16 * 1024 * 1024, gapWindowFrames: opts.gapWindowFrames ?? 16, gapTimeoutMs: opts.gapTimeoutMs ?? 1000 },
+    {
+      maxFrameBytes: opts.maxFrameBytes ?? 16 * 1024 * 1024,
+      gapWindowFrames: opts.gapWindowFrames ?? 16,
+      gapTimeoutMs: opts.gapTimeoutMs ?? 1000,
+      ...(opts.blockTimeMs === undefined ? {} : { blockTimeMs: opts.blockTimeMs }),
+      ...(opts.maxAheadMs === undefined ? {} : { maxAheadMs: opts.maxAheadMs }),
+    },
     opts.log ?? silentLogger,
     observer,
   );

@@ -19,6 +19,8 @@ export interface RpcHarness {
   ctx: MethodContext;
   /** What the RPC module was given. */
   deps: RpcDeps;
+  /** The configuration its options were taken from. */
+  config: Readonly<Config>;
   pipeline: ReturnType<typeof makePipeline>['pipeline'];
   state: ReturnType<typeof makePipeline>['state'];
   mounted: MountedRpc;
@@ -67,6 +69,7 @@ export async function startRpc(opts: { nodeUrl?: string; config?: Partial<Config
     port,
     ctx,
     deps,
+    config,
     pipeline,
     state,
     mounted,

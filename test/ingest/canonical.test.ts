@@ -1,11 +1,13 @@
 import t from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CanonicalTracker } from '../../src/ingest/canonical.js';
+import { loadConfig } from '../../src/config.js';
 import { NodeClient } from '../../src/node/client.js';
 import { silentLogger } from '../../src/log.js';
 import { startAnvil, rpcCall } from '../../scripts/devnet/anvil.js';
 import { makePipeline, feed } from '../helpers/ingest.js';
 import { unichainMessages } from '../helpers/fixtures.js';
+import { startReplayServer } from '../helpers/replay-server.js';
 
 async function until(cond: () => boolean, ms = 8000): Promise<void> {
   const end = Date.now() + ms;
@@ -27,6 +29,10 @@ function atHeight(n: number): Record<string, any>[] {
   });
 }
 
+/** The newHeads WebSocket timings from the defaults table. */
+const defaults = loadConfig([], {});
+const wsTimings = { wsConnectTimeoutMs: defaults.canonicalWsConnectTimeoutMs, wsRetryInitialMs: defaults.canonicalWsRetryInitialMs, wsRetryMaxMs: defaults.canonicalWsRetryMaxMs };
+
 for (const mode of ['polling', 'newHeads'] as const) {
   t.test(`canonical head (${mode}) settles pending blocks and counts preconfirmation reorgs`, async (t) => {
     const anvil = await startAnvil({});
@@ -35,7 +41,7 @@ for (const mode of ['polling', 'newHeads'] as const) {
     const tracker = new CanonicalTracker(
       node,
       { settle: (n, h) => pipeline.settle(n, h), holds: (n) => state.block(n) !== undefined, canonical: () => state.canonical },
-      { pollMs: mode === 'polling' ? 50 : 60_000, wsUrl: mode === 'newHeads' ? anvil.wsUrl : '', maxCatchUpBlocks: 8 },
+      { pollMs: mode === 'polling' ? 50 : 60_000, wsUrl: mode === 'newHeads' ? anvil.wsUrl : '', maxCatchUpBlocks: 8, ...wsTimings },
       silentLogger,
     );
     t.teardown(async () => {
@@ -63,7 +69,7 @@ for (const mode of ['polling', 'newHeads'] as const) {
 t.test('an unreachable node never throws; pending keeps serving', async (t) => {
   const node = new NodeClient({ url: 'http://127.0.0.1:1/', timeoutMs: 200, maxSockets: 1 });
   const { state, pipeline } = makePipeline();
-  const tracker = new CanonicalTracker(node, { settle: (n, h) => pipeline.settle(n, h), holds: () => false, canonical: () => state.canonical }, { pollMs: 20, wsUrl: '', maxCatchUpBlocks: 8 }, silentLogger);
+  const tracker = new CanonicalTracker(node, { settle: (n, h) => pipeline.settle(n, h), holds: () => false, canonical: () => state.canonical }, { pollMs: 20, wsUrl: '', maxCatchUpBlocks: 8, ...wsTimings }, silentLogger);
   tracker.start();
   for (const m of atHeight(5)) feed(pipeline, m);
   await sleep(200);
@@ -71,4 +77,28 @@ t.test('an unreachable node never throws; pending keeps serving', async (t) => {
   node.close();
   t.equal(state.pendingBlock()?.number, 5);
   t.equal(tracker.lastOkMs, 0);
+});
+
+t.test('the newHeads socket is reconnected (shared backoff) after the node drops it, and heads flow again', async (t) => {
+  const fakeNode = await startReplayServer();
+  const node = new NodeClient({ url: 'http://127.0.0.1:1/', timeoutMs: 200, maxSockets: 1 });
+  const { state, pipeline } = makePipeline();
+  const tracker = new CanonicalTracker(node, { settle: (n, h) => pipeline.settle(n, h), holds: () => false, canonical: () => state.canonical }, { pollMs: 60_000, wsUrl: fakeNode.url, maxCatchUpBlocks: 8, ...wsTimings }, silentLogger);
+  t.teardown(async () => {
+    tracker.stop();
+    node.close();
+    await fakeNode.close();
+  });
+  tracker.start();
+  const head = (n: number): string => JSON.stringify({ jsonrpc: '2.0', method: 'eth_subscription', params: { subscription: '0x1', result: { number: '0x' + n.toString(16) } } });
+  for (let n = 16; n < 20; n++) {
+    await fakeNode.waitForClients(1, 15_000);
+    fakeNode.send(head(n));
+    await until(() => tracker.head === n);
+    fakeNode.dropClients(n % 2 === 0 ? 1011 : 0);
+  }
+  await fakeNode.waitForClients(1, 15_000);
+  fakeNode.send(head(20));
+  await until(() => tracker.head === 20);
+  t.equal(state.canonical, 20, 'heads received over the reconnected socket settle');
 });

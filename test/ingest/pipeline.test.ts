@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { makePipeline, feed } from '../helpers/ingest.js';
 import { baseSepoliaMessages, unichainMessages } from '../helpers/fixtures.js';
 import { Shapes } from '../../src/rpc/shapes/json.js';
+import { createLogger } from '../../src/log.js';
 
 type Msg = Record<string, any>;
 const clone = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
@@ -74,12 +75,166 @@ t.test('a gap that never fills marks the block broken; pending falls back until 
 t.test('out of order: index 1 before index 0 is buffered and applied as soon as 0 arrives', async (t) => {
   const { state, observer, pipeline } = makePipeline();
   const m = base();
+  for (const x of atHeight(base(), m[0]!.metadata.block_number - 1, '0x0000000000000999')) feed(pipeline, x); // the block before, in full
   feed(pipeline, m[1]);
   t.equal(observer.verdicts.get('out_of_order'), 1);
-  t.equal(state.pendingBlock(), null);
+  t.equal(state.pendingBlock()!.number, m[0]!.metadata.block_number - 1, 'the block before stays pending meanwhile');
   feed(pipeline, m[0]);
   t.equal(state.pendingBlock()!.nextIndex, 2);
   t.equal(observer.verdicts.get('gap_filled'), 1);
+});
+
+/** Hands one message to the pipeline as received at `atMs` (performance.now() scale). */
+function at(pipeline: ReturnType<typeof makePipeline>['pipeline'], msg: Msg, atMs: number, upstream = 0): void {
+  pipeline.handleFrame({ data: Buffer.from(JSON.stringify(msg)), isBinary: false, upstream, receivedAtMs: atMs });
+}
+
+t.test('a far-future flashblock is refused and counted; pending follows the real blocks after it', async (t) => {
+  const { state, observer, pipeline } = makePipeline({ blockTimeMs: 2000, maxAheadMs: 20_000 });
+  const n = 35_535_698;
+  let now = 1_000;
+  pipeline.settle(n - 1, null, now);
+  for (const x of atHeight(uni(), n, '0x0000000000000001')) at(pipeline, x, (now += 200));
+  t.equal(state.pendingBlock()!.number, n);
+  const poison = atHeight(uni(), n + 1_000_000, '0x00000000000000ff');
+  at(pipeline, poison[0]!, (now += 10));
+  at(pipeline, poison[1]!, (now += 10));
+  t.equal(observer.verdicts.get('too_far_ahead'), 2, 'refused and counted');
+  t.equal(state.block(n + 1_000_000), undefined, 'never held');
+  t.equal(state.pendingBlock()!.number, n, 'pending is still the real block');
+  for (let k = 1; k <= 13; k++) {
+    for (const x of atHeight(uni(), n + k, '0x' + (k + 1).toString(16).padStart(16, '0'))) at(pipeline, x, (now += 400));
+    t.equal(state.pendingBlock()!.number, n + k, `pending follows real block ${n + k}`);
+    if (k % 2 === 0) pipeline.settle(n + k - 1, null, now); // the node follows one block behind
+  }
+  // The bound is counted from the last canonical head seen: a node that stops answering does not stop pending.
+  const quiet = now;
+  for (let k = 14; k <= 30; k++) {
+    for (const x of atHeight(uni(), n + k, '0x' + (k + 1).toString(16).padStart(16, '0'))) at(pipeline, x, (now += 400));
+  }
+  t.equal(state.pendingBlock()!.number, n + 30, `still following after ${now - quiet} ms without a canonical head`);
+  t.equal(observer.verdicts.get('too_far_ahead'), 2, 'real blocks are never refused');
+});
+
+t.test('a far-future block taken before the canonical head was known is abandoned once the live sequence goes on', async (t) => {
+  const { state, observer, pipeline } = makePipeline({ blockTimeMs: 2000, maxAheadMs: 20_000 });
+  const n = 35_535_698;
+  let now = 1_000;
+  for (const x of atHeight(uni(), n, '0x0000000000000001')) at(pipeline, x, (now += 200));
+  at(pipeline, atHeight(uni(), n + 1_000_000, '0x00000000000000ff')[0]!, (now += 10));
+  t.equal(state.pendingBlock()!.number, n + 1_000_000, 'with no canonical head there is nothing to bound it by');
+  const poisonAt = now;
+  const seen: number[] = [];
+  for (let k = 1; k <= 4; k++) {
+    for (const x of atHeight(uni(), n + k, '0x' + (k + 1).toString(16).padStart(16, '0'))) {
+      at(pipeline, x, (now += 200));
+      seen.push(state.pendingBlock()!.number);
+      if (now - poisonAt >= 2000) t.equal(state.pendingBlock()!.number, n + k, `at +${now - poisonAt} ms pending is the live block`);
+    }
+  }
+  t.equal(observer.verdicts.get('abandoned'), 1);
+  t.equal(state.block(n + 1_000_000), undefined, 'the abandoned block is no longer held');
+  const firstLive = seen.findIndex((b) => b < n + 1_000_000);
+  t.ok(seen.slice(firstLive).every((b) => b < n + 1_000_000), 'once dropped it never comes back');
+});
+
+t.test('a higher block that keeps receiving flashblocks is not abandoned when a lagging copy starts a lower one', async (t) => {
+  const { state, observer, pipeline } = makePipeline({ blockTimeMs: 2000 });
+  const n = 35_535_698;
+  const lower = atHeight(uni(), n, '0x0000000000000001');
+  const higher = atHeight(uni(), n + 1, '0x0000000000000002');
+  let now = 1_000;
+  at(pipeline, higher[0]!, (now += 200), 1); // upstream 1 joined at n + 1
+  for (let i = 0; i < lower.length; i++) {
+    at(pipeline, lower[i]!, (now += 100), 0); // upstream 0 lags a block behind
+    if (i + 1 < higher.length) at(pipeline, higher[i + 1]!, (now += 100), 1);
+  }
+  t.equal(observer.verdicts.get('abandoned'), undefined);
+  t.equal(state.pendingBlock()!.number, n + 1);
+  t.equal(state.pendingBlock()!.nextIndex, higher.length);
+});
+
+t.test('joining mid-block is counted as such, not as a gap, and serving starts with the next block', async (t) => {
+  const lines: string[] = [];
+  const { state, observer, pipeline } = makePipeline({ log: createLogger({ level: 'info', write: (l) => lines.push(l) }) });
+  const m = base();
+  const n = m[0]!.metadata.block_number as number;
+  for (const x of m.slice(4)) feed(pipeline, x);
+  t.equal(observer.verdicts.get('joined_mid_block'), m.length - 4);
+  t.equal(observer.verdicts.get('out_of_order'), undefined);
+  t.equal(observer.verdicts.get('gap_buffered'), undefined);
+  t.equal(pipeline.bufferedFrames, 0, 'nothing buffered for a block whose start was never seen');
+  pipeline.tick(performance.now() + 60_000);
+  t.equal(observer.verdicts.get('gap_skipped'), undefined, 'no gap');
+  t.same(observer.broken, []);
+  t.equal(state.pendingBlock(), null);
+  const next = atHeight(base(), n + 1, '0x0000000000000abc');
+  for (const x of next) feed(pipeline, x);
+  t.equal(state.pendingBlock()!.number, n + 1, 'the next block is served');
+  t.equal(state.pendingBlock()!.nextIndex, next.length);
+  const logged = lines.map((l) => JSON.parse(l) as { level: string; msg: string; block?: number });
+  const joins = logged.filter((l) => /mid-block/.test(l.msg));
+  t.equal(joins.length, 1, 'one line per joined block');
+  t.equal(joins[0]!.level, 'info');
+  t.equal(joins[0]!.block, n);
+  t.same(logged.filter((l) => l.level === 'warn' || l.level === 'error'), [], 'nothing at warn');
+});
+
+t.test('a mid-block join from one upstream does not lose the frame when another upstream then delivers the block from index 0', async (t) => {
+  const { state, observer, pipeline } = makePipeline();
+  const m = base();
+  feed(pipeline, m[3], 1);
+  t.equal(observer.verdicts.get('joined_mid_block'), 1);
+  for (const x of m.slice(0, 5)) feed(pipeline, x, 0);
+  t.equal(state.pendingBlock()!.nextIndex, 5, "the second upstream's copy of index 3 applied");
+});
+
+/** Base's metadata link: index 0 names the previous block's last flashblock, index i names i - 1. */
+function linked(msgs: Msg[], prevBlockLast: string): Msg[] {
+  return msgs.map((x, i) => {
+    x.metadata.prev_flashblock_id = i === 0 ? prevBlockLast : `${x.metadata.block_number}-${i - 1}`;
+    return x;
+  });
+}
+
+t.test("prev_flashblock_id on index 0 reveals the previous block's missing last flashblocks", async (t) => {
+  const first = linked(base(), '0-0');
+  const n = first[0]!.metadata.block_number as number;
+  const second = linked(atHeight(base(), n + 1, '0x0000000000000abc'), `${n}-${first.length - 1}`);
+
+  const whole = makePipeline();
+  for (const x of [...first, ...second]) feed(whole.pipeline, x);
+  t.equal(whole.observer.decodeErrors.size, 0, 'real-shaped frames with the link decode');
+  t.equal(whole.observer.verdicts.get('predecessor_missing'), undefined, 'a complete block links cleanly');
+  t.equal(whole.state.pendingBlock()!.nextIndex, second.length);
+
+  const cut = makePipeline();
+  for (const x of first.slice(0, first.length - 3)) feed(cut.pipeline, x);
+  for (const x of second) feed(cut.pipeline, x);
+  t.equal(cut.observer.verdicts.get('predecessor_missing'), 1, 'the tail of the previous block is known missing');
+  t.equal(cut.observer.verdicts.get('gap_buffered'), undefined, 'the index sequence alone saw nothing');
+  t.equal(cut.state.pendingBlock()!.number, n + 1, 'the next block is served');
+  t.equal(cut.state.block(n)!.nextIndex, first.length - 3, 'the previous block is held as received');
+
+  const without = makePipeline();
+  const bare = [...first.slice(0, first.length - 3), ...second].map((x) => {
+    const c = clone(x);
+    delete c.metadata.prev_flashblock_id;
+    return c;
+  });
+  for (const x of bare) feed(without.pipeline, x);
+  t.equal(without.observer.decodeErrors.size, 0, 'a frame without the link is fine');
+  t.equal(without.observer.verdicts.get('predecessor_missing'), undefined);
+  t.equal(without.state.pendingBlock()!.nextIndex, second.length);
+
+  const bad = makePipeline();
+  feed(bad.pipeline, first[0]);
+  for (const v of ['33439826:1', 12, '-1-2', '1-x']) {
+    const c = clone(first[1]!);
+    c.metadata.prev_flashblock_id = v;
+    feed(bad.pipeline, c);
+  }
+  t.equal(bad.observer.decodeErrors.get('schema'), 4, 'a malformed link is a schema failure');
 });
 
 t.test('a new payload_id mid-block replaces the build; the next flashblock of the new build applies', async (t) => {
@@ -110,7 +265,7 @@ t.test('garbage is counted by reason and never changes state', async (t) => {
     return c;
   };
   feed(pipeline, Buffer.from('{"payload_id": "0x01", "index": '));
-  feed(pipeline, randomBytes(300));
+  feed(pipeline, randomBytes(300), 0, true);
   feed(pipeline, bad((c) => (c.index = '1')));
   feed(pipeline, bad((c) => (c.metadata.block_number = '0x1fe4052')));
   feed(pipeline, bad((c) => (c.diff.transactions = 'nope')));
@@ -122,6 +277,20 @@ t.test('garbage is counted by reason and never changes state', async (t) => {
   t.same(Object.fromEntries(observer.decodeErrors), { json: 1, brotli: 1, schema: 5, transaction: 1, too_large: 2 });
   t.equal(state.txCount, before, 'nothing half-applied');
   t.equal(state.pendingBlock()!.nextIndex, 1);
+  feed(pipeline, m[1]);
+  t.equal(state.pendingBlock()!.nextIndex, 2, 'the next valid flashblock applies');
+});
+
+t.test('text frames of JSON that is not an object count as schema or json, never brotli', async (t) => {
+  const { state, observer, pipeline } = makePipeline();
+  const m = base();
+  feed(pipeline, m[0]);
+  for (const text of ['[1,2,3]', 'null', '  "flashblock"', '42', 'true']) feed(pipeline, Buffer.from(text));
+  feed(pipeline, Buffer.from('[1,2,'));
+  feed(pipeline, Buffer.from('nul'));
+  feed(pipeline, Buffer.from('[1,2,3]'), 0, true); // valid JSON in a binary frame: still a schema failure
+  feed(pipeline, randomBytes(64).fill(0x5b, 0, 1), 0, true); // binary garbage: brotli
+  t.same(Object.fromEntries(observer.decodeErrors), { schema: 6, json: 2, brotli: 1 });
   feed(pipeline, m[1]);
   t.equal(state.pendingBlock()!.nextIndex, 2, 'the next valid flashblock applies');
 });

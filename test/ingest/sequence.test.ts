@@ -1,8 +1,8 @@
 import t from 'tap';
 import { classify, ReorderBuffer, type HeightView, type SequenceView } from '../../src/ingest/sequence.js';
 
-function view(canonical: number, heights: Record<number, HeightView>): SequenceView {
-  return { canonical, height: (n) => heights[n] };
+function view(canonical: number, heights: Record<number, HeightView>, lastApplied = 100, aheadLimit = Infinity): SequenceView {
+  return { canonical, aheadLimit, lastApplied, height: (n) => heights[n] };
 }
 
 const held = { payloadId: '0xaa', nextIndex: 3, broken: false };
@@ -22,6 +22,11 @@ const cases: Array<[string, { payloadId: string; index: number; blockNumber: num
   ['a new build replaces a broken one', { payloadId: '0xee', index: 0, blockNumber: 100 }, view(99, { 100: { ...held, broken: true } }), 'replaced_payload'],
   ['block 0 index 0 with no canonical head is a new block', { payloadId: '0x01', index: 0, blockNumber: 0 }, view(-1, {}), 'new_block'],
   ['a jump several heights ahead starts a new block', { payloadId: '0x02', index: 0, blockNumber: 500 }, view(99, { 100: held }), 'new_block'],
+  ['a height beyond the far-ahead bound is refused', { payloadId: '0x03', index: 0, blockNumber: 1_000_100 }, view(99, { 100: held }, 100, 110), 'too_far_ahead'],
+  ['the far-ahead bound itself is accepted', { payloadId: '0x03', index: 0, blockNumber: 110 }, view(99, { 100: held }, 100, 110), 'new_block'],
+  ['the far-ahead bound applies to held heights too', { payloadId: '0xaa', index: 3, blockNumber: 100 }, view(90, { 100: held }, 100, 95), 'too_far_ahead'],
+  ['index > 0 of a block not following the last applied one is a mid-block join', { payloadId: '0xbb', index: 4, blockNumber: 105 }, view(99, { 100: held }), 'joined_mid_block'],
+  ['index > 0 before anything was applied is a mid-block join', { payloadId: '0xbb', index: 4, blockNumber: 105 }, view(-1, {}, -1), 'joined_mid_block'],
 ];
 
 for (const [name, fb, v, want] of cases) {

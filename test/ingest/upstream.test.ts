@@ -197,6 +197,74 @@ t.test('the attempt counter resets once a connection stayed up healthyResetMs', 
   t.ok(e.retryInMs === BASE.backoffInitialMs, 'first retry waits exactly backoffInitialMs');
 });
 
+t.test('the first frame of a connection resets the backoff; connections that deliver nothing keep climbing', async (t) => {
+  const server = await withServer(t);
+  const { rec } = startPool(t, [server.url]); // healthyResetMs 60 s: only the frame can reset it here
+  await rec.until('connected', () => rec.find('connected'));
+  const attempts: number[] = [];
+  for (let i = 0; i < 3; i++) {
+    const mark = rec.events.length;
+    server.dropClients();
+    attempts.push((await rec.until('disconnected', () => rec.find('disconnected', mark))).attempt);
+    await rec.until('connected', () => rec.find('connected', mark));
+  }
+  t.same(attempts, [1, 2, 3], 'no frame: the counter keeps climbing');
+  await server.waitForClients(1);
+  server.send('hello');
+  await rec.until('frame', () => rec.frames.length >= 1);
+  const mark = rec.events.length;
+  server.dropClients();
+  const e = await rec.until('disconnected', () => rec.find('disconnected', mark));
+  t.equal(e.attempt, 1, 'a connection that delivered a frame resets the counter');
+  t.equal(e.retryInMs, BASE.backoffInitialMs, 'and the retry waits exactly backoffInitialMs');
+});
+
+/** A fake upstream that can be killed and brought back on the same port, sending a frame every `everyMs` while up. */
+async function restartable(t: Test, everyMs: number) {
+  let server = await startReplayServer();
+  const port = server.port;
+  let n = 0;
+  const ticker = setInterval(() => server.send(`frame ${n++}`), everyMs);
+  t.teardown(async () => {
+    clearInterval(ticker);
+    await server.close();
+  });
+  return {
+    url: server.url,
+    kill: () => server.close(),
+    async revive(): Promise<void> {
+      server = await startReplayServer({ port });
+    },
+  };
+}
+
+t.test('an upstream restarted 20 times is retried from backoffInitialMs each time (reconnect-to-receipt reported)', async (t) => {
+  // The daemon's defaults (backoff 100 ms → 5 s, healthy reset 10 s), a 200 ms frame interval, 500 ms down each time.
+  const up = await restartable(t, 200);
+  const { rec } = startPool(t, [up.url], { pingIntervalMs: 500, stallTimeoutMs: 1000, backoffInitialMs: 100, backoffMaxMs: 5000, healthyResetMs: 10_000, connectTimeoutMs: 3000 });
+  await rec.until('first frame', () => rec.frames.length > 0);
+  const toReceiptMs: number[] = [];
+  const firstAttempts: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    const mark = rec.events.length;
+    await up.kill();
+    const gone = await rec.until('disconnected', () => rec.find('disconnected', mark));
+    firstAttempts.push(gone.attempt);
+    await new Promise((r) => setTimeout(r, 500));
+    await up.revive();
+    const backAt = performance.now();
+    const f = await rec.until('a frame after the restart', () => rec.frames.find((x) => x.receivedAtMs > backAt), 15_000);
+    toReceiptMs.push(f.receivedAtMs - backAt);
+  }
+  t.same(firstAttempts, new Array(20).fill(1), 'every restart found the backoff reset by the frames before it');
+  const pct = (xs: number[], p: number): number => {
+    const s = [...xs].sort((a, b) => a - b);
+    return Math.round(s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!);
+  };
+  t.comment(`upstream back → next frame received, 20 restarts: p50 ${pct(toReceiptMs, 50)} ms, p99 ${pct(toReceiptMs, 99)} ms, max ${pct(toReceiptMs, 100)} ms`);
+  t.equal(toReceiptMs.length, 20, 'a frame was received after every restart');
+});
+
 t.test('a silent upstream (no frames, no pongs) is reported stalled and reconnected', async (t) => {
   const server = await withServer(t);
   const { rec } = startPool(t, [server.url], { stallTimeoutMs: 300, pingIntervalMs: 100 });

@@ -29,14 +29,14 @@ t.teardown(async () => {
 async function startServing(t: Test, graceMs: number): Promise<DaemonProcess> {
   const d = await spawnDaemon(
     sourceCommand(),
-    ['--port', '0', '--metrics-port', '0', '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--block-time-ms', '1000', '--shutdown-grace-ms', String(graceMs)],
+    ['--port', '0', '--metrics-port', '0', '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--block-time-ms', '1000', '--shutdown-grace-ms', String(graceMs), '--max-ahead-ms', '0'], // anvil is ~35 M blocks behind the capture
     { env: childEnv },
   );
   t.teardown(() => d.close());
   await upstream.waitForClients(1);
   for (const m of unichainMessages()) upstream.send(JSON.stringify(m));
   for (let i = 0; i < 400; i++) {
-    const r = await post(d.rpcUrl, { jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: [] });
+    const r = await post(d.rpcUrl, { jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: ['pending'] });
     if ((r.json as { result?: string }).result === PENDING_HEIGHT) return d;
     await new Promise((r) => setTimeout(r, 25));
   }

@@ -51,6 +51,25 @@ t.test('missing or non-string method → -32600', async (tt) => {
   await expectCode(tt, '{"jsonrpc":"2.0","id":{},"method":"eth_chainId"}', RpcCode.INVALID_REQUEST, /id/);
 });
 
+t.test('an id with no finite value (1e400, -1e400) → -32600 with id null; every reply, batches too, is valid JSON', async (tt) => {
+  for (const id of ['1e400', '-1e400']) {
+    const r = await h.post(`{"jsonrpc":"2.0","id":${id},"method":"eth_chainId","params":[]}`);
+    tt.notMatch(r.text, /Infinity/);
+    const j = JSON.parse(r.text) as Envelope;
+    tt.equal(j.error?.code, RpcCode.INVALID_REQUEST, `id ${id}`);
+    tt.match(j.error?.message, /id must be a finite number/);
+    tt.equal(j.id, null);
+  }
+  const r = await h.post('[{"jsonrpc":"2.0","id":1,"method":"eth_chainId"},{"jsonrpc":"2.0","id":1e400,"method":"eth_chainId"},{"jsonrpc":"2.0","id":1.5e3,"method":"eth_chainId"}]');
+  const j = JSON.parse(r.text) as (Envelope & { result?: unknown })[];
+  tt.equal(j.length, 3, 'the batch parses and answers every item');
+  tt.same(j[0], { jsonrpc: '2.0', id: 1, result: '0x7a69' });
+  tt.equal(j[1]!.error?.code, RpcCode.INVALID_REQUEST);
+  tt.equal(j[1]!.id, null);
+  tt.same(j[2], { jsonrpc: '2.0', id: 1500, result: '0x7a69' }, 'a finite number id is echoed as its value');
+  await stillServes(tt);
+});
+
 t.test('bad params: types, hex, counts → -32602 naming the argument', async (tt) => {
   const cases: [string, unknown[], RegExp][] = [
     ['eth_getTransactionByHash', ['1234'], /invalid argument 0: hex string without 0x prefix/],

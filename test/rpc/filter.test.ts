@@ -2,7 +2,7 @@
 // eth_getLogs over pending blocks and the pendingLogs subscription, which must agree with it.
 import t from 'tap';
 import { RpcCode, RpcError } from '../../src/errors.js';
-import { logMatches, parseLogFilter } from '../../src/rpc/filter.js';
+import { GETLOGS_FILTER, logMatches, parseLogFilter, SUBSCRIPTION_FILTER } from '../../src/rpc/filter.js';
 import { Shapes } from '../../src/rpc/shapes/json.js';
 import { Subscriptions, type SubscriberSink } from '../../src/rpc/subscriptions.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
@@ -55,13 +55,13 @@ t.test('log filter table (geth eth/filters semantics)', async (t) => {
     [{ topics: [t1, t2, t3, t1] }, A, [t1, t2, t3, t1], true],
   ];
   for (const [f, address, topics, want] of cases) {
-    t.equal(logMatches(parseLogFilter(f, 'params[1]'), { address, topics }), want, JSON.stringify({ f, address, topics }));
+    t.equal(logMatches(parseLogFilter(f, SUBSCRIPTION_FILTER), { address, topics }), want, JSON.stringify({ f, address, topics }));
   }
 });
 
 function errorOf(f: unknown): { code: number; message: string } | null {
   try {
-    parseLogFilter(f, 'invalid argument 0');
+    parseLogFilter(f, GETLOGS_FILTER);
     return null;
   } catch (e) {
     if (e instanceof RpcError) return { code: e.code, message: e.message };
@@ -71,12 +71,14 @@ function errorOf(f: unknown): { code: number; message: string } | null {
 
 t.test('bad filters are -32602 naming the member; what geth accepts is accepted', async (t) => {
   t.match(errorOf('x'), { code: RpcCode.INVALID_PARAMS, message: /^invalid argument 0: expected a filter object/ });
-  t.match(errorOf({ address: '0x12' }), { code: RpcCode.INVALID_PARAMS, message: /invalid argument 0\.address: expected a 20-byte/ });
-  t.match(errorOf({ address: [A, 7] }), { message: /\.address/ });
-  t.match(errorOf({ topics: 'x' }), { message: /\.topics: expected an array of at most 4/ });
-  t.match(errorOf({ topics: [null, null, null, null, null] }), { message: /at most 4/ });
-  t.match(errorOf({ topics: [null, '0x12'] }), { message: /\.topics\[1\]: expected null, a 32-byte hex topic/ });
-  t.match(errorOf({ topics: [[t1, 5]] }), { message: /\.topics\[0\]/ });
+  t.match(errorOf({ address: '0x12' }), { code: RpcCode.INVALID_PARAMS, message: /^invalid argument 0: address: expected a 20-byte hex address, got "0x12"/ });
+  t.match(errorOf({ address: [A, 7] }), { message: /address: expected a 20-byte hex address, got 7/ });
+  t.match(errorOf({ address: Array.from({ length: 1001 }, () => A) }), { message: /address: 1001 values, at most 1000 allowed/ });
+  t.match(errorOf({ topics: 'x' }), { message: /topics: expected an array of at most 4 topic positions/ });
+  t.match(errorOf({ topics: [null, null, null, null, null] }), { message: /at most 4 topic positions, got 5/ });
+  t.match(errorOf({ topics: [null, '0x12'] }), { message: /topics\[1\]: expected null or a 32-byte hex topic, got "0x12"/ });
+  t.match(errorOf({ topics: [[t1, 5]] }), { message: /topics\[0\]/ });
+  t.match(errorOf({ topics: [null, Array.from({ length: 1001 }, () => t1)] }), { message: /topics\[1\]: 1001 values, at most 1000 allowed/ });
   t.equal(errorOf({ topics: [[null, '0xzz']] }), null, 'geth stops reading an OR-list at its null (a wildcard)');
   t.equal(errorOf({ topics: [null, [], [t1, null], t2] }), null);
 });
@@ -125,7 +127,7 @@ t.test('eth_getLogs(pending) and pendingLogs agree with the table on the capture
     const r = await h.call('eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending', topics }]);
     t.notOk(r.error, `${name}: accepted`);
     const got = r.result as { topics: string[] }[];
-    const want = logMatches(parseLogFilter({ topics }, 'x'), { address: '', topics: [topic] });
+    const want = logMatches(parseLogFilter({ topics }, GETLOGS_FILTER), { address: '', topics: [topic] });
     t.equal(got.length, want ? 4 : 0, `${name}: eth_getLogs ${want ? 'matches all four' : 'matches none'}`);
     const notes = sink.texts.filter((x) => x.includes(ids[i]!)).length;
     t.equal(notes, got.length, `${name}: pendingLogs notified the same logs`);

@@ -59,9 +59,10 @@ async function ok(method: string, params: unknown[]): Promise<unknown> {
   return r.result;
 }
 
-t.test('eth_blockNumber("pending") is the pending height', async (tt) => {
+t.test('eth_blockNumber("pending") is the pending height; without a tag it is latest (the node\'s head)', async (tt) => {
   tt.equal(await ok('eth_blockNumber', ['pending']), NUM);
-  tt.equal(await ok('eth_blockNumber', []), NUM, 'without params too: clients re-check receipts on a new block number');
+  tt.equal(await ok('eth_blockNumber', []), '0x0', "anvil's head: a preconfirmed transaction has 0 confirmations");
+  tt.equal(await ok('eth_blockNumber', ['latest']), '0x0');
 });
 
 t.test('eth_getBlockByNumber pending, with hashes and full objects', async (tt) => {
@@ -180,6 +181,60 @@ t.test('eth_getLogs ending at pending', async (tt) => {
   tt.ok(byHash.every((l) => l.blockHash === hashes[1]));
 });
 
+t.test('eth_getLogs: addresses and topics are checked, at most 1,000 per position, whichever part answers (table)', async (tt) => {
+  const addr = (i: number): string => '0x' + i.toString(16).padStart(40, '0');
+  const topic = (i: number): string => '0x' + i.toString(16).padStart(64, '0');
+  const ranges = [{ fromBlock: 'pending', toBlock: 'pending' }, { fromBlock: '0x0', toBlock: 'latest' }];
+  const cases: [string, Record<string, unknown>, RegExp | null][] = [
+    ['1,000 addresses', { address: Array.from({ length: 1000 }, (_, i) => addr(i)) }, null],
+    ['1,001 addresses', { address: Array.from({ length: 1001 }, (_, i) => addr(i)) }, /address: 1001 values, at most 1000/],
+    ['1,000 topics at a position', { topics: [null, Array.from({ length: 1000 }, (_, i) => topic(i))] }, null],
+    ['1,001 topics at a position', { topics: [null, Array.from({ length: 1001 }, (_, i) => topic(i))] }, /topics\[1\]: 1001 values, at most 1000/],
+    ['a short address', { address: '0x1234' }, /address: expected a 20-byte hex address, got "0x1234"/],
+    ['a short address in a list', { address: [addr(1), '0x' + '11'.repeat(21)] }, /address: expected a 20-byte hex address/],
+    ['an address without 0x', { address: '11'.repeat(20) }, /address: expected a 20-byte hex address/],
+    ['a short topic', { topics: ['0x12'] }, /topics\[0\]: expected null or a 32-byte hex topic/],
+    ['a null alternative is a wildcard', { topics: [[null, topic(1)]] }, null],
+    ['five topic positions', { topics: [null, null, null, null, null] }, /at most 4 topic positions/],
+  ];
+  for (const range of ranges) {
+    for (const [name, filter, err] of cases) {
+      const r = await h.call('eth_getLogs', [{ ...range, ...filter }]);
+      if (err === null) tt.ok(Array.isArray(r.result), `${name} (${range.fromBlock}..${range.toBlock}): answered`);
+      else {
+        tt.equal(r.error?.code, -32602, `${name} (${range.fromBlock}..${range.toBlock}): -32602`);
+        tt.match(r.error?.message, err);
+      }
+    }
+  }
+  const tag = await h.call('eth_getLogs', [{ fromBlock: 'Pending', toBlock: 'pending' }]);
+  tt.equal(tag.error?.code, -32602);
+  tt.match(tag.error?.message, /fromBlock: unknown block tag "Pending"; valid: latest, pending, earliest, safe, finalized/);
+});
+
+t.test('a wrong block tag is -32602 naming the argument and listing the valid tags (table)', async (tt) => {
+  const A = '0x' + '77'.repeat(20);
+  const cases: [string, unknown[], number, boolean][] = [
+    ['eth_getBlockByNumber', ['Pending', false], 0, false],
+    ['eth_getBlockByNumber', ['constructor', false], 0, false],
+    ['eth_blockNumber', ['PENDING'], 0, false],
+    ['eth_getBlockReceipts', ['Latest'], 0, true],
+    ['eth_getBlockTransactionCountByNumber', ['pending '], 0, false],
+    ['eth_getTransactionByBlockNumberAndIndex', ['Pending', '0x0'], 0, false],
+    ['eth_getBalance', [A, 'Pending'], 1, true],
+    ['eth_getTransactionCount', [A, 'Pending'], 1, true],
+    ['eth_call', [{ to: A, data: '0x' }, 'Pending'], 1, true],
+    ['eth_getCode', [A, 'Pending'], 1, true],
+    ['eth_getStorageAt', [A, '0x0', 'Pending'], 2, true],
+  ];
+  for (const [method, params, i, hashOk] of cases) {
+    const r = await h.call(method, params);
+    tt.equal(r.error?.code, -32602, `${method}(${JSON.stringify(params)}): -32602`);
+    tt.match(r.error?.message, new RegExp(`^invalid argument ${i}: unknown block tag ".*"; valid: latest, pending, earliest, safe, finalized, or a hex block number`), method);
+    tt.equal(/block hash/.test(r.error?.message ?? ''), hashOk, `${method}: a block hash is ${hashOk ? '' : 'not '}listed`);
+  }
+});
+
 t.test('the same answers over WebSocket JSON-RPC on /', async (tt) => {
   const ws = new WebSocket(h.wsUrl);
   await new Promise((resolve, reject) => {
@@ -217,4 +272,22 @@ t.test('metrics record the source of each answer', async (tt) => {
   tt.ok(h.ctx.metrics.rpcHandle('eth_getTransactionReceipt', 'state').counter.value >= 6);
   tt.ok(h.ctx.metrics.rpcHandle('eth_getBlockByHash', 'node').counter.value >= 1);
   tt.ok(h.ctx.metrics.rpcHandle('eth_getTransactionReceipt', 'state').histogram.count >= 6);
+});
+
+t.test('a broken pending block: pending answers exactly as latest, counted as broken', async (tt) => {
+  const before = h.ctx.metrics.pendingFallbacks.broken.value;
+  tt.ok(h.state.markBroken(Number(NUM), 'test: a gap that never filled'));
+  const A = '0x' + '77'.repeat(20);
+  const pairs: [string, unknown[], unknown[]][] = [
+    ['eth_getBlockByNumber', ['pending', false], ['latest', false]],
+    ['eth_getBlockReceipts', ['pending'], ['latest']],
+    ['eth_getBlockTransactionCountByNumber', ['pending'], ['latest']],
+    ['eth_blockNumber', ['pending'], []],
+    ['eth_getBalance', [userTx.from, 'pending'], [userTx.from, 'latest']],
+    ['eth_getTransactionCount', [A, 'pending'], [A, 'latest']],
+    ['eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }], [{ fromBlock: 'latest', toBlock: 'latest' }]],
+  ];
+  for (const [method, pending, latest] of pairs) tt.same(await ok(method, pending), await ok(method, latest), `${method}: pending = latest`);
+  tt.equal(await ok('eth_getTransactionReceipt', [userTx.hash]), null, 'transactions of a broken block are not served');
+  tt.ok(h.ctx.metrics.pendingFallbacks.broken.value > before);
 });

@@ -65,3 +65,17 @@ t.test('node errors come back at once; undecodable input is -32602', async (tt) 
   const bad = await h.call('eth_sendRawTransactionSync', ['0x1234']);
   tt.equal(bad.error?.code, -32602);
 });
+
+t.test('the timeout is accepted as a JSON number and as a hex quantity (EIP-7966 moved to integers)', async (tt) => {
+  const cases: [unknown, number][] = [
+    [150, 150],
+    ['0x96', 150],
+    [250, 250],
+  ];
+  let nonce = 3;
+  for (const [timeout, ms] of cases) {
+    const r = await h.call('eth_sendRawTransactionSync', [await signed(nonce++), timeout]);
+    tt.equal(r.error?.code, 4, `${JSON.stringify(timeout)}: code 4`);
+    tt.match(r.error?.message, new RegExp(`wasn't processed in ${ms} ms`), `${JSON.stringify(timeout)} is ${ms} ms`);
+  }
+});

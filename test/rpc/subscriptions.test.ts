@@ -1,8 +1,10 @@
 // eth_subscribe hub: notification shapes and sharing, filtered logs, params errors and caps at the sink level; then
-// over a real socket (startDaemon) with viem's WebSocket transport and raw eth_subscribe.
+// over a real socket (startDaemon) with viem's WebSocket transport, ethers' WebSocketProvider and raw eth_subscribe.
 import http from 'node:http';
 import t from 'tap';
-import { createPublicClient, webSocket } from 'viem';
+import { createPublicClient, keccak256, webSocket } from 'viem';
+import { WebSocketProvider } from 'ethers';
+import WebSocket from 'ws';
 import { loadConfig } from '../../src/config.js';
 import { startDaemon } from '../../src/daemon.js';
 import { RpcCode, RpcError } from '../../src/errors.js';
@@ -224,4 +226,74 @@ t.test('over a real socket: viem raw eth_subscribe gets newFlashblocks; eth_unsu
   t.equal(d.metrics.wsSubscriptions.newFlashblocks.value, 0);
   const socket = await transport.getRpcClient();
   socket.close();
+});
+
+t.test('newPendingTransactions: the hash of each transaction as it is preconfirmed (raw ws and ethers on "pending")', async (t) => {
+  const config = { ...loadConfig([], {}), port: 0, metricsPort: 0, host: '127.0.0.1', flashblocksUrls: [], nodeRpcUrl: 'http://127.0.0.1:9' };
+  const d = await startDaemon(config, { log: silentLogger });
+  t.teardown(() => d.stop());
+  const url = `ws://127.0.0.1:${d.rpcPort}/`;
+  const ws = new WebSocket(url);
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  t.teardown(() => ws.close());
+  const inbox: Record<string, unknown>[] = [];
+  let wake: (() => void) | null = null;
+  ws.on('message', (data: Buffer) => {
+    inbox.push(JSON.parse(data.toString('utf8')) as Record<string, unknown>);
+    wake?.();
+  });
+  const next = async (pred: (m: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> => {
+    for (;;) {
+      const i = inbox.findIndex(pred);
+      if (i >= 0) return inbox.splice(i, 1)[0]!;
+      await new Promise<void>((r) => (wake = r));
+    }
+  };
+  const call = (id: number, method: string, params: unknown[]): Promise<Record<string, unknown>> => {
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
+    return next((m) => m.id === id);
+  };
+
+  const bad = (await call(1, 'eth_subscribe', ['newPendingTransactionz'])) as { error?: { code: number; message: string } };
+  t.equal(bad.error?.code, -32602, 'an unknown kind is a JSON-RPC error');
+  t.match(bad.error?.message, /unsupported subscription kind "newPendingTransactionz"; expected one of .*newPendingTransactions/);
+  t.equal(ws.readyState, WebSocket.OPEN, 'the connection stays open');
+  const chain = (await call(2, 'eth_chainId', [])) as { error?: unknown };
+  t.ok('result' in chain || 'error' in chain, 'and keeps answering');
+
+  const hashesSub = (await call(3, 'eth_subscribe', ['newPendingTransactions'])) as { result: string };
+  const fullSub = (await call(4, 'eth_subscribe', ['newPendingTransactions', true])) as { result: string };
+  t.match(hashesSub.result, /^0x[0-9a-f]{32}$/);
+  t.equal(d.metrics.wsSubscriptions.newPendingTransactions.value, 2);
+
+  const provider = new WebSocketProvider(url, 31337, { staticNetwork: true });
+  t.teardown(() => provider.destroy());
+  const viaEthers: string[] = [];
+  const ethersSaw = new Promise<void>((resolve) => {
+    void provider.on('pending', (hash: string) => {
+      viaEthers.push(hash);
+      if (viaEthers.length === expected.length) resolve();
+    });
+  });
+  // ethers subscribes asynchronously: wait until the hub holds its subscription too.
+  for (let i = 0; i < 500 && d.metrics.wsSubscriptions.newPendingTransactions.value < 3; i++) await new Promise((r) => setTimeout(r, 10));
+  t.equal(d.metrics.wsSubscriptions.newPendingTransactions.value, 3, "ethers' provider.on('pending') subscribed");
+
+  const expected = uni.flatMap((m) => (m.diff as { transactions: string[] }).transactions).map((raw) => keccak256(raw as `0x${string}`));
+  for (const m of uni) feed(d.pipeline, m);
+  const hashes: string[] = [];
+  const full: { hash: string; blockNumber: string }[] = [];
+  while (hashes.length < expected.length || full.length < expected.length) {
+    const n = (await next((m) => m.method === 'eth_subscription')) as unknown as Note;
+    if (n.params.subscription === hashesSub.result) hashes.push(n.params.result as string);
+    else if (n.params.subscription === fullSub.result) full.push(n.params.result as { hash: string; blockNumber: string });
+  }
+  t.same(hashes, expected, 'hashes in preconfirmation order');
+  t.same(full.map((x) => x.hash), expected, 'with true: transaction objects');
+  t.ok(full.every((x) => typeof x.blockNumber === 'string'));
+  await ethersSaw;
+  t.same(viaEthers, expected, "ethers' 'pending' event fires for each preconfirmed transaction");
 });

@@ -3,19 +3,23 @@
 //
 // By-hash lookups (transactions, receipts, flashblock block hashes) look in pending state first and forward on a
 // miss: held blocks are always above the canonical head, so the node cannot know them yet.
-// eth_blockNumber (no params, or ["pending"]) is the pending height while pending state is usable: clients that wait
-// for receipts re-check on a new block number (viem's waitForTransactionReceipt does), and every numeric tag up to
-// that height is answered here (blocks, receipts, logs) or rewritten to `latest` for node-executed calls.
-// eth_getTransactionCount(pending) for a sender without preconfirmed txs is the node's `latest` nonce (DESIGN §5).
+// eth_blockNumber follows the spec: ["pending"] is the pending height, no tag is `latest` (the node's head), so a
+// client counts a preconfirmed transaction as 0 confirmations. Numeric heights of held pending blocks (as a client
+// gets from eth_blockNumber("pending")) are answered here (blocks, receipts, logs, balance and nonce at the pending
+// height) or rewritten to `latest` for node-executed calls.
+// eth_getTransactionCount(pending) = the higher of the node's `pending` count (its mempool: back-to-back sends) and
+// the next nonce after the sender's preconfirmed transactions.
 // eth_call / eth_estimateGas / eth_getCode / eth_getStorageAt / eth_createAccessList with `pending` are forwarded
-// with `latest`: the node's own notion of pending is not the flashblock state (exact execution: a later issue).
+// with `latest`: the node's own notion of pending is not the flashblock state (exact execution: a later issue); the
+// node's `pending` is never forwarded.
 import { toQuantity } from '../../chain/hex.js';
+import { TX_DEPOSIT } from '../../chain/types.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import type { SubscriberSink } from '../subscriptions.js';
 import { ethGetLogs } from './logs.js';
 import { heldAbove, usablePending } from './pending.js';
-import { address, arity, blockParam, bool, hash32, quantity, withLatest, type BlockParam } from './params.js';
+import { address, arity, blockParam, bool, checkBlockTag, hash32, quantity, withLatest, type BlockParam } from './params.js';
 import { ethSendRawTransactionSync } from './submit.js';
 import { FORWARD_AS_IS, Forward, RawJson, type Handler, type MethodContext } from './types.js';
 
@@ -48,12 +52,13 @@ function txAt(ctx: MethodContext, t: Target, i: number): unknown {
 
 const eth_blockNumber: Handler = (ctx, params) => {
   arity(params, 0, 1);
-  const kind = params.length === 0 ? 'pending' : blockParam(params, 0, false).kind;
-  if (kind === 'pending') {
+  if (params.length === 0) return FORWARD_AS_IS;
+  if (params[0] === null) return new Forward([]);
+  if (blockParam(params, 0, false).kind === 'pending') {
     const b = usablePending(ctx);
     if (b !== null) return toQuantity(b.number);
   }
-  return params.length === 0 ? FORWARD_AS_IS : new Forward([]);
+  return new Forward([]);
 };
 
 const eth_getBlockByNumber: Handler = (ctx, params) => {
@@ -143,14 +148,30 @@ const eth_getTransactionByBlockHashAndIndex: Handler = (ctx, params) => {
   return f === undefined || f.block.broken ? FORWARD_AS_IS : txAt(ctx, f, i);
 };
 
+/**
+ * The held block a balance or nonce query at `bp` reads: the pending block for `pending`, the held block for the
+ * number of one (a client's numeric pending height); undefined when the node answers the query as it is.
+ */
+function stateBlock(ctx: MethodContext, bp: BlockParam): BlockView | null | undefined {
+  if (bp.kind === 'pending') return usablePending(ctx);
+  if (bp.kind === 'number') return heldAbove(ctx, bp.number) ?? undefined;
+  return undefined;
+}
+
 const eth_getBalance: Handler = (ctx, params) => {
   arity(params, 1, 2);
   const a = address(params, 0);
   const bp = blockParam(params, 1, true, true);
-  if (bp.kind !== 'pending') return FORWARD_AS_IS;
-  if (usablePending(ctx) !== null) {
-    const v = ctx.view.balance(a);
-    if (v !== null) return toQuantity(v);
+  const top = stateBlock(ctx, bp);
+  if (top === undefined) return FORWARD_AS_IS;
+  if (top !== null) {
+    // The newest balance reported at or below the block asked for (each block reports the accounts it touched).
+    for (let n = top.number; n > ctx.view.canonical; n--) {
+      const b = ctx.view.block(n);
+      if (b === undefined || b.broken) break;
+      const v = b.balances.get(a);
+      if (v !== undefined) return toQuantity(v);
+    }
   }
   return new Forward(withLatest(params, 1));
 };
@@ -159,21 +180,41 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
   arity(params, 1, 2);
   const a = address(params, 0);
   const bp = blockParam(params, 1, true, true);
-  if (bp.kind !== 'pending') return FORWARD_AS_IS;
-  if (usablePending(ctx) === null) return new Forward(withLatest(params, 1));
+  const top = stateBlock(ctx, bp);
+  if (top === undefined) return FORWARD_AS_IS;
+  if (bp.kind === 'number' && top !== null) {
+    const n = nonceAt(ctx, a, top.number);
+    return n === null ? new Forward(withLatest(params, 1)) : toQuantity(n);
+  }
+  // The node's `pending` count includes its mempool: a wallet's back-to-back sends that no flashblock holds yet.
+  const fromNode = ctx.node.call<string>('eth_getTransactionCount', [a, 'pending']);
+  if (top === null) return fromNode;
   // Senders still with the recovery worker: wait for its answer rather than recover them on the event loop.
   const settled = ctx.senders.settled(a);
-  if (settled !== null) return settled.then(() => pendingNonce(ctx, a, params));
-  return pendingNonce(ctx, a, params);
+  const fromState = settled === null ? ctx.view.nextNonce(a) : settled.then(() => ctx.view.nextNonce(a));
+  return Promise.all([fromNode, fromState]).then(([n, s]) => {
+    const node = BigInt(n);
+    return toQuantity(s !== null && s > node ? s : node);
+  });
 };
 
-function pendingNonce(ctx: MethodContext, a: string, params: unknown[]): unknown {
-  const n = ctx.view.nextNonce(a);
-  if (n !== null) return toQuantity(n);
-  // The node's `latest`, not its `pending`: pending here is the state after the last flashblock, and the node's
-  // pending nonce counts its own mempool, which would make the answer jump between two different notions of pending
-  // as the sender's transactions move from the mempool into a flashblock (DESIGN §5).
-  return new Forward(withLatest(params, 1));
+/**
+ * The nonce of `a` after held block `n`: one past its newest transaction in a held block at or below `n`, or null
+ * when it has none there (then the node's latest is the answer). Numeric heights only; asks for the senders first.
+ */
+function nonceAt(ctx: MethodContext, a: string, n: number): bigint | null {
+  for (let k = n; k > ctx.view.canonical; k--) {
+    const b = ctx.view.block(k);
+    if (b === undefined || b.broken) return null;
+    ctx.senders.recover(b.txs);
+    for (let i = b.txs.length - 1; i >= 0; i--) {
+      const rec = b.txs[i]!;
+      if (rec.tx.from !== a) continue;
+      const nonce = rec.tx.type === TX_DEPOSIT ? (rec.receipt?.depositNonce ?? null) : rec.tx.nonce;
+      if (nonce !== null) return nonce + 1n;
+    }
+  }
+  return null;
 }
 
 /**
@@ -184,6 +225,7 @@ function pendingAsLatest(i: number): Handler {
   return (ctx, params) => {
     const tag = params[i];
     if (tag === 'pending') return new Forward(withLatest(params, i));
+    checkBlockTag(params, i, true);
     if (typeof tag === 'string' && tag.length > 2 && tag.length < 16 && tag.startsWith('0x')) {
       const n = Number.parseInt(tag.slice(2), 16);
       if (heldAbove(ctx, n) !== null) return new Forward(withLatest(params, i));
@@ -224,6 +266,10 @@ export const ETH_METHODS: ReadonlyMap<string, Handler> = new Map<string, Handler
   ['eth_createAccessList', pendingAsLatest(1)],
   ['eth_getCode', pendingAsLatest(1)],
   ['eth_getStorageAt', pendingAsLatest(2)],
+  ['eth_getProof', pendingAsLatest(2)],
+  ['eth_feeHistory', pendingAsLatest(1)],
+  ['eth_getUncleCountByBlockNumber', pendingAsLatest(0)],
+  ['eth_getUncleByBlockNumberAndIndex', pendingAsLatest(0)],
   ['eth_getLogs', ethGetLogs],
   ['eth_sendRawTransactionSync', ethSendRawTransactionSync],
   ['eth_subscribe', eth_subscribe],

@@ -1,15 +1,28 @@
 // eth_getLogs whose range reaches `pending`: the canonical part from the node, the pending part from held blocks
-// above the canonical head, concatenated without duplicates. Any other range is forwarded unchanged.
+// above the canonical head, concatenated without duplicates. Any other range is forwarded unchanged. Every filter is
+// validated first (addresses, topics, their counts, the range tags), whichever part answers.
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
-import { logMatches, parseLogFilter, type LogFilter } from '../filter.js';
+import { GETLOGS_FILTER, logMatches, parseLogFilter, type LogFilter } from '../filter.js';
 import { pendingLogs } from '../shapes/receipt.js';
 import { heldAbove, usablePending } from './pending.js';
-import { blockParam, hash32 } from './params.js';
+import { blockParam, hash32, type BlockParam } from './params.js';
 import { FORWARD_AS_IS, Forward, type Handler, type MethodContext } from './types.js';
+
+export { MAX_FILTER_ALTERNATIVES } from '../filter.js';
 
 function invalid(msg: string): RpcError {
   return new RpcError(RpcCode.INVALID_PARAMS, 'invalid argument 0: ' + msg);
+}
+
+/** fromBlock / toBlock: a tag or a hex number, named in the error. */
+function rangeParam(v: unknown, name: string): BlockParam {
+  try {
+    return blockParam([v], 0, false);
+  } catch (e) {
+    if (e instanceof RpcError) throw invalid(name + ': ' + e.message.replace(/^invalid argument 0: /, ''));
+    throw e;
+  }
 }
 
 /** The matching logs of `block` as of flashblock `index`; false when a receipt is missing from the stream. */
@@ -39,26 +52,26 @@ export const ethGetLogs: Handler = (ctx: MethodContext, params) => {
   const f = params[0];
   if (f === null || typeof f !== 'object' || Array.isArray(f)) throw invalid('expected a filter object');
   const filter = f as Record<string, unknown>;
+  const m = parseLogFilter(filter, GETLOGS_FILTER);
   if (filter.blockHash !== undefined && filter.blockHash !== null) {
     const h = hash32([filter.blockHash], 0);
     const fb = ctx.view.blockByFlashblockHash(h);
     if (fb === undefined || fb.block.broken) return FORWARD_AS_IS;
     const out: unknown[] = [];
-    return blockLogs(fb.block, fb.index, parseLogFilter(filter, 'invalid argument 0'), out) ? out : FORWARD_AS_IS;
+    return blockLogs(fb.block, fb.index, m, out) ? out : FORWARD_AS_IS;
   }
   const fromRaw = filter.fromBlock ?? 'latest';
   const toRaw = filter.toBlock ?? 'latest';
+  const from = rangeParam(fromRaw, 'fromBlock');
+  const to = rangeParam(toRaw, 'toBlock');
   // The range reaches pending state when it ends at `pending` or at the number of a held pending block.
   let top: BlockView | null = null;
   let heldTo = false;
-  if (typeof toRaw === 'string' && toRaw !== 'pending' && toRaw.startsWith('0x')) {
-    const n = blockParam([toRaw], 0, false).number;
-    top = heldAbove(ctx, n);
+  if (to.kind === 'number') {
+    top = heldAbove(ctx, to.number);
     heldTo = top !== null;
   }
   if (!heldTo && toRaw !== 'pending' && fromRaw !== 'pending') return FORWARD_AS_IS;
-  const from = blockParam([fromRaw], 0, false);
-  const m = parseLogFilter(filter, 'invalid argument 0');
   if (!heldTo) top = usablePending(ctx);
   if (top === null) return pendingToLatest(filter);
   if (!heldTo && toRaw !== 'pending') {

@@ -74,13 +74,32 @@ export function bool(params: unknown[], i: number, def?: boolean): boolean {
   return v;
 }
 
-const TAGS: Record<string, BlockParam['kind']> = {
-  pending: 'pending',
-  latest: 'latest',
-  earliest: 'earliest',
-  safe: 'safe',
-  finalized: 'finalized',
-};
+/** The block tags (case-sensitive, as geth and reth have them). A Map: "constructor" is not a tag. */
+const TAGS = new Map<string, BlockParam['kind']>([
+  ['pending', 'pending'],
+  ['latest', 'latest'],
+  ['earliest', 'earliest'],
+  ['safe', 'safe'],
+  ['finalized', 'finalized'],
+]);
+
+/** What a block parameter may be, for error messages. */
+export function validBlockParams(allowHash: boolean): string {
+  const list = 'latest, pending, earliest, safe, finalized, or a hex block number such as "0x1b4"';
+  return allowHash ? list + ', a 32-byte block hash, or an object {"blockHash": ...} / {"blockNumber": ...}' : list;
+}
+
+/** A string that is neither a tag nor 0x-prefixed: tags are case-sensitive ("Pending" is not one). */
+function unknownTag(i: number, v: string, allowHash: boolean): RpcError {
+  const shown = v.length > 40 ? v.slice(0, 40) + '…' : v;
+  return invalid(i, `unknown block tag ${JSON.stringify(shown)}; valid: ${validBlockParams(allowHash)}`);
+}
+
+/** Throws -32602 when argument `i` is a string that is neither a block tag nor 0x-prefixed (e.g. "Pending"). */
+export function checkBlockTag(params: unknown[], i: number, allowHash: boolean): void {
+  const v = params[i];
+  if (typeof v === 'string' && !TAGS.has(v) && !v.startsWith('0x') && !v.startsWith('0X')) throw unknownTag(i, v, allowHash);
+}
 
 /**
  * A block parameter: a tag, a quantity, or (with `allowHash`) a 32-byte block hash or an EIP-1898 object
@@ -90,8 +109,9 @@ export function blockParam(params: unknown[], i: number, allowHash: boolean, opt
   const v = params[i];
   if (v === undefined && optional) return { kind: 'latest', number: -1, hash: '' };
   if (typeof v === 'string') {
-    const tag = TAGS[v];
+    const tag = TAGS.get(v);
     if (tag !== undefined) return { kind: tag, number: -1, hash: '' };
+    if (!v.startsWith('0x') && !v.startsWith('0X')) throw unknownTag(i, v, allowHash);
     if (allowHash && v.length === 66) return { kind: 'hash', number: -1, hash: hash32(params, i) };
     return { kind: 'number', number: quantity(params, i), hash: '' };
   }
@@ -101,7 +121,7 @@ export function blockParam(params: unknown[], i: number, allowHash: boolean, opt
     if (o.blockNumber !== undefined) return blockParam([o.blockNumber], 0, false);
     throw invalid(i, 'block object needs blockHash or blockNumber');
   }
-  throw invalid(i, `expected a block number, tag or hash, got ${typeName(v)}`);
+  throw invalid(i, `expected a block tag or number, got ${typeName(v)}; valid: ${validBlockParams(allowHash)}`);
 }
 
 /** Replaces argument `i` with `latest` in a copy of `params` (pending answered as latest by the node). */

@@ -8,7 +8,7 @@ import { arity, hexData } from './params.js';
 import type { Handler, MethodContext } from './types.js';
 
 /** EIP-7966: the transaction was submitted but no receipt appeared within the timeout. */
-export const SYNC_TIMEOUT_CODE = 4;
+export const SYNC_TIMEOUT_CODE = RpcCode.TX_SYNC_TIMEOUT;
 
 function timeoutParam(v: unknown, max: number): number {
   let ms: number | null = null;

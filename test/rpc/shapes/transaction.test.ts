@@ -7,7 +7,7 @@ import AjvImport from 'ajv';
 import { decodeTransaction } from '../../../src/chain/tx.js';
 import { effectiveGasPrice, toRpcTransaction, type RpcTxContext } from '../../../src/rpc/shapes/transaction.js';
 import { recoverSender } from '../../../src/chain/sender.js';
-import { decodeRlp, type RlpItem } from '../../../src/chain/rlp.js';
+import { decodeRlp, type RlpItem } from '../../helpers/rlp-oracle.js';
 import type { DecodedTx } from '../../../src/chain/types.js';
 import { unichainMessages, unichainRpcBlock } from '../../helpers/fixtures.js';
 

@@ -1,0 +1,128 @@
+// The node client on undici's Pool: answers, JSON-RPC errors, HTTP errors, basic auth from the URL, no node,
+// and a timeout while queued for the pool's only connection. Real HTTP servers on port 0 stand in for the node.
+import t from 'tap';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { NodeClient, NodeError, type NodeErrorReason } from '../../src/node/client.js';
+
+async function serve(handler: (req: IncomingMessage, body: string, res: ServerResponse) => void): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+    req.on('end', () => handler(req, body, res));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }),
+  };
+}
+
+async function reasonOf(p: Promise<unknown>): Promise<NodeErrorReason | string> {
+  try {
+    await p;
+    return 'resolved';
+  } catch (e) {
+    return e instanceof NodeError ? e.reason : `not a NodeError: ${String(e)}`;
+  }
+}
+
+t.test('results, JSON-RPC errors with code and data, and the observed outcomes', async (t) => {
+  const seen: Array<NodeErrorReason | null> = [];
+  const node = await serve((req, body, res) => {
+    const msg = JSON.parse(body) as { id: number; method: string };
+    res.writeHead(msg.method === 'boom' ? 500 : 200, { 'content-type': 'application/json' });
+    if (msg.method === 'boom') res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, error: { code: 3, message: 'execution reverted', data: '0x01' } }));
+    else res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: `${req.url} ${msg.method}` }));
+  });
+  const client = new NodeClient({ url: node.url + '/rpc?x=1', timeoutMs: 2000, maxSockets: 2, observe: (_s, err) => seen.push(err) });
+  t.teardown(async () => {
+    client.close();
+    await node.close();
+  });
+  t.equal(client.enabled, true);
+  t.equal(await client.call('eth_chainId', []), '/rpc?x=1 eth_chainId', 'path and query of the URL are kept');
+  const err = await client.call('boom', []).then(() => null, (e: unknown) => e);
+  t.ok(err instanceof NodeError);
+  t.match(err, { reason: 'rpc', message: 'execution reverted', rpcCode: 3, rpcData: '0x01' }, 'a JSON body on HTTP 500 is still the answer');
+  const raw = await client.postRaw(Buffer.from('{"jsonrpc":"2.0","id":7,"method":"a"}'));
+  t.match(raw.toString(), /"id":7/);
+  t.same(seen, [null, null, null]);
+});
+
+t.test('HTTP errors without a JSON body, invalid JSON, and basic auth from the URL', async (t) => {
+  const node = await serve((req, body, res) => {
+    const msg = JSON.parse(body) as { id: number; method: string };
+    if (msg.method === 'auth') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: req.headers.authorization ?? null }));
+    } else if (msg.method === 'garbage') {
+      res.writeHead(200);
+      res.end('<html>');
+    } else {
+      res.writeHead(502);
+      res.end('bad gateway');
+    }
+  });
+  const u = new URL(node.url);
+  u.username = 'us%20er';
+  u.password = 'p:w';
+  const client = new NodeClient({ url: u.toString(), timeoutMs: 2000, maxSockets: 1 });
+  t.teardown(async () => {
+    client.close();
+    await node.close();
+  });
+  t.equal(await client.call('auth', []), 'Basic ' + Buffer.from('us er:p:w').toString('base64'));
+  t.equal(await reasonOf(client.call('other', [])), 'http');
+  t.equal(await reasonOf(client.call('garbage', [])), 'http');
+});
+
+t.test('no URL: disabled, every call fails with reason disabled', async (t) => {
+  const client = new NodeClient({ url: '', timeoutMs: 100, maxSockets: 1 });
+  t.equal(client.enabled, false);
+  t.equal(await reasonOf(client.call('eth_chainId', [])), 'disabled');
+  t.equal(await reasonOf(client.postRaw('{}')), 'disabled');
+  client.close();
+});
+
+t.test('a call that times out while queued behind a slow one is dropped; the slow one still answers', async (t) => {
+  let release: (() => void) | null = null;
+  let requests = 0;
+  const node = await serve((_req, body, res) => {
+    requests++;
+    const msg = JSON.parse(body) as { id: number };
+    const answer = (): void => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, result: msg.id }));
+    };
+    if (release === null) release = answer;
+    else answer();
+  });
+  const seen: Array<NodeErrorReason | null> = [];
+  const client = new NodeClient({ url: node.url, timeoutMs: 5000, maxSockets: 1, observe: (_s, err) => seen.push(err) });
+  t.teardown(async () => {
+    client.close();
+    await node.close();
+  });
+  const slow = client.call<number>('slow', []);
+  const queued = client.call('queued', [], 50);
+  t.equal(await reasonOf(queued), 'timeout');
+  (release as unknown as () => void)();
+  t.equal(await slow, 1);
+  t.equal(await client.call('next', []), 3, 'the connection is usable afterwards');
+  t.equal(requests, 2, 'the timed-out call was never sent');
+  t.same(seen, ['timeout', null, null]);
+});
+
+t.test('node unreachable: reason connect with the errno', async (t) => {
+  const node = await serve(() => {});
+  const url = node.url;
+  await node.close();
+  const client = new NodeClient({ url, timeoutMs: 2000, maxSockets: 1 });
+  const err = await client.call('eth_chainId', []).then(() => null, (e: unknown) => e);
+  t.match(err, { reason: 'connect', message: /node unreachable \(ECONNREFUSED\)/ });
+  client.close();
+});
