@@ -158,11 +158,16 @@ function stateBlock(ctx: MethodContext, bp: BlockParam): BlockView | null | unde
   return undefined;
 }
 
-const eth_getBalance: Handler = (ctx, params) => {
+/** The (address, block) params of an account query, and the held block that answers it (see stateBlock). */
+function accountQuery(ctx: MethodContext, params: unknown[]): { a: string; bp: BlockParam; top: BlockView | null | undefined } {
   arity(params, 1, 2);
   const a = address(params, 0);
   const bp = blockParam(params, 1, true, true);
-  const top = stateBlock(ctx, bp);
+  return { a, bp, top: stateBlock(ctx, bp) };
+}
+
+const eth_getBalance: Handler = (ctx, params) => {
+  const { a, top } = accountQuery(ctx, params);
   if (top === undefined) return FORWARD_AS_IS;
   if (top !== null) {
     // The newest balance reported at or below the block asked for (each block reports the accounts it touched).
@@ -177,10 +182,7 @@ const eth_getBalance: Handler = (ctx, params) => {
 };
 
 const eth_getTransactionCount: Handler = (ctx, params) => {
-  arity(params, 1, 2);
-  const a = address(params, 0);
-  const bp = blockParam(params, 1, true, true);
-  const top = stateBlock(ctx, bp);
+  const { a, bp, top } = accountQuery(ctx, params);
   if (top === undefined) return FORWARD_AS_IS;
   if (bp.kind === 'number' && top !== null) {
     const n = nonceAt(ctx, a, top.number);
