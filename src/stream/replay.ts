@@ -1,6 +1,6 @@
 // The replay ring: the last N applied raw frames in apply order, for `?replay=block` and `?block_number=&index=`
 // resume. Bounded by construction; holds references to the frames only, never copies or decodes them.
-import type { RawFrame } from '../state/block.js';
+import type { RawFrameView as RawFrame } from '../state/view.js';
 
 /** What a resume request gets: the frames after the position, or `too_old` when the ring no longer has them. */
 export type ResumeResult = { ok: true; frames: RawFrame[] } | { ok: false; reason: 'too_old' };
