@@ -208,9 +208,9 @@ function nonceAt(ctx: MethodContext, a: string, n: number): bigint | null {
   for (let k = n; k > ctx.view.canonical; k--) {
     const b = ctx.view.block(k);
     if (b === undefined || b.broken) return null;
-    ctx.senders.recover(b.txs);
     for (let i = b.txs.length - 1; i >= 0; i--) {
       const rec = b.txs[i]!;
+      if (rec.tx.from === null) ctx.senders.recover([rec]); // newest first: stops at the sender's last transaction
       if (rec.tx.from !== a) continue;
       const nonce = rec.tx.type === TX_DEPOSIT ? (rec.receipt?.depositNonce ?? null) : rec.tx.nonce;
       if (nonce !== null) return nonce + 1n;
