@@ -1,0 +1,514 @@
+// The anvil (revm) sidecar implementation of ExecutionEngine: strategies, held pending blocks, verification against
+// diff.receipts_root, spare forks per block, supervision and replay. See the design note in engine.ts. Must not
+// touch src/state or src/rpc: it gets flashblocks as values and answers reads as values.
+import { performance } from 'node:perf_hooks';
+import { hexToBytes, toQuantity } from '../chain/hex.js';
+import { TrieCache } from '../chain/trie.js';
+import { TX_DEPOSIT } from '../chain/types.js';
+import {
+  EngineUnavailableError,
+  EngineUnsupportedError,
+  type ApplyOutcome,
+  type BlockEnv,
+  type CallRequest,
+  type EngineStatus,
+  type ExecutionEngine,
+  type FlashblockWork,
+} from './engine.js';
+import { delegateOf, readsBlockNumber } from './envscan.js';
+import { RpcReplyError } from './pipe.js';
+import { receiptFromRpc, receiptsRoot, type ExecutedReceipt } from './receipts.js';
+import { Sidecar, type SidecarOptions } from './sidecar.js';
+
+/** How flashblocks i > 0 are executed (see engine.ts). */
+export type ExecStrategy = 'per-flashblock' | 'reorg' | 'hybrid';
+
+export interface AnvilEngineOptions {
+  /** The node's JSON-RPC URL (http). */
+  nodeRpcUrl: string;
+  /** The chain's OP hardfork name for anvil (isthmus, jovian, …). */
+  hardfork: string;
+  strategy: ExecStrategy;
+  /** anvil binary; defaults to the platform package's. */
+  anvilBinary?: string;
+  startTimeoutMs?: number;
+  /** Restart backoff after a crash: first delay, doubled up to the max. */
+  restartBackoffMs?: number;
+  restartBackoffMaxMs?: number;
+  log?: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+/** A pending block as the engine holds it: inputs (for replay) and executed receipts. */
+interface HeldBlock {
+  number: number;
+  env: BlockEnv;
+  /** New txs of every applied flashblock, by index. */
+  flashblocks: string[][];
+  raws: string[];
+  receipts: ExecutedReceipt[];
+  /** anvil height of the block's first anvil block, and of its last (> first after fast-path flashblocks). */
+  baseHeight: number;
+  topHeight: number;
+  broken: boolean;
+  trie: TrieCache;
+}
+
+const ZERO = 0n;
+
+/** The anvil sidecar engine. */
+export class AnvilEngine implements ExecutionEngine {
+  private side: Sidecar | null = null;
+  /** anvil's head height on `side` as this engine last left it. */
+  private head = -1;
+  private spare: { fork: number; p: Promise<Sidecar | null> } | null = null;
+  private readonly blocks = new Map<number, HeldBlock>();
+  private readonly byHash = new Map<string, ExecutedReceipt>();
+  /** What reads answer at: an anvil height on `side`, and the flashblock it holds. */
+  private visible: { height: number; block: HeldBlock; index: number; count: number } | null = null;
+  private queue: Promise<unknown> = Promise.resolve();
+  private canonical = -1;
+  private stopped = false;
+  private restarting = false;
+  /** anvil reports the post-execution depositNonce; op-geth/op-reth commit the pre-execution one. */
+  private depositNonceMode: 'reported' | 'pre' = 'pre';
+  /** address → its code may read NUMBER/BLOCKHASH (hybrid's fast-path check). */
+  private readonly codeScan = new Map<string, boolean>();
+  private readonly st = { restarts: 0, rebuilds: 0, divergences: 0, verified: 0, applied: 0, lastError: null as string | null };
+  private readonly log: (msg: string, fields?: Record<string, unknown>) => void;
+
+  constructor(private readonly o: AnvilEngineOptions) {
+    this.log = o.log ?? (() => undefined);
+  }
+
+  // ---- lifecycle ----
+
+  async start(canonical: number): Promise<void> {
+    this.canonical = canonical;
+    const side = await this.spawn(canonical);
+    this.adopt(side, canonical);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    const s = this.side;
+    this.side = null;
+    this.visible = null;
+    const spare = this.spare;
+    this.spare = null;
+    await Promise.all([s?.stop(), spare?.p.then((x) => x?.stop())]);
+  }
+
+  noteCanonical(blockNumber: number): void {
+    if (blockNumber <= this.canonical) return;
+    this.canonical = blockNumber;
+    for (const [n, b] of this.blocks) {
+      if (n > blockNumber) continue;
+      this.blocks.delete(n);
+      for (const r of b.receipts) this.byHash.delete(r.transactionHash);
+    }
+    if (this.o.strategy === 'per-flashblock' || this.stopped) return;
+    // The next pending block (canonical + 1) starts on a process forked here: its ancestors' hashes are the node's.
+    const old = this.spare;
+    const p = this.spawn(blockNumber).catch((e: unknown) => {
+      this.log('execution engine: spare fork failed', { fork: blockNumber, error: (e as Error).message });
+      return null;
+    });
+    this.spare = { fork: blockNumber, p };
+    if (old !== null) void old.p.then((s) => s?.stop());
+  }
+
+  status(): EngineStatus {
+    return {
+      ready: this.visible !== null && this.side !== null && !this.restarting,
+      blockNumber: this.visible?.block.number ?? null,
+      index: this.visible?.index ?? null,
+      canonical: this.canonical,
+      ...this.st,
+    };
+  }
+
+  private spawn(fork: number, gasLimit?: bigint): Promise<Sidecar> {
+    const o: SidecarOptions = {
+      forkUrl: this.o.nodeRpcUrl,
+      forkBlock: fork,
+      hardfork: this.o.hardfork,
+      startTimeoutMs: this.o.startTimeoutMs ?? 10_000,
+    };
+    if (gasLimit !== undefined) o.gasLimit = gasLimit;
+    if (this.o.anvilBinary !== undefined) o.binary = this.o.anvilBinary;
+    return Sidecar.start(o);
+  }
+
+  private adopt(side: Sidecar, head: number): void {
+    const old = this.side;
+    this.side = side;
+    this.head = head;
+    this.codeScan.clear();
+    void side.exited.then(() => this.onExit(side));
+    if (old !== null && old !== side) void old.stop();
+  }
+
+  /** The active process died on its own: refuse reads at once, then restart with backoff and replay. */
+  private onExit(side: Sidecar): void {
+    if (side !== this.side || side.stopRequested || this.stopped) return;
+    this.side = null;
+    this.visible = null;
+    this.st.restarts++;
+    this.st.lastError = `anvil exited (pid ${side.child.pid}, code ${side.child.exitCode ?? side.child.signalCode})`;
+    this.log('execution engine: anvil exited; restarting', { error: this.st.lastError });
+    void this.enqueue(() => this.restart());
+  }
+
+  private async restart(): Promise<void> {
+    let delay = this.o.restartBackoffMs ?? 100;
+    const max = this.o.restartBackoffMaxMs ?? 5000;
+    this.restarting = true;
+    try {
+      for (let attempt = 1; !this.stopped; attempt++) {
+        try {
+          const side = await this.spawn(this.canonical);
+          this.adopt(side, this.canonical);
+          await this.replayAbove(this.canonical, Infinity);
+          return;
+        } catch (e) {
+          this.st.lastError = (e as Error).message;
+          this.side?.stop().catch(() => undefined);
+          this.side = null;
+          this.log(`execution engine: restart failed; retrying in ${delay} ms (attempt ${attempt})`, { error: this.st.lastError });
+          await new Promise((r) => setTimeout(r, delay));
+          delay = Math.min(max, delay * 2);
+        }
+      }
+    } finally {
+      this.restarting = false;
+    }
+  }
+
+  /** Re-executes every held block in (from, to) exactly (one mine per block) on `side`; sets visible to the last. */
+  private async replayAbove(from: number, to: number): Promise<void> {
+    const nums = [...this.blocks.keys()].filter((n) => n > from && n < to).sort((a, b) => a - b);
+    for (const n of nums) {
+      const b = this.blocks.get(n)!;
+      if (this.head !== n - 1) throw new Error(`replay of ${n} needs anvil at ${n - 1}, it is at ${this.head}`);
+      b.baseHeight = n;
+      b.topHeight = n;
+      const res = await this.mineTxs(b.env, b.raws);
+      if (res !== null) throw new Error(`replay of block ${n}: ${res}`);
+      await this.reloadReceipts(b);
+      this.visible = { height: n, block: b, index: b.flashblocks.length - 1, count: b.receipts.length };
+    }
+  }
+
+  private enqueue<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.queue.then(fn, fn);
+    this.queue = p.catch(() => undefined);
+    return p;
+  }
+
+  // ---- apply ----
+
+  applyFlashblock(fb: FlashblockWork): Promise<ApplyOutcome> {
+    return this.enqueue(() => this.applyNow(fb)).catch((e: unknown) => {
+      this.st.lastError = (e as Error).message;
+      return { ok: false as const, reason: 'execution_error' as const, message: (e as Error).message };
+    });
+  }
+
+  private async applyNow(fb: FlashblockWork): Promise<ApplyOutcome> {
+    const t0 = performance.now();
+    if (fb.blockNumber <= this.canonical) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is canonical already` };
+    let b = this.blocks.get(fb.blockNumber);
+    if (fb.index === 0) {
+      if (b !== undefined) for (const r of b.receipts) this.byHash.delete(r.transactionHash);
+      b = {
+        number: fb.blockNumber, env: fb.env, flashblocks: [], raws: [], receipts: [], baseHeight: -1, topHeight: -1, broken: false,
+        trie: new TrieCache(),
+      };
+      // A block restarted at a known height replaces that build and everything above it.
+      for (const n of [...this.blocks.keys()]) if (n >= fb.blockNumber) this.blocks.delete(n);
+      this.blocks.set(fb.blockNumber, b);
+    } else if (b === undefined || b.flashblocks.length !== fb.index || b.broken) {
+      return { ok: false, reason: 'not_next', message: `flashblock ${fb.blockNumber}/${fb.index} does not follow what the engine holds` };
+    }
+    b.flashblocks.push([...fb.txs]);
+    const before = b.raws.length;
+    b.raws.push(...fb.txs);
+    if (this.side === null || !this.side.alive) {
+      // Held for the replay after the restart; nothing is visible meanwhile.
+      return { ok: false, reason: 'engine_down', message: this.st.lastError ?? 'execution engine is not running' };
+    }
+
+    let rebuilt = false;
+    if (fb.index === 0) {
+      await this.openBlock(b);
+      b.baseHeight = this.head + 1;
+      b.topHeight = b.baseHeight;
+      const err = await this.mineTxs(b.env, fb.txs);
+      if (err !== null) return this.brokenBlock(b, err);
+      await this.appendReceipts(b, b.baseHeight);
+    } else if (this.o.strategy === 'reorg') {
+      const err = await this.rebuild(b);
+      if (err !== null) return this.brokenBlock(b, err);
+      rebuilt = true;
+    } else {
+      b.topHeight = this.head + 1;
+      const err = await this.mineTxs(b.env, fb.txs);
+      if (err !== null) return this.brokenBlock(b, err);
+      await this.appendReceipts(b, b.topHeight);
+      if (this.o.strategy === 'hybrid' && (!this.rootMatches(b, fb.receiptsRoot) || (await this.readsNumber(b.topHeight)))) {
+        const e2 = await this.rebuild(b);
+        if (e2 !== null) return this.brokenBlock(b, e2);
+        rebuilt = true;
+      }
+    }
+    let verified: boolean | null = null;
+    if (fb.receiptsRoot !== null) {
+      verified = this.rootMatches(b, fb.receiptsRoot);
+      if (verified) this.st.verified++;
+      else {
+        this.st.divergences++;
+        this.log('execution engine: executed receipts root differs from the flashblock', { block: b.number, index: fb.index });
+      }
+    }
+    this.st.applied++;
+    this.visible = { height: this.head, block: b, index: fb.index, count: b.receipts.length };
+    return { ok: true, verified, rebuilt, receipts: b.receipts.slice(before), applyMs: performance.now() - t0 };
+  }
+
+  private brokenBlock(b: HeldBlock, message: string): ApplyOutcome {
+    b.broken = true;
+    this.st.lastError = message;
+    this.log('execution engine: block cannot be executed; its flashblocks are not served', { block: b.number, error: message });
+    return { ok: false, reason: 'tx_rejected', message };
+  }
+
+  /** Puts `side` at height number - 1 before block `b` starts (see engine.ts: a spare forked at the parent). */
+  private async openBlock(b: HeldBlock): Promise<void> {
+    const parent = b.number - 1;
+    if (this.o.strategy === 'per-flashblock') return;
+    if (this.spare !== null && this.spare.fork === parent) {
+      const s = await this.spare.p;
+      this.spare = null;
+      if (s !== null && s.alive) {
+        this.adopt(s, parent);
+        return;
+      }
+    }
+    if (this.head === parent) return;
+    // No process at the parent: fork at the node's head and replay the pending blocks between.
+    const fork = Math.min(this.canonical, parent);
+    const s = await this.spawn(fork);
+    this.adopt(s, fork);
+    this.st.rebuilds++;
+    await this.replayAbove(fork, b.number);
+  }
+
+  /** Pins the block env and mines `raws` in one pipelined write; returns an error message or null. */
+  private async mineTxs(env: BlockEnv, raws: readonly string[]): Promise<string | null> {
+    const ctl = this.side!.ctl;
+    const calls: [string, unknown[]][] = [
+      ['anvil_setNextBlockBaseFeePerGas', [toQuantity(env.baseFeePerGas)]],
+      ['anvil_setCoinbase', [env.feeRecipient]],
+      ['evm_setBlockGasLimit', [toQuantity(env.gasLimit)]],
+    ];
+    for (const r of raws) calls.push(['eth_sendRawTransaction', [r]]);
+    calls.push(['evm_mine', [env.timestamp]]);
+    const res = await ctl.callMany(calls);
+    for (let i = 0; i < res.length; i++) {
+      const r = res[i]!;
+      if (r.status === 'rejected') {
+        // The mine (last) ran anyway: the chain moved even when a tx was refused.
+        if (i === res.length - 1) return `evm_mine failed: ${String(r.reason)}`;
+        this.head++;
+        return `transaction ${i - 3} refused: ${(r.reason as Error).message}`;
+      }
+    }
+    this.head++;
+    return null;
+  }
+
+  /** Re-mines block `b` exactly: every anvil block of it replaced, all txs in the first (anvil_reorg). */
+  private async rebuild(b: HeldBlock): Promise<string | null> {
+    const depth = this.head - b.baseHeight + 1;
+    const ctl = this.side!.ctl;
+    const res = await ctl.callMany([
+      ['anvil_setNextBlockBaseFeePerGas', [toQuantity(b.env.baseFeePerGas)]],
+      ['anvil_setCoinbase', [b.env.feeRecipient]],
+      ['evm_setBlockGasLimit', [toQuantity(b.env.gasLimit)]],
+      ['anvil_reorg', [depth, b.raws.map((r) => [r, 0])]],
+    ]);
+    const last = res[res.length - 1]!;
+    if (last.status === 'rejected') return `anvil_reorg failed: ${(last.reason as Error).message}`;
+    this.st.rebuilds++;
+    await this.reloadReceipts(b);
+    if (b.receipts.length !== b.raws.length) return `re-mined block holds ${b.receipts.length} of ${b.raws.length} txs`;
+    return null;
+  }
+
+  private async reloadReceipts(b: HeldBlock): Promise<void> {
+    for (const r of b.receipts) this.byHash.delete(r.transactionHash);
+    b.receipts = [];
+    b.trie = new TrieCache();
+    await this.appendReceipts(b, b.baseHeight);
+  }
+
+  /** Adds the receipts of anvil block `height` to `b`, cumulative gas rebased onto the block so far. */
+  private async appendReceipts(b: HeldBlock, height: number): Promise<void> {
+    const rs = (await this.side!.ctl.call<Record<string, unknown>[]>('eth_getBlockReceipts', [toQuantity(height)])) ?? [];
+    const offset = b.receipts.length === 0 ? ZERO : b.receipts[b.receipts.length - 1]!.cumulativeGasUsed;
+    for (const raw of rs) {
+      const r = receiptFromRpc(raw);
+      r.cumulativeGasUsed += offset;
+      b.receipts.push(r);
+      this.byHash.set(r.transactionHash, r);
+    }
+  }
+
+  /** True when the executed receipts root equals `root` (null: nothing to check). Learns the depositNonce convention. */
+  private rootMatches(b: HeldBlock, root: string | null): boolean {
+    if (root === null) return true;
+    const want = root.toLowerCase();
+    if (this.rootOf(b, this.depositNonceMode) === want) return true;
+    if (!b.receipts.some((r) => r.type === TX_DEPOSIT)) return false;
+    const other = this.depositNonceMode === 'pre' ? 'reported' : 'pre';
+    if (this.rootOf(b, other) !== want) return false;
+    this.log('execution engine: the chain commits the deposit nonce as anvil reports it', { mode: other });
+    this.depositNonceMode = other;
+    b.trie = new TrieCache();
+    return true;
+  }
+
+  private rootOf(b: HeldBlock, mode: 'reported' | 'pre'): string {
+    const rs = b.receipts;
+    if (mode === this.depositNonceMode) return receiptsRoot(rs.map((r) => this.adjust(r, mode)), rs.length, b.trie);
+    return receiptsRoot(rs.map((r) => this.adjust(r, mode)));
+  }
+
+  private adjust(r: ExecutedReceipt, mode: 'reported' | 'pre'): ExecutedReceipt {
+    if (mode === 'reported' || r.depositNonce === null || r.depositNonce === ZERO) return r;
+    return { ...r, depositNonce: r.depositNonce - 1n };
+  }
+
+  /** True when any frame of anvil block `height`'s call trace runs code that may read NUMBER or BLOCKHASH. */
+  private async readsNumber(height: number): Promise<boolean> {
+    const q = this.side!.ctl;
+    const traces = (await q.call<Record<string, any>[]>('trace_block', [toQuantity(height)])) ?? [];
+    const todo = new Set<string>();
+    for (const t of traces) {
+      const a = t.action ?? {};
+      if (t.type === 'create') {
+        if (typeof a.init === 'string' && readsBlockNumber(hexToBytes(a.init))) return true;
+        const made = t.result?.address;
+        if (typeof made === 'string') this.codeScan.delete(made.toLowerCase());
+        continue;
+      }
+      if (typeof a.to === 'string') {
+        const to = a.to.toLowerCase();
+        const known = this.codeScan.get(to);
+        if (known === true) return true;
+        if (known === undefined) todo.add(to);
+      }
+    }
+    if (todo.size === 0) return false;
+    const addrs = [...todo];
+    const codes = await q.callMany(addrs.map((a) => ['eth_getCode', [a, toQuantity(height)]] as const));
+    let hit = false;
+    for (let i = 0; i < addrs.length; i++) {
+      const c = codes[i]!;
+      const code = c.status === 'fulfilled' ? hexToBytes(String(c.value)) : null;
+      let reads = code === null || readsBlockNumber(code);
+      const d = code === null ? null : delegateOf(code);
+      if (d !== null) {
+        const dc = hexToBytes(String(await q.call('eth_getCode', [d, toQuantity(height)])));
+        reads = readsBlockNumber(dc);
+      }
+      this.codeScan.set(addrs[i]!, reads);
+      hit ||= reads;
+    }
+    return hit;
+  }
+
+  // ---- reads ----
+
+  private at(): { side: Sidecar; tag: string; env: BlockEnv } {
+    const v = this.visible;
+    const s = this.side;
+    if (v === null || s === null || !s.alive || this.restarting) {
+      throw new EngineUnavailableError(this.st.lastError === null ? 'execution engine has no executed flashblock yet' : `execution engine unavailable: ${this.st.lastError}`);
+    }
+    return { side: s, tag: toQuantity(v.height), env: v.block.env };
+  }
+
+  private blockEnvOverrides(env: BlockEnv, user?: Record<string, unknown>): Record<string, unknown> {
+    return {
+      number: toQuantity(env.number),
+      time: toQuantity(env.timestamp),
+      baseFeePerGas: toQuantity(env.baseFeePerGas),
+      feeRecipient: env.feeRecipient,
+      gasLimit: toQuantity(env.gasLimit),
+      ...(user ?? {}),
+    };
+  }
+
+  private async read<T>(method: string, params: (tag: string, env: BlockEnv) => unknown[]): Promise<T> {
+    const { side, tag, env } = this.at();
+    try {
+      return await side.query.call<T>(method, params(tag, env));
+    } catch (e) {
+      if (e instanceof RpcReplyError) throw e;
+      throw new EngineUnavailableError(`execution engine unavailable: ${(e as Error).message}`);
+    }
+  }
+
+  call(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<string> {
+    return this.read('eth_call', (tag, env) => [tx, tag, stateOverrides ?? {}, this.blockEnvOverrides(env, blockOverrides)]);
+  }
+
+  async estimateGas(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<bigint> {
+    return BigInt(
+      await this.read<string>('eth_estimateGas', (tag, env) => [tx, tag, stateOverrides ?? {}, this.blockEnvOverrides(env, blockOverrides)]),
+    );
+  }
+
+  createAccessList(tx: CallRequest): Promise<{ accessList: unknown[]; gasUsed: string }> {
+    return this.read('eth_createAccessList', (tag) => [tx, tag]);
+  }
+
+  getCode(address: string): Promise<string> {
+    return this.read('eth_getCode', (tag) => [address, tag]);
+  }
+
+  getStorageAt(address: string, slot: string): Promise<string> {
+    return this.read('eth_getStorageAt', (tag) => [address, slot, tag]);
+  }
+
+  async getBalance(address: string): Promise<bigint> {
+    return BigInt(await this.read<string>('eth_getBalance', (tag) => [address, tag]));
+  }
+
+  async getTransactionCount(address: string): Promise<bigint> {
+    return BigInt(await this.read<string>('eth_getTransactionCount', (tag) => [address, tag]));
+  }
+
+  getProof(): Promise<never> {
+    return Promise.reject(new EngineUnsupportedError('eth_getProof is not available at pending: the execution engine does not hold the chain\'s state trie; ask for "latest"'));
+  }
+
+  receipt(hash: string): ExecutedReceipt | null {
+    const r = this.byHash.get(hash);
+    const v = this.visible;
+    if (r === undefined || v === null) return null;
+    // Only receipts the visible state already includes (a fast-path flashblock under check is not visible yet).
+    const vb = v.block;
+    if (vb.receipts.indexOf(r) >= 0) return vb.receipts.indexOf(r) < v.count ? r : null;
+    for (const b of this.blocks.values()) if (b.number < vb.number && b.receipts.includes(r)) return r;
+    return null;
+  }
+
+  blockReceipts(blockNumber: number): readonly ExecutedReceipt[] | null {
+    const b = this.blocks.get(blockNumber);
+    const v = this.visible;
+    if (b === undefined || v === null || blockNumber > v.block.number) return null;
+    return b === v.block ? b.receipts.slice(0, v.count) : b.receipts;
+  }
+}
