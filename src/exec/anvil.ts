@@ -21,7 +21,7 @@ import { receiptFromRpc, receiptsRoot, type ExecutedReceipt } from './receipts.j
 import { Sidecar, type SidecarOptions } from './sidecar.js';
 
 /** How flashblocks i > 0 are executed (see engine.ts). */
-export type ExecStrategy = 'per-flashblock' | 'reorg' | 'hybrid';
+export type ExecStrategy = 'per-flashblock' | 'reorg' | 'rebuild' | 'hybrid';
 
 export interface AnvilEngineOptions {
   /** The node's JSON-RPC URL (http). */
@@ -50,21 +50,34 @@ interface HeldBlock {
   baseHeight: number;
   topHeight: number;
   broken: boolean;
+  /** Every tx sits in the block's first anvil block (the blocks up to topHeight are empty). */
+  folded: boolean;
+  /** evm_snapshot id taken right before the block's first anvil block was mined (null: none). */
+  snap: string | null;
   trie: TrieCache;
 }
 
 const ZERO = 0n;
+
+/** What reads answer at: a process, an anvil height on it, and the flashblock that height holds. */
+interface Visible {
+  side: Sidecar;
+  height: number;
+  block: HeldBlock;
+  index: number;
+  /** Receipts of `block` the height includes. */
+  count: number;
+}
 
 /** The anvil sidecar engine. */
 export class AnvilEngine implements ExecutionEngine {
   private side: Sidecar | null = null;
   /** anvil's head height on `side` as this engine last left it. */
   private head = -1;
-  private spare: { fork: number; p: Promise<Sidecar | null> } | null = null;
   private readonly blocks = new Map<number, HeldBlock>();
   private readonly byHash = new Map<string, ExecutedReceipt>();
   /** What reads answer at: an anvil height on `side`, and the flashblock it holds. */
-  private visible: { height: number; block: HeldBlock; index: number; count: number } | null = null;
+  private visible: Visible | null = null;
   private queue: Promise<unknown> = Promise.resolve();
   private canonical = -1;
   private stopped = false;
@@ -84,18 +97,62 @@ export class AnvilEngine implements ExecutionEngine {
 
   async start(canonical: number): Promise<void> {
     this.canonical = canonical;
-    const side = await this.spawn(canonical);
-    this.adopt(side, canonical);
+    await this.warmStart(canonical);
+  }
+
+  /**
+   * Forks at canonical - 1 and re-executes the node's canonical block itself (its raw txs, its env): anvil_reorg
+   * cannot replace the first block after a fork (its parent is not stored locally), so every pending block must sit
+   * on a block anvil mined. Also warms the fork cache. Then replays the held pending blocks.
+   */
+  private async warmStart(canonical: number, replayBelow = Infinity): Promise<void> {
+    if (canonical < 1) {
+      this.adopt(await this.spawn(canonical), canonical);
+      await this.replayAbove(canonical, replayBelow);
+      return;
+    }
+    const side = await this.spawn(canonical - 1);
+    try {
+      const [block] = await this.nodeBatch<Record<string, any> | null>([['eth_getBlockByNumber', [toQuantity(canonical), false]]]);
+      if (block === null || block === undefined) throw new Error(`the node has no block ${canonical}`);
+      const hashes = block.transactions as string[];
+      const raws = await this.nodeBatch<string | null>(hashes.map((h) => ['eth_getRawTransactionByHash', [h]]));
+      const txs = raws.map((r, i) => {
+        if (typeof r !== 'string') throw new Error(`the node has no raw bytes for ${hashes[i]}`);
+        return r;
+      });
+      this.adopt(side, canonical - 1);
+      const env: BlockEnv = {
+        number: canonical,
+        timestamp: Number(block.timestamp),
+        baseFeePerGas: BigInt(block.baseFeePerGas ?? 0),
+        feeRecipient: String(block.miner),
+        gasLimit: BigInt(block.gasLimit),
+        prevRandao: String(block.mixHash),
+        parentHash: String(block.parentHash),
+      };
+      const err = await this.mineTxs(env, txs);
+      if (err !== null) throw new Error(`re-executing canonical block ${canonical}: ${err}`);
+      const mined = await side.ctl.call<Record<string, any>>('eth_getBlockByNumber', [toQuantity(canonical), false]);
+      if (String(mined.receiptsRoot) !== String(block.receiptsRoot)) {
+        this.log('execution engine: re-executed canonical block differs from the node', { block: canonical });
+      }
+      await this.replayAbove(canonical, replayBelow);
+    } catch (e) {
+      if (this.side === side) this.side = null;
+      await side.stop();
+      throw e;
+    }
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     const s = this.side;
+    const shown = this.visible?.side;
     this.side = null;
     this.visible = null;
-    const spare = this.spare;
-    this.spare = null;
-    await Promise.all([s?.stop(), spare?.p.then((x) => x?.stop())]);
+    if (shown !== undefined && shown !== s) void shown.stop();
+    await s?.stop();
   }
 
   noteCanonical(blockNumber: number): void {
@@ -106,15 +163,6 @@ export class AnvilEngine implements ExecutionEngine {
       this.blocks.delete(n);
       for (const r of b.receipts) this.byHash.delete(r.transactionHash);
     }
-    if (this.o.strategy === 'per-flashblock' || this.stopped) return;
-    // The next pending block (canonical + 1) starts on a process forked here: its ancestors' hashes are the node's.
-    const old = this.spare;
-    const p = this.spawn(blockNumber).catch((e: unknown) => {
-      this.log('execution engine: spare fork failed', { fork: blockNumber, error: (e as Error).message });
-      return null;
-    });
-    this.spare = { fork: blockNumber, p };
-    if (old !== null) void old.p.then((s) => s?.stop());
   }
 
   status(): EngineStatus {
@@ -125,6 +173,29 @@ export class AnvilEngine implements ExecutionEngine {
       canonical: this.canonical,
       ...this.st,
     };
+  }
+
+  /** A JSON-RPC batch to the node (reads only: order of execution does not matter); answers in call order. */
+  private async nodeBatch<T>(calls: [string, unknown[]][]): Promise<T[]> {
+    if (calls.length === 0) return [];
+    let res: Response;
+    try {
+      res = await fetch(this.o.nodeRpcUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(calls.map(([method, params], id) => ({ jsonrpc: '2.0', id, method, params }))),
+        signal: AbortSignal.timeout(this.o.startTimeoutMs ?? 10_000),
+      });
+    } catch (e) {
+      throw new Error(`execution engine: node ${this.o.nodeRpcUrl} unreachable: ${(e as Error).message}`);
+    }
+    const body = (await res.json()) as { id: number; result?: T; error?: { message: string } }[];
+    const out: T[] = new Array(calls.length);
+    for (const item of body) {
+      if (item.error !== undefined) throw new Error(`execution engine: node ${calls[item.id]?.[0]}: ${item.error.message}`);
+      out[item.id] = item.result as T;
+    }
+    return out;
   }
 
   private spawn(fork: number, gasLimit?: bigint): Promise<Sidecar> {
@@ -145,11 +216,20 @@ export class AnvilEngine implements ExecutionEngine {
     this.head = head;
     this.codeScan.clear();
     void side.exited.then(() => this.onExit(side));
-    if (old !== null && old !== side) void old.stop();
+    // The old process keeps answering reads until the new one has a visible flashblock (see show()).
+    if (old !== null && old !== side && this.visible?.side !== old) void old.stop();
+  }
+
+  /** Makes `v` what reads answer at; retires the process that served before when it is not the active one. */
+  private show(v: Visible | null): void {
+    const prev = this.visible?.side;
+    this.visible = v;
+    if (prev !== undefined && prev !== this.side && prev !== v?.side) void prev.stop();
   }
 
   /** The active process died on its own: refuse reads at once, then restart with backoff and replay. */
   private onExit(side: Sidecar): void {
+    if (this.visible?.side === side) this.visible = null;
     if (side !== this.side || side.stopRequested || this.stopped) return;
     this.side = null;
     this.visible = null;
@@ -166,14 +246,10 @@ export class AnvilEngine implements ExecutionEngine {
     try {
       for (let attempt = 1; !this.stopped; attempt++) {
         try {
-          const side = await this.spawn(this.canonical);
-          this.adopt(side, this.canonical);
-          await this.replayAbove(this.canonical, Infinity);
+          await this.warmStart(this.canonical);
           return;
         } catch (e) {
           this.st.lastError = (e as Error).message;
-          this.side?.stop().catch(() => undefined);
-          this.side = null;
           this.log(`execution engine: restart failed; retrying in ${delay} ms (attempt ${attempt})`, { error: this.st.lastError });
           await new Promise((r) => setTimeout(r, delay));
           delay = Math.min(max, delay * 2);
@@ -190,12 +266,13 @@ export class AnvilEngine implements ExecutionEngine {
     for (const n of nums) {
       const b = this.blocks.get(n)!;
       if (this.head !== n - 1) throw new Error(`replay of ${n} needs anvil at ${n - 1}, it is at ${this.head}`);
+      const res = await this.mineBlock(b, b.raws, null);
       b.baseHeight = n;
       b.topHeight = n;
-      const res = await this.mineTxs(b.env, b.raws);
+      b.folded = true;
       if (res !== null) throw new Error(`replay of block ${n}: ${res}`);
       await this.reloadReceipts(b);
-      this.visible = { height: n, block: b, index: b.flashblocks.length - 1, count: b.receipts.length };
+      this.show({ side: this.side!, height: n, block: b, index: b.flashblocks.length - 1, count: b.receipts.length });
     }
   }
 
@@ -221,7 +298,7 @@ export class AnvilEngine implements ExecutionEngine {
     if (fb.index === 0) {
       if (b !== undefined) for (const r of b.receipts) this.byHash.delete(r.transactionHash);
       b = {
-        number: fb.blockNumber, env: fb.env, flashblocks: [], raws: [], receipts: [], baseHeight: -1, topHeight: -1, broken: false,
+        number: fb.blockNumber, env: fb.env, flashblocks: [], raws: [], receipts: [], baseHeight: -1, topHeight: -1, broken: false, folded: true, snap: null,
         trie: new TrieCache(),
       };
       // A block restarted at a known height replaces that build and everything above it.
@@ -240,19 +317,17 @@ export class AnvilEngine implements ExecutionEngine {
 
     let rebuilt = false;
     if (fb.index === 0) {
-      await this.openBlock(b);
-      b.baseHeight = this.head + 1;
-      b.topHeight = b.baseHeight;
-      const err = await this.mineTxs(b.env, fb.txs);
+      const err = await this.openBlock(b, fb.txs);
       if (err !== null) return this.brokenBlock(b, err);
       await this.appendReceipts(b, b.baseHeight);
-    } else if (this.o.strategy === 'reorg') {
+    } else if (this.o.strategy === 'reorg' || this.o.strategy === 'rebuild') {
       const err = await this.rebuild(b);
       if (err !== null) return this.brokenBlock(b, err);
       rebuilt = true;
     } else {
-      b.topHeight = this.head + 1;
       const err = await this.mineTxs(b.env, fb.txs);
+      b.topHeight = this.head;
+      b.folded = false;
       if (err !== null) return this.brokenBlock(b, err);
       await this.appendReceipts(b, b.topHeight);
       if (this.o.strategy === 'hybrid' && (!this.rootMatches(b, fb.receiptsRoot) || (await this.readsNumber(b.topHeight)))) {
@@ -271,7 +346,7 @@ export class AnvilEngine implements ExecutionEngine {
       }
     }
     this.st.applied++;
-    this.visible = { height: this.head, block: b, index: fb.index, count: b.receipts.length };
+    this.show({ side: this.side!, height: this.head, block: b, index: fb.index, count: b.receipts.length });
     return { ok: true, verified, rebuilt, receipts: b.receipts.slice(before), applyMs: performance.now() - t0 };
   }
 
@@ -282,64 +357,117 @@ export class AnvilEngine implements ExecutionEngine {
     return { ok: false, reason: 'tx_rejected', message };
   }
 
-  /** Puts `side` at height number - 1 before block `b` starts (see engine.ts: a spare forked at the parent). */
-  private async openBlock(b: HeldBlock): Promise<void> {
+  /**
+   * Executes index 0 of block `b` at anvil height b.number (exact: its own NUMBER). When the previous block left
+   * fast-path blocks above its own (hybrid), it is first re-mined as one block from its snapshot.
+   */
+  private async openBlock(b: HeldBlock, txs: readonly string[]): Promise<string | null> {
     const parent = b.number - 1;
-    if (this.o.strategy === 'per-flashblock') return;
-    if (this.spare !== null && this.spare.fork === parent) {
-      const s = await this.spare.p;
-      this.spare = null;
-      if (s !== null && s.alive) {
-        this.adopt(s, parent);
-        return;
+    if (this.o.strategy !== 'per-flashblock' && this.head !== parent) {
+      const prev = this.blocks.get(parent);
+      if (prev !== undefined && prev.snap !== null && prev.baseHeight === parent && this.head > parent) {
+        const e = await this.mineBlock(prev, prev.raws, prev.snap);
+        if (e !== null) return `folding block ${parent}: ${e}`;
+        prev.folded = true;
+        prev.topHeight = prev.baseHeight;
+        await this.reloadReceipts(prev);
+      } else {
+        // Nothing to fold from (a restart lost it): start over from the node, replaying held blocks below b.
+        await this.warmStart(this.canonical, b.number);
+        this.st.rebuilds++;
       }
+      if (this.head !== parent) return `cannot place block ${b.number}: the engine is at ${this.head}`;
     }
-    if (this.head === parent) return;
-    // No process at the parent: fork at the node's head and replay the pending blocks between.
-    const fork = Math.min(this.canonical, parent);
-    const s = await this.spawn(fork);
-    this.adopt(s, fork);
-    this.st.rebuilds++;
-    await this.replayAbove(fork, b.number);
+    const err = await this.mineBlock(b, txs, null);
+    b.baseHeight = this.head;
+    b.topHeight = this.head;
+    return err;
+  }
+
+  /** anvil_reorg with the block env pinned; the height stays. */
+  private async reorg(env: BlockEnv, depth: number, list: [string, number][]): Promise<string | null> {
+    const res = await this.side!.ctl.callMany([
+      ['anvil_setNextBlockBaseFeePerGas', [toQuantity(env.baseFeePerGas)]],
+      ['anvil_setCoinbase', [env.feeRecipient]],
+      ['evm_setBlockGasLimit', [toQuantity(env.gasLimit)]],
+      ['anvil_reorg', [depth, list]],
+    ]);
+    const last = res[res.length - 1]!;
+    return last.status === 'rejected' ? `anvil_reorg failed: ${(last.reason as Error).message}` : null;
+  }
+
+  /**
+   * Mines `raws` as the first anvil block of `b` with a snapshot taken right before it. With `revertTo` (b's own
+   * snapshot) the chain first goes back to just before b — every anvil block of b dropped — so b is re-mined from
+   * its parent's state: one pipelined write of revert, snapshot, env, txs, mine.
+   */
+  private async mineBlock(b: HeldBlock, raws: readonly string[], revertTo: string | null): Promise<string | null> {
+    const pre: [string, unknown[]][] = [];
+    if (revertTo !== null) pre.push(['evm_revert', [revertTo]]);
+    pre.push(['evm_snapshot', []]);
+    const { err, prefix } = await this.mineWith(pre, b.env, raws);
+    if (revertTo !== null) {
+      if (prefix[0]?.status !== 'fulfilled' || prefix[0].value !== true) return `evm_revert to ${revertTo} refused`;
+    }
+    const snap = prefix[prefix.length - 1];
+    b.snap = snap?.status === 'fulfilled' ? String(snap.value) : null;
+    if (revertTo !== null) this.head = b.number;
+    return err;
   }
 
   /** Pins the block env and mines `raws` in one pipelined write; returns an error message or null. */
   private async mineTxs(env: BlockEnv, raws: readonly string[]): Promise<string | null> {
-    const ctl = this.side!.ctl;
+    return (await this.mineWith([], env, raws)).err;
+  }
+
+  /** `prefix` calls, then env pins, the txs and evm_mine, in one pipelined write. */
+  private async mineWith(
+    prefix: [string, unknown[]][],
+    env: BlockEnv,
+    raws: readonly string[],
+  ): Promise<{ err: string | null; prefix: PromiseSettledResult<any>[] }> {
     const calls: [string, unknown[]][] = [
+      ...prefix,
       ['anvil_setNextBlockBaseFeePerGas', [toQuantity(env.baseFeePerGas)]],
       ['anvil_setCoinbase', [env.feeRecipient]],
       ['evm_setBlockGasLimit', [toQuantity(env.gasLimit)]],
     ];
+    const pre = calls.length;
     for (const r of raws) calls.push(['eth_sendRawTransaction', [r]]);
     calls.push(['evm_mine', [env.timestamp]]);
-    const res = await ctl.callMany(calls);
-    for (let i = 0; i < res.length; i++) {
+    const res = await this.side!.ctl.callMany(calls);
+    const head = res.slice(0, prefix.length);
+    if (res[res.length - 1]!.status === 'rejected') {
+      return { err: `evm_mine failed: ${String((res[res.length - 1] as PromiseRejectedResult).reason)}`, prefix: head };
+    }
+    // The mine ran: the chain moved even when a tx was refused.
+    this.head++;
+    for (let i = prefix.length; i < res.length - 1; i++) {
       const r = res[i]!;
       if (r.status === 'rejected') {
-        // The mine (last) ran anyway: the chain moved even when a tx was refused.
-        if (i === res.length - 1) return `evm_mine failed: ${String(r.reason)}`;
-        this.head++;
-        return `transaction ${i - 3} refused: ${(r.reason as Error).message}`;
+        const what = i < pre ? 'env' : `transaction ${i - pre}`;
+        return { err: `${what} refused: ${(r.reason as Error).message}`, prefix: head };
       }
     }
-    this.head++;
-    return null;
+    return { err: null, prefix: head };
   }
 
-  /** Re-mines block `b` exactly: every anvil block of it replaced, all txs in the first (anvil_reorg). */
+  /**
+   * Re-mines block `b` exactly, all its txs in one anvil block at its own height: from its snapshot (evm_revert),
+   * or with anvil_reorg for the 'reorg' strategy (measured side by side: anvil 1.7.1's reorg drops the txs of
+   * senders first touched in the replaced block, so it is not exact; see bench/exec.ts).
+   */
   private async rebuild(b: HeldBlock): Promise<string | null> {
-    const depth = this.head - b.baseHeight + 1;
-    const ctl = this.side!.ctl;
-    const res = await ctl.callMany([
-      ['anvil_setNextBlockBaseFeePerGas', [toQuantity(b.env.baseFeePerGas)]],
-      ['anvil_setCoinbase', [b.env.feeRecipient]],
-      ['evm_setBlockGasLimit', [toQuantity(b.env.gasLimit)]],
-      ['anvil_reorg', [depth, b.raws.map((r) => [r, 0])]],
-    ]);
-    const last = res[res.length - 1]!;
-    if (last.status === 'rejected') return `anvil_reorg failed: ${(last.reason as Error).message}`;
+    let err: string | null;
+    if (this.o.strategy === 'reorg' || b.snap === null) {
+      err = await this.reorg(b.env, this.head - b.baseHeight + 1, b.raws.map((r) => [r, 0]));
+    } else {
+      err = await this.mineBlock(b, b.raws, b.snap);
+      b.topHeight = this.head;
+    }
+    if (err !== null) return err;
     this.st.rebuilds++;
+    b.folded = true;
     await this.reloadReceipts(b);
     if (b.receipts.length !== b.raws.length) return `re-mined block holds ${b.receipts.length} of ${b.raws.length} txs`;
     return null;
@@ -432,11 +560,10 @@ export class AnvilEngine implements ExecutionEngine {
 
   private at(): { side: Sidecar; tag: string; env: BlockEnv } {
     const v = this.visible;
-    const s = this.side;
-    if (v === null || s === null || !s.alive || this.restarting) {
+    if (v === null || !v.side.alive || this.restarting) {
       throw new EngineUnavailableError(this.st.lastError === null ? 'execution engine has no executed flashblock yet' : `execution engine unavailable: ${this.st.lastError}`);
     }
-    return { side: s, tag: toQuantity(v.height), env: v.block.env };
+    return { side: v.side, tag: toQuantity(v.height), env: v.block.env };
   }
 
   private blockEnvOverrides(env: BlockEnv, user?: Record<string, unknown>): Record<string, unknown> {
@@ -451,12 +578,24 @@ export class AnvilEngine implements ExecutionEngine {
   }
 
   private async read<T>(method: string, params: (tag: string, env: BlockEnv) => unknown[]): Promise<T> {
-    const { side, tag, env } = this.at();
-    try {
-      return await side.query.call<T>(method, params(tag, env));
-    } catch (e) {
-      if (e instanceof RpcReplyError) throw e;
-      throw new EngineUnavailableError(`execution engine unavailable: ${(e as Error).message}`);
+    for (let attempt = 0; ; attempt++) {
+      const { side, tag, env } = this.at();
+      try {
+        return await side.query.call<T>(method, params(tag, env));
+      } catch (e) {
+        if (e instanceof RpcReplyError) {
+          // The visible height is being re-mined (evm_revert → mine of the first block after the fork): wait for
+          // the apply in progress, then ask again at the new visible height.
+          if (attempt < 2 && /BlockOutOfRange|not found/i.test(e.rpcMessage)) {
+            await this.queue;
+            continue;
+          }
+          throw e;
+        }
+        // The process was swapped for a newer fork (or restarted) while the call was in flight: ask the new one.
+        if (this.visible !== null && this.visible.side !== side && attempt < 2) continue;
+        throw new EngineUnavailableError(`execution engine unavailable: ${(e as Error).message}`);
+      }
     }
   }
 
