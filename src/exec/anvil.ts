@@ -2,7 +2,8 @@
 // diff.receipts_root, spare forks per block, supervision and replay. See the design note in engine.ts. Must not
 // touch src/state or src/rpc: it gets flashblocks as values and answers reads as values.
 import { performance } from 'node:perf_hooks';
-import { hexToBytes, toQuantity } from '../chain/hex.js';
+import { bigIntToBytes, hexToBytes, toQuantity } from '../chain/hex.js';
+import { encodeRlp } from '../chain/rlp.js';
 import { TrieCache } from '../chain/trie.js';
 import { TX_DEPOSIT } from '../chain/types.js';
 import {
@@ -16,7 +17,7 @@ import {
   type FlashblockWork,
 } from './engine.js';
 import { delegateOf, readsBlockNumber } from './envscan.js';
-import { RpcReplyError } from './pipe.js';
+import { PipelinedRpc, RpcReplyError } from './pipe.js';
 import { receiptFromRpc, receiptsRoot, type ExecutedReceipt } from './receipts.js';
 import { Sidecar, type SidecarOptions } from './sidecar.js';
 
@@ -59,6 +60,22 @@ interface HeldBlock {
 
 const ZERO = 0n;
 
+/** EIP-2718 bytes of a deposit from its JSON-RPC fields (0x7e ‖ rlp[sourceHash, from, to, mint, value, gas, isSystemTx, data]). */
+export function encodeDepositFromRpc(t: Record<string, any>): string {
+  const q = (v: unknown): Buffer => bigIntToBytes(BigInt((v as string | undefined) ?? 0));
+  const body = encodeRlp([
+    hexToBytes(String(t.sourceHash)),
+    hexToBytes(String(t.from)),
+    t.to == null ? Buffer.alloc(0) : hexToBytes(String(t.to)),
+    q(t.mint),
+    q(t.value),
+    q(t.gas),
+    t.isSystemTx === true ? Buffer.from([1]) : Buffer.alloc(0),
+    hexToBytes(String(t.input ?? '0x')),
+  ]);
+  return '0x7e' + body.toString('hex');
+}
+
 /** What reads answer at: a process, an anvil height on it, and the flashblock that height holds. */
 interface Visible {
   side: Sidecar;
@@ -76,7 +93,7 @@ export class AnvilEngine implements ExecutionEngine {
   private head = -1;
   private readonly blocks = new Map<number, HeldBlock>();
   private readonly byHash = new Map<string, ExecutedReceipt>();
-  /** What reads answer at: an anvil height on `side`, and the flashblock it holds. */
+  /** What reads answer at (see Visible). */
   private visible: Visible | null = null;
   private queue: Promise<unknown> = Promise.resolve();
   private canonical = -1;
@@ -113,12 +130,16 @@ export class AnvilEngine implements ExecutionEngine {
     }
     const side = await this.spawn(canonical - 1);
     try {
-      const [block] = await this.nodeBatch<Record<string, any> | null>([['eth_getBlockByNumber', [toQuantity(canonical), false]]]);
+      const [block] = await this.nodeBatch<Record<string, any> | null>([['eth_getBlockByNumber', [toQuantity(canonical), true]]]);
       if (block === null || block === undefined) throw new Error(`the node has no block ${canonical}`);
-      const hashes = block.transactions as string[];
-      const raws = await this.nodeBatch<string | null>(hashes.map((h) => ['eth_getRawTransactionByHash', [h]]));
-      const txs = raws.map((r, i) => {
-        if (typeof r !== 'string') throw new Error(`the node has no raw bytes for ${hashes[i]}`);
+      const objs = block.transactions as Record<string, any>[];
+      // Deposits are encoded here from their fields: anvil 1.7.1 aborts on eth_getRawTransactionByHash of a 0x7e tx.
+      const signed = objs.filter((t) => Number(t.type) !== TX_DEPOSIT).map((t) => String(t.hash));
+      const raws = await this.nodeBatch<string | null>(signed.map((h) => ['eth_getRawTransactionByHash', [h]]));
+      const byHash = new Map(signed.map((h, i) => [h, raws[i]]));
+      const txs = objs.map((t) => {
+        const r = Number(t.type) === TX_DEPOSIT ? encodeDepositFromRpc(t) : byHash.get(String(t.hash));
+        if (typeof r !== 'string') throw new Error(`the node has no raw bytes for ${String(t.hash)}`);
         return r;
       });
       this.adopt(side, canonical - 1);
@@ -178,16 +199,49 @@ export class AnvilEngine implements ExecutionEngine {
   /** A JSON-RPC batch to the node (reads only: order of execution does not matter); answers in call order. */
   private async nodeBatch<T>(calls: [string, unknown[]][]): Promise<T[]> {
     if (calls.length === 0) return [];
-    let res: Response;
-    try {
-      res = await fetch(this.o.nodeRpcUrl, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(calls.map(([method, params], id) => ({ jsonrpc: '2.0', id, method, params }))),
-        signal: AbortSignal.timeout(this.o.startTimeoutMs ?? 10_000),
-      });
-    } catch (e) {
-      throw new Error(`execution engine: node ${this.o.nodeRpcUrl} unreachable: ${(e as Error).message}`);
+    const u = new URL(this.o.nodeRpcUrl);
+    if (u.protocol === 'http:' && (u.pathname === '/' || u.pathname === '')) {
+      // A fresh connection per batch (a pooled keep-alive socket may have been closed by the node meanwhile); a
+      // reset connection is retried twice before the node counts as unreachable.
+      for (let attempt = 0; ; attempt++) {
+        let conn: PipelinedRpc;
+        try {
+          conn = await PipelinedRpc.open(u.hostname, Number(u.port || 80), this.o.startTimeoutMs ?? 10_000);
+        } catch (e) {
+          throw new Error(`execution engine: node ${this.o.nodeRpcUrl} unreachable: ${(e as Error).message}`, { cause: e });
+        }
+        try {
+          const res = await conn.callMany(calls);
+          const lost = res.find((r) => r.status === 'rejected' && !(r.reason instanceof RpcReplyError));
+          if (lost !== undefined && attempt < 2) {
+            await new Promise((r) => setTimeout(r, 100 * (attempt + 1)));
+            continue;
+          }
+          return res.map((r, i) => {
+            if (r.status === 'rejected') throw new Error(`execution engine: node ${calls[i]![0]}: ${(r.reason as Error).message}`);
+            return r.value as T;
+          });
+        } finally {
+          conn.close();
+        }
+      }
+    }
+    let res: Response | null = null;
+    for (let attempt = 0; res === null; attempt++) {
+      try {
+        res = await fetch(this.o.nodeRpcUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(calls.map(([method, params], id) => ({ jsonrpc: '2.0', id, method, params }))),
+          signal: AbortSignal.timeout(this.o.startTimeoutMs ?? 10_000),
+        });
+      } catch (e) {
+        // One retry: a pooled keep-alive socket the node closed fails the first attempt.
+        if (attempt >= 1) {
+          const why = (e as Error & { cause?: Error }).cause?.message ?? (e as Error).message;
+          throw new Error(`execution engine: node ${this.o.nodeRpcUrl} unreachable: ${why}`, { cause: e });
+        }
+      }
     }
     const body = (await res.json()) as { id: number; result?: T; error?: { message: string } }[];
     const out: T[] = new Array(calls.length);

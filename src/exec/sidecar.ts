@@ -73,7 +73,6 @@ export class Sidecar {
       // No fork retries: a node outage must surface as an error here, not as a hung request.
       '--retries', '0',
       '--no-rate-limit',
-      ...(process.env.EXEC_EXTRA ? process.env.EXEC_EXTRA.split(' ') : []),
       '--timeout', String(o.startTimeoutMs),
       ...(o.gasLimit !== undefined ? ['--gas-limit', o.gasLimit.toString()] : []),
     ];
