@@ -1,0 +1,145 @@
+// One anvil (revm) process forked from the node at a given block, tied to this process (spawnTied), with two
+// pipelined connections: `ctl` for applying flashblocks (order matters) and `query` for reads. Owns the child and
+// its sockets; knows nothing of flashblocks or strategies.
+import type { ChildProcess } from 'node:child_process';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { spawnTied } from '../child.js';
+import { PipelinedRpc } from './pipe.js';
+
+/** How to start one forked anvil. */
+export interface SidecarOptions {
+  /** The node's JSON-RPC URL (http://…) anvil forks from. */
+  forkUrl: string;
+  /** Canonical block to fork at: the next block anvil mines is forkBlock + 1. */
+  forkBlock: number;
+  /** The chain's OP hardfork name for anvil's --hardfork (e.g. isthmus). */
+  hardfork: string;
+  /** Block gas limit for mined blocks (the pending block's gas limit). */
+  gasLimit?: bigint;
+  startTimeoutMs: number;
+  /** Path of the anvil binary; defaults to the one of @foundry-rs/anvil-<platform>-<arch>. */
+  binary?: string;
+}
+
+/** Start-up failed (binary missing, node unreachable, timeout); `message` says what to do. */
+export class SidecarStartError extends Error {}
+
+/** Path of the anvil binary shipped by the platform package @foundry-rs/anvil-<platform>-<arch>. */
+export function anvilBinaryPath(): string {
+  const arch = process.arch === 'x64' ? 'amd64' : process.arch;
+  const pkg = `@foundry-rs/anvil-${process.platform}-${arch}`;
+  try {
+    return join(dirname(createRequire(import.meta.url).resolve(`${pkg}/package.json`)), 'bin', 'anvil');
+  } catch {
+    throw new SidecarStartError(`execution engine: anvil binary not found; install ${pkg} (npm install) or disable execution`);
+  }
+}
+
+/** A running forked anvil. */
+export class Sidecar {
+  /** Resolves when the process has exited (for any reason). */
+  readonly exited: Promise<void>;
+  private stopping = false;
+
+  private constructor(
+    readonly child: ChildProcess,
+    readonly port: number,
+    readonly forkBlock: number,
+    readonly ctl: PipelinedRpc,
+    readonly query: PipelinedRpc,
+    exited: Promise<void>,
+  ) {
+    this.exited = exited;
+  }
+
+  /** True while the process runs and both connections are open. */
+  get alive(): boolean {
+    return this.child.exitCode === null && this.child.signalCode === null && this.ctl.alive && this.query.alive;
+  }
+
+  /** Spawns anvil forked at `forkBlock` and resolves once it listens; rejects with {@link SidecarStartError}. */
+  static async start(o: SidecarOptions): Promise<Sidecar> {
+    const args = [
+      '--fork-url', o.forkUrl,
+      '--fork-block-number', String(o.forkBlock),
+      '--optimism',
+      '--no-mining',
+      '--order', 'fifo',
+      '--accounts', '0',
+      '--hardfork', o.hardfork,
+      '--host', '127.0.0.1',
+      '--port', '0',
+      // No fork retries: a node outage must surface as an error here, not as a hung request.
+      '--retries', '0',
+      '--no-rate-limit',
+      '--timeout', String(o.startTimeoutMs),
+      ...(o.gasLimit !== undefined ? ['--gas-limit', o.gasLimit.toString()] : []),
+    ];
+    const { child } = spawnTied(o.binary ?? anvilBinaryPath(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const tail: string[] = [];
+    const keep = (d: Buffer): void => {
+      tail.push(d.toString());
+      if (tail.length > 20) tail.shift();
+    };
+    child.stderr!.on('data', keep);
+    let port: number;
+    try {
+      port = await new Promise<number>((resolve, reject) => {
+        let out = '';
+        const timer = setTimeout(
+          () => reject(new SidecarStartError(`execution engine: anvil did not start within ${o.startTimeoutMs} ms (forking ${o.forkUrl} at ${o.forkBlock})`)),
+          o.startTimeoutMs,
+        );
+        child.stdout!.on('data', (d: Buffer) => {
+          out += d.toString();
+          keep(d);
+          const m = /Listening on [\d.]+:(\d+)/.exec(out);
+          if (m) {
+            clearTimeout(timer);
+            resolve(Number(m[1]));
+          }
+        });
+        child.once('error', (e) => {
+          clearTimeout(timer);
+          reject(new SidecarStartError(`execution engine: cannot run anvil: ${e.message}`));
+        });
+        child.once('exit', (code, sig) => {
+          clearTimeout(timer);
+          const why = tail.join('').trim().split('\n').slice(-3).join(' ').slice(-400);
+          reject(new SidecarStartError(`execution engine: anvil exited during start (${code ?? sig}) forking ${o.forkUrl} at ${o.forkBlock}: ${why}`));
+        });
+      });
+    } catch (e) {
+      child.kill('SIGKILL');
+      throw e;
+    }
+    // Keep draining anvil's log (one line per tx) so a full pipe never blocks it.
+    child.stdout!.removeAllListeners('data');
+    child.stderr!.removeAllListeners('data');
+    child.stdout!.resume();
+    child.stderr!.resume();
+    try {
+      const [ctl, query] = await Promise.all([PipelinedRpc.open('127.0.0.1', port), PipelinedRpc.open('127.0.0.1', port)]);
+      return new Sidecar(child, port, o.forkBlock, ctl, query, exited);
+    } catch (e) {
+      child.kill('SIGKILL');
+      throw new SidecarStartError(`execution engine: cannot connect to anvil on port ${port}: ${(e as Error).message}`);
+    }
+  }
+
+  /** True when the exit was asked for with {@link stop}. */
+  get stopRequested(): boolean {
+    return this.stopping;
+  }
+
+  /** Kills the process (SIGKILL: its state is disposable) and resolves once it has exited. Idempotent. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.ctl.close();
+    this.query.close();
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
+    await this.exited;
+  }
+}
