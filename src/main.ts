@@ -1,6 +1,7 @@
 // Entry point, wiring only: config → daemon → signals → exit code. With no upstream and no node configured it
 // starts the embedded devnet first, so `npm start` shows flashblocks flowing with no setup.
 import { readFileSync } from 'node:fs';
+import { onParentExit } from './child.js';
 import { helpText, loadConfig, redactedConfig, type Config } from './config.js';
 import { startDaemon, type Daemon } from './daemon.js';
 import { runSetup } from './cli/setup.js';
@@ -114,7 +115,7 @@ async function run(argv: string[]): Promise<number> {
 
   return await new Promise<number>((resolve) => {
     let signals = 0;
-    const onSignal = (sig: NodeJS.Signals): void => {
+    const onSignal = (sig: NodeJS.Signals | 'parent exit'): void => {
       signals++;
       if (signals > 1) {
         log.warn(`second ${sig}: exiting now`);
@@ -136,6 +137,9 @@ async function run(argv: string[]): Promise<number> {
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
+    // Under `npm start` npm is our parent: if it dies without passing a signal on (kill -9), stop as on SIGTERM
+    // rather than run on as an orphan with the devnet. Elsewhere (systemd, nohup) being re-parented is normal.
+    if (process.env.npm_lifecycle_event !== undefined) onParentExit(() => onSignal('parent exit'));
   });
 }
 

@@ -1,6 +1,8 @@
 // `npm start` with no flags, as a newcomer runs it: the daemon starts the embedded devnet, prints a curl, that curl
 // returns preconfirmed receipts (a block the node does not have yet), and Ctrl-C stops everything it started.
-import t from 'tap';
+// Children never outlive their parent: `kill -9` of the daemon leaves no anvil; SIGINT to the `npm start` process
+// (not its process group) stops the daemon cleanly and leaves no process behind; `kill -9` of npm does too.
+import t, { type Test } from 'tap';
 import { readFileSync } from 'node:fs';
 import { rpcCall } from '../../scripts/devnet/anvil.js';
 import { sourceCommand, spawnDaemon } from '../helpers/daemon-process.js';
@@ -13,6 +15,31 @@ function childrenOf(pid: number): number[] {
     return [];
   }
 }
+
+/** Every descendant of `pid` (depth first), from /proc. */
+function descendantsOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const c of childrenOf(pid)) out.push(c, ...descendantsOf(c));
+  return out;
+}
+
+/** Resolves with the pids of `pids` still alive once none is, or after `maxMs` (polled every 50 ms). */
+async function waitGone(pids: number[], maxMs: number): Promise<number[]> {
+  const until = Date.now() + maxMs;
+  while (pids.some(alive) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+  return pids.filter(alive);
+}
+
+/** The command name of a pid (from /proc), '' once it is gone. */
+function commOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+  } catch {
+    return '';
+  }
+}
+
+const { NODE_OPTIONS: _tapLoaders, ...childEnv } = process.env;
 
 const alive = (pid: number): boolean => {
   try {
@@ -56,4 +83,49 @@ t.test('no flags: embedded devnet, the printed curl shows preconfirmed receipts,
   t.same(exit, { code: 0, signal: null }, 'exit code 0 after SIGINT');
   await new Promise((r) => setTimeout(r, 200));
   t.same(kids.filter(alive), [], 'no process it started is left behind');
+});
+
+t.test('kill -9 of the daemon running the devnet leaves no anvil', async (t) => {
+  const d = await spawnDaemon(sourceCommand(), ['--port', '0', '--metrics-port', '0'], { env: childEnv, startTimeoutMs: 60_000 });
+  t.teardown(() => d.close());
+  const kids = descendantsOf(d.proc.pid!);
+  t.ok(kids.some((p) => commOf(p) === 'anvil'), `anvil runs as the daemon's child (${kids.map((p) => `${p} ${commOf(p)}`).join(', ')})`);
+  d.proc.kill('SIGKILL');
+  t.same(await d.exited, { code: null, signal: 'SIGKILL' });
+  t.same(await waitGone(kids, 10_000), [], 'every process the daemon started is gone (the kernel killed anvil with it)');
+});
+
+/** `npm start -- <args>` as a real process tree: npm → node dist/src/main.js → anvil. */
+async function npmStart(t: Test): Promise<{ d: Awaited<ReturnType<typeof spawnDaemon>>; tree: number[] }> {
+  const d = await spawnDaemon(['npm', 'start', '--'], ['--port', '0', '--metrics-port', '0'], { env: childEnv, startTimeoutMs: 180_000 });
+  const tree = descendantsOf(d.proc.pid!);
+  t.teardown(async () => {
+    for (const p of tree) if (alive(p)) process.kill(p, 'SIGKILL');
+    await d.close();
+  });
+  return { d, tree };
+}
+
+t.test('SIGINT to the `npm start` process stops the daemon cleanly and leaves no process behind', async (t) => {
+  const { d, tree } = await npmStart(t);
+  const daemonPid = tree.find((p) => commOf(p) === 'node');
+  t.ok(daemonPid, `npm runs the daemon (${tree.map((p) => `${p} ${commOf(p)}`).join(', ')})`);
+  t.ok(tree.some((p) => commOf(p) === 'anvil'), 'and the daemon runs anvil');
+  const t0 = Date.now();
+  process.kill(d.proc.pid!, 'SIGINT'); // npm only, as `kill -INT <pid>` does: not the process group
+  const exit = await d.exited;
+  t.comment(`npm exited ${Date.now() - t0} ms after SIGINT (${JSON.stringify(exit)})`);
+  t.ok(exit.signal === 'SIGINT' || exit.code === 130 || exit.code === 0, `npm ends on the signal (${JSON.stringify(exit)})`);
+  t.ok(d.logs().some((l) => l.msg === 'SIGINT received: draining (up to 5000 ms); send again to exit at once'), 'the daemon itself received the SIGINT');
+  t.ok(d.logs().some((l) => l.msg === 'stopped cleanly'), 'and stopped cleanly');
+  t.same(await waitGone(tree, 5_000), [], 'no process of the tree is left');
+});
+
+t.test('kill -9 of the `npm start` process: the daemon notices, stops, and leaves no process behind', async (t) => {
+  const { d, tree } = await npmStart(t);
+  t.ok(tree.length >= 2, `npm's tree: ${tree.map((p) => `${p} ${commOf(p)}`).join(', ')}`);
+  d.proc.kill('SIGKILL');
+  await d.exited;
+  t.same(await waitGone(tree, 15_000), [], 'the daemon and anvil exited after npm died');
+  t.ok(d.logs().some((l) => l.msg === 'stopped cleanly'), 'the daemon stopped cleanly (its output still reaches us)');
 });
