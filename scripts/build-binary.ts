@@ -10,6 +10,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
+import { gitCommit } from '../src/buildinfo.js';
 import { tiedCommand } from '../src/child.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -100,7 +101,8 @@ async function main(): Promise<void> {
   const hash = createHash('sha256');
   // main.ts reads the version from ../../package.json relative to import.meta.url (<dir>/dist/src/main.js).
   const pkgJson = path.join(work, 'package.json');
-  fs.writeFileSync(pkgJson, JSON.stringify({ name: pkg.name, version: pkg.version, private: true }) + '\n');
+  // The commit too: the binary runs outside any checkout (src/buildinfo.ts reads it for the build-info metric).
+  fs.writeFileSync(pkgJson, JSON.stringify({ name: pkg.name, version: pkg.version, private: true, commit: gitCommit(root) ?? undefined }) + '\n');
   files.set('package.json', pkgJson);
   for (const [rel, src] of [...files].sort(([a], [b]) => a.localeCompare(b))) {
     const data = fs.readFileSync(src);

@@ -1,6 +1,6 @@
 // Entry point, wiring only: config → daemon → signals → exit code. With no upstream and no node configured it
 // starts the embedded devnet first, so `npm start` shows flashblocks flowing with no setup.
-import { readFileSync } from 'node:fs';
+import { buildInfo, type BuildInfo } from './buildinfo.js';
 import { onParentExit } from './child.js';
 import { helpText, loadConfig, redactedConfig, type Config } from './config.js';
 import { startDaemon, type Daemon } from './daemon.js';
@@ -10,18 +10,20 @@ import { StartupError } from './errors.js';
 import { createLogger, type Logger } from './log.js';
 import { notifyReady, notifyStopping, startWatchdog } from './metrics/sdnotify.js';
 
-function version(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
-    return pkg.version ?? '0.0.0';
-  } catch {
-    return '0.0.0';
-  }
+/** Version and git commit (read once; the checkout's HEAD in a clone, see src/buildinfo.ts). */
+let build: BuildInfo | null = null;
+function buildOf(): BuildInfo {
+  build ??= buildInfo(import.meta.url);
+  return build;
 }
+const version = (): string => buildOf().version;
 
 interface DevnetHandle {
   nodeRpcUrl: string;
   flashblocksUrl: string;
+  chainId: number;
+  /** A funded dev account the traffic generator never uses: the user's to send from. */
+  freeAccount: { address: string; privateKey: string };
   stop(): Promise<void>;
 }
 
@@ -30,7 +32,7 @@ async function startEmbeddedDevnet(log: Logger): Promise<DevnetHandle> {
   // Dynamic imports: the devnet (anvil, viem) is development tooling, absent from a production install.
   const seqPath = '../scripts/devnet/sequencer.js';
   const trafficPath = '../scripts/devnet/traffic.js';
-  type Devnet = DevnetHandle & { chainId: number; accounts: unknown[] };
+  type Devnet = Omit<DevnetHandle, 'freeAccount'> & { accounts: { address: string; privateKey: string }[] };
   let seq: { startDevnet(opts: Record<string, unknown>): Promise<Devnet> };
   let traffic: { startTraffic(opts: Record<string, unknown>): Promise<{ stop(): Promise<void> | void }> };
   try {
@@ -57,6 +59,8 @@ async function startEmbeddedDevnet(log: Logger): Promise<DevnetHandle> {
   return {
     nodeRpcUrl: devnet.nodeRpcUrl,
     flashblocksUrl: devnet.flashblocksUrl,
+    chainId: devnet.chainId,
+    freeAccount: devnet.accounts[devnet.accounts.length - 1]!,
     stop: async () => {
       await gen.stop();
       await devnet.stop();
@@ -87,7 +91,7 @@ async function run(argv: string[]): Promise<number> {
     throw new StartupError('E_CONFIG', 'flashblocks are enabled but no --flashblocks-url / FLASHBLOCKS_URL is set; give one, or set --flashblocks-enabled false');
   }
   log.info('configuration', { config: redactedConfig(config) });
-  const daemon: Daemon = await startDaemon(config, { log, version: version() });
+  const daemon: Daemon = await startDaemon(config, { log, version: version(), commit: buildOf().commit });
   log.info(`flashblocksd listening: rpc http://${config.host}:${daemon.rpcPort}/, stream ws://${config.host}:${daemon.rpcPort}/flashblocks, metrics http://${config.host}:${daemon.metricsPort}/metrics`, {
     rpcPort: daemon.rpcPort,
     metricsPort: daemon.metricsPort,
@@ -99,9 +103,13 @@ async function run(argv: string[]): Promise<number> {
       [
         '',
         '  flashblocksd is running on the embedded devnet (anvil + a flashblocks sequencer, 200 ms flashblocks).',
-        `  JSON-RPC  ${rpc}`,
+        `  JSON-RPC  ${rpc}   (point viem, ethers, curl here)`,
         `  stream    ws://${config.host}:${daemon.rpcPort}/flashblocks`,
         `  metrics   http://${config.host}:${daemon.metricsPort}/metrics`,
+        `  chain id  ${devnet.chainId}`,
+        `  node      ${devnet.nodeRpcUrl}   (the devnet's anvil, which flashblocksd forwards to)`,
+        `  account   ${devnet.freeAccount.address}   (funded; the devnet's traffic never uses it)`,
+        `  key       ${devnet.freeAccount.privateKey}`,
         '  Preconfirmed receipts of the pending block (the devnet sends ~5 tx/s; a flashblock every 200 ms):',
         `    curl -s -X POST -H 'Content-Type: application/json' --data '{"jsonrpc":"2.0","id":1,"method":"eth_getBlockReceipts","params":["pending"]}' ${rpc}`,
         '  Ctrl-C stops everything.',

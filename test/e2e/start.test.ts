@@ -3,9 +3,12 @@
 // Children never outlive their parent: `kill -9` of the daemon leaves no anvil; SIGINT to the `npm start` process
 // (not its process group) stops the daemon cleanly and leaves no process behind; `kill -9` of npm does too.
 import t, { type Test } from 'tap';
+import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { privateKeyToAccount } from 'viem/accounts';
 import { rpcCall } from '../../scripts/devnet/anvil.js';
-import { sourceCommand, spawnDaemon } from '../helpers/daemon-process.js';
+import { SETTINGS } from '../../src/config.js';
+import { repoRoot, sourceCommand, spawnDaemon } from '../helpers/daemon-process.js';
 
 /** Child pids of `pid` (from /proc). */
 function childrenOf(pid: number): number[] {
@@ -64,6 +67,22 @@ t.test('no flags: embedded devnet, the printed curl shows preconfirmed receipts,
   const config = d.logs().find((l) => l.msg === 'configuration')?.config as { nodeRpcUrl?: string } | undefined;
   t.ok(config?.nodeRpcUrl, 'the devnet node URL is logged');
 
+  // The banner: chain id, node URL, a free funded account and its key, all true, and the same as the README's.
+  const banner = d.stderr();
+  const chainId = /^ {2}chain id {2}(\d+)$/m.exec(banner)?.[1];
+  const nodeUrl = /^ {2}node {6}(http\S+)/m.exec(banner)?.[1];
+  const account = /^ {2}account {3}(0x[0-9a-fA-F]{40})\b/m.exec(banner)?.[1];
+  const key = /^ {2}key {7}(0x[0-9a-f]{64})$/m.exec(banner)?.[1];
+  t.ok(chainId && nodeUrl && account && key, 'the banner shows chain id, node, account and key', { banner });
+  if (!chainId || !nodeUrl || !account || !key) return;
+  t.equal(Number(await rpcCall<string>(d.rpcUrl, 'eth_chainId')), Number(chainId), 'the chain id is the one the daemon answers');
+  t.equal(nodeUrl.replace(/\/$/, ''), config!.nodeRpcUrl!.replace(/\/$/, ''), 'the node URL is the one the daemon forwards to');
+  t.equal(Number(await rpcCall<string>(nodeUrl, 'eth_chainId')), Number(chainId), 'and it answers');
+  t.equal(privateKeyToAccount(key as `0x${string}`).address, account, 'the key is the account\'s');
+  t.ok(BigInt(await rpcCall<string>(d.rpcUrl, 'eth_getBalance', [account, 'latest'])) > 10n ** 18n, 'the account is funded');
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  t.ok(readme.includes(account) && readme.includes(key) && readme.includes(`chain id  ${chainId}`), 'the README quick start shows the same chain id, account and key');
+
   // Within 30 s the curl's answer holds receipts of a block the node has not sealed yet.
   let preconfirmed: { blockNumber: string; transactionHash: string } | null = null;
   const until = Date.now() + 30_000;
@@ -75,6 +94,20 @@ t.test('no flags: embedded devnet, the printed curl shows preconfirmed receipts,
     else await new Promise((r) => setTimeout(r, 100));
   }
   t.ok(preconfirmed, `a receipt above the node's latest block was returned (${preconfirmed?.transactionHash ?? 'none'})`);
+
+  // The README's viem and ethers examples, verbatim but for the URL, against this devnet.
+  const defaultUrl = `http://127.0.0.1:${SETTINGS.find((x) => x.flag === 'port')!.def}/`;
+  const snippets = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((x) => x[1]!.replaceAll(defaultUrl, d.rpcUrl));
+  t.equal(snippets.length, 2, 'the README has a viem and an ethers example');
+  const expected = [/^success in block (\d+)n latest is (\d+)n$/, /^1 in block (\d+) latest is (\d+)$/];
+  for (let i = 0; i < snippets.length; i++) {
+    t.ok(snippets[i]!.includes(d.rpcUrl), `example ${i + 1} targets the daemon at the default port's URL`);
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', snippets[i]!], { cwd: repoRoot, env: childEnv, encoding: 'utf8', timeout: 60_000 });
+    const out = r.stdout.trim();
+    const mm = expected[i]!.exec(out);
+    t.ok(mm, `example ${i + 1} prints its receipt: ${out} ${r.stderr.slice(-500)}`);
+    if (mm) t.ok(Number(mm[1]) >= Number(mm[2]), 'in a block at or above latest');
+  }
 
   const kids = childrenOf(d.proc.pid!);
   t.ok(kids.length >= 1, `the daemon started anvil as a child (${kids.join(', ')})`);
