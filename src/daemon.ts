@@ -63,6 +63,14 @@ function metricsObserver(m: Metrics, blockTimeMs: number): IngestObserver {
   };
 }
 
+/** uWS's LIBUS_LISTEN_EXCLUSIVE_PORT: bind without SO_REUSEPORT (the typings lack the host+options overload). */
+const LISTEN_EXCLUSIVE_PORT = 1;
+
+/** `app.listen(host, port, options, cb)` with the exclusive-port option: `cb(false)` when the port is taken. */
+function listenExclusive(app: unknown, host: string, port: number, cb: (socket: unknown) => void): void {
+  (app as { listen(host: string, port: number, options: number, cb: (s: unknown) => void): unknown }).listen(host, port, LISTEN_EXCLUSIVE_PORT, cb);
+}
+
 /** Starts the daemon. Throws StartupError (E_NATIVE, E_LISTEN) when it cannot. */
 export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions = {}): Promise<Daemon> {
   const log = opts.log ?? createLogger({ level: config.logLevel });
@@ -114,7 +122,9 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   ctx.subscriptions = new Subscriptions(ctx, config.maxSubscriptionsPerConnection);
   const rpc: Mounted = mountRpc(app, ctx);
 
-  const listenSocket = await new Promise<unknown>((resolve) => app.listen(config.host, config.port, (s) => resolve(s)));
+  // Exclusive: uWS sets SO_REUSEPORT by default, so a second daemon on a port already serving would start silently
+  // and the kernel would split connections between the two.
+  const listenSocket = await new Promise<unknown>((resolve) => listenExclusive(app, config.host, config.port, resolve));
   if (!listenSocket) throw new StartupError(StartupCode.PORT_IN_USE, `cannot listen on ${config.host}:${config.port} (in use or not permitted); choose another --port`);
   const rpcPort = uWS.us_socket_local_port(listenSocket as never);
 
