@@ -6,6 +6,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { tiedCommand } from '../src/child.js';
 
 /** One row of a benchmark table: a subject measured next to its baseline in the same run. */
 export interface BenchRow {
@@ -199,7 +200,10 @@ export function writePlot(name: string, svg: string, alt: string): Plot {
 /** Forks a TypeScript module of bench/ (through tsx) with `args`; extra node flags in `nodeArgs`. */
 export function forkTs(file: string, args: string[], nodeArgs: string[] = []): ChildProcess {
   const path = fileURLToPath(new URL(`./${file}`, import.meta.url));
-  return fork(path, args, { execArgv: ['--import', 'tsx', ...nodeArgs], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  // Tied (src/child.ts): setpriv as the exec path, node and its flags as its arguments, so a bench killed with -9
+  // leaves no daemon child behind.
+  const node = tiedCommand(process.execPath, ['--import', 'tsx', ...nodeArgs]);
+  return fork(path, args, { execPath: node.file, execArgv: node.args, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
 }
 
 /** Sends `msg` and resolves with the first reply that carries `field` (rejects if the child exits first). */

@@ -10,6 +10,8 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
+import { gitCommit } from '../src/buildinfo.js';
+import { tiedCommand } from '../src/child.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(path.join(root, 'package.json'));
@@ -99,7 +101,8 @@ async function main(): Promise<void> {
   const hash = createHash('sha256');
   // main.ts reads the version from ../../package.json relative to import.meta.url (<dir>/dist/src/main.js).
   const pkgJson = path.join(work, 'package.json');
-  fs.writeFileSync(pkgJson, JSON.stringify({ name: pkg.name, version: pkg.version, private: true }) + '\n');
+  // The commit too: the binary runs outside any checkout (src/buildinfo.ts reads it for the build-info metric).
+  fs.writeFileSync(pkgJson, JSON.stringify({ name: pkg.name, version: pkg.version, private: true, commit: gitCommit(root) ?? undefined }) + '\n');
   files.set('package.json', pkgJson);
   for (const [rel, src] of [...files].sort(([a], [b]) => a.localeCompare(b))) {
     const data = fs.readFileSync(src);
@@ -117,13 +120,16 @@ async function main(): Promise<void> {
   const blob = path.join(work, 'sea.blob');
   const seaConfig = path.join(work, 'sea-config.json');
   fs.writeFileSync(seaConfig, JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true, assets }, null, 2));
-  execFileSync(process.execPath, ['--experimental-sea-config', seaConfig], { stdio: 'inherit' });
+  // Tied (src/child.ts): a build killed with -9 leaves no node/postject behind.
+  const sea = tiedCommand(process.execPath, ['--experimental-sea-config', seaConfig]);
+  execFileSync(sea.file, sea.args, { stdio: 'inherit' });
 
   fs.rmSync(out, { force: true });
   fs.copyFileSync(process.execPath, out);
   fs.chmodSync(out, 0o755);
   const postject = path.join(pkgDir('postject'), 'dist', 'cli.js');
-  execFileSync(process.execPath, [postject, out, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const inject = tiedCommand(process.execPath, [postject, out, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2']);
+  execFileSync(inject.file, inject.args, { stdio: ['ignore', 'ignore', 'pipe'] });
   fs.rmSync(work, { recursive: true, force: true });
 
   const mib = (n: number): string => (n / 1024 / 1024).toFixed(1);

@@ -1,5 +1,6 @@
 // `npm run devnet`: anvil + flashblocks sequencer + traffic, prints the node and stream URLs; Ctrl-C stops all.
 // Wiring only: no daemon here (`npm start` runs devnet and daemon together).
+import { onParentExit } from '../src/child.js';
 import { startDevnet, type ReceiptShape } from './devnet/sequencer.js';
 import { startTraffic } from './devnet/traffic.js';
 
@@ -53,6 +54,8 @@ async function main(): Promise<void> {
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+  // `npm run devnet`: if npm dies without passing a signal on, stop rather than run on as an orphan.
+  if (process.env.npm_lifecycle_event !== undefined) onParentExit(() => void stop('parent exit'));
 }
 
 main().catch((e: unknown) => {

@@ -1,5 +1,6 @@
-// Spawns child processes that cannot outlive this process, even when it is killed with SIGKILL. Owns nothing else:
-// callers keep their own start/stop logic. A leaf: imports only node built-ins.
+// Spawns child processes that cannot outlive this process, even when it is killed with SIGKILL, and lets this process
+// notice that its own parent is gone. Owns nothing else: callers keep their own start/stop logic. A leaf: imports
+// only node built-ins.
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 
@@ -39,7 +40,39 @@ export interface TiedChild {
  * Call it from the main thread: the death signal follows the thread that forked the child.
  */
 export function spawnTied(file: string, args: readonly string[], opts: SpawnOptions = {}): TiedChild {
+  const c = tiedCommand(file, args);
+  return { child: spawn(c.file, c.args, opts), tied: c.tied };
+}
+
+/** A command line rewritten so the program it runs dies with this process (see {@link spawnTied}). */
+export interface TiedCommand {
+  readonly file: string;
+  readonly args: string[];
+  readonly tied: boolean;
+}
+
+/**
+ * `file args` prefixed with `setpriv --pdeathsig KILL --` where setpriv exists, for the spawn functions that cannot
+ * go through {@link spawnTied} (execFile, execFileSync, fork's execPath). Unchanged, with `tied` false, elsewhere.
+ */
+export function tiedCommand(file: string, args: readonly string[]): TiedCommand {
   const sp = setpriv();
-  if (sp === null) return { child: spawn(file, [...args], opts), tied: false };
-  return { child: spawn(sp, ['--pdeathsig', 'KILL', '--', file, ...args], opts), tied: true };
+  if (sp === null) return { file, args: [...args], tied: false };
+  return { file: sp, args: ['--pdeathsig', 'KILL', '--', file, ...args], tied: true };
+}
+
+/**
+ * Calls `onGone` once when this process's parent exits (the process is re-parented: its ppid changes), checking
+ * every `intervalMs` on an unref'd timer. For runs whose parent is a wrapper that must not leave us behind
+ * (`npm start`): a plain `nohup` or systemd run must not use it, since being re-parented is normal there.
+ */
+export function onParentExit(onGone: () => void, intervalMs = 500): () => void {
+  const ppid = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === ppid) return;
+    clearInterval(timer);
+    onGone();
+  }, intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }

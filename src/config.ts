@@ -55,6 +55,7 @@ export interface Config {
   nodeTimeoutMs: number;
   nodeMaxSockets: number;
   allowNamespaces: string[];
+  forwardMethods: string[];
   corsOrigins: string[];
   sendRawSyncTimeoutMs: number;
   streamMaxBackpressureBytes: number;
@@ -104,7 +105,8 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'max-response-bytes', key: 'maxResponseBytes', kind: 'int', def: String(100 * MiB), min: 1024, max: 4096 * MiB, help: 'Largest JSON-RPC response (-32005 above)' },
   { flag: 'node-timeout-ms', key: 'nodeTimeoutMs', kind: 'int', def: '5000', min: 10, max: 600000, help: 'Per-call timeout for forwarded requests' },
   { flag: 'node-max-sockets', key: 'nodeMaxSockets', kind: 'int', def: '64', min: 1, max: 4096, help: 'Keep-alive connections to the node' },
-  { flag: 'allow-namespaces', key: 'allowNamespaces', kind: 'list', def: '', help: 'Refused-by-default namespaces to forward anyway (admin,debug,personal,miner,engine,txpool)' },
+  { flag: 'allow-namespaces', key: 'allowNamespaces', kind: 'list', def: '', help: 'Whole namespaces to forward beyond the default allow-list (e.g. debug,txpool); same as --forward-methods ns_*' },
+  { flag: 'forward-methods', key: 'forwardMethods', kind: 'list', def: '', help: 'Methods to forward beyond the default allow-list of standard read and submit methods: names, ns_* or * (all)' },
   { flag: 'cors-origins', key: 'corsOrigins', kind: 'list', def: '', help: 'CORS allowed origins (comma-separated, * for any); off when empty' },
   { flag: 'send-raw-sync-timeout-ms', key: 'sendRawSyncTimeoutMs', kind: 'int', def: '10000', min: 10, max: 600000, help: 'Default and maximum wait of eth_sendRawTransactionSync' },
   { flag: 'stream-max-backpressure-bytes', key: 'streamMaxBackpressureBytes', kind: 'int', def: String(4 * MiB), min: 1024, max: 1024 * MiB, help: 'Per-subscriber send buffer; a subscriber above it is closed at once, its buffered frames dropped (it sees 1006)' },
@@ -261,9 +263,11 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Rea
   if (c.canonicalWsRetryMaxMs < c.canonicalWsRetryInitialMs) {
     fail(`--canonical-ws-retry-max-ms (${c.canonicalWsRetryMaxMs}) must be ≥ --canonical-ws-retry-initial-ms (${c.canonicalWsRetryInitialMs})`);
   }
-  const known = ['admin', 'debug', 'personal', 'miner', 'engine', 'txpool'];
   for (const ns of c.allowNamespaces) {
-    if (!known.includes(ns)) fail(`${src('allow-namespaces')}: "${ns}" is not one of ${known.join(', ')}`);
+    if (!/^[A-Za-z][A-Za-z0-9]*$/.test(ns)) fail(`${src('allow-namespaces')}: "${ns}" is not a namespace name (letters and digits, e.g. debug, txpool)`);
+  }
+  for (const m of c.forwardMethods) {
+    if (m !== '*' && !/^[A-Za-z][A-Za-z0-9]*_(\*|[A-Za-z0-9_]+)$/.test(m)) fail(`${src('forward-methods')}: "${m}" is not a method name (eth_sendTransaction), a namespace pattern (debug_*) or *`);
   }
   for (const o of c.corsOrigins) {
     const why = originProblem(o);
@@ -275,6 +279,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Rea
   return Object.freeze(Object.assign(c, {
     flashblocksUrls: Object.freeze([...c.flashblocksUrls]),
     allowNamespaces: Object.freeze([...c.allowNamespaces]),
+    forwardMethods: Object.freeze([...c.forwardMethods]),
     corsOrigins: Object.freeze([...c.corsOrigins]),
     apiKeys: Object.freeze([...c.apiKeys]),
     trustedProxies: Object.freeze([...c.trustedProxies]),

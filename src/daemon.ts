@@ -49,7 +49,7 @@ function pick<K extends keyof Config>(config: Readonly<Config>, keys: readonly K
 
 const RPC_SETTINGS = [
   'maxBodyBytes', 'corsOrigins', 'streamMaxBackpressureBytes', 'streamIdleTimeoutS', 'maxBatchItems', 'maxResponseBytes',
-  'allowNamespaces', 'flashblocksEnabled', 'sendRawSyncTimeoutMs', 'maxSubscriptionsPerConnection',
+  'forwardMethods', 'allowNamespaces', 'flashblocksEnabled', 'sendRawSyncTimeoutMs', 'maxSubscriptionsPerConnection',
 ] as const satisfies readonly (keyof RpcOptions & keyof Config)[];
 
 const STREAM_SETTINGS = [

@@ -52,7 +52,7 @@ export class StartupError extends Error {
 export const ERROR_TABLE: ReadonlyArray<{ code: number | string; meaning: string }> = [
   { code: RpcCode.PARSE_ERROR, meaning: 'body is not valid JSON (or nested deeper than the limit)' },
   { code: RpcCode.INVALID_REQUEST, meaning: 'not a JSON-RPC 2.0 request object; empty batch; batch too large' },
-  { code: RpcCode.METHOD_NOT_FOUND, meaning: 'unknown method, or a namespace refused by default (admin_, debug_, ...)' },
+  { code: RpcCode.METHOD_NOT_FOUND, meaning: 'unknown method, or a method not forwarded by default (node-signed, dev, admin: `eth_sendTransaction`, `anvil_*`, `debug_*`, ...); the message names `--forward-methods`' },
   { code: RpcCode.INVALID_PARAMS, meaning: 'wrong parameter count, type or hex shape; the message names the parameter' },
   { code: RpcCode.INTERNAL_ERROR, meaning: 'unexpected failure inside the daemon (details in the log, never in the reply)' },
   { code: RpcCode.SERVER_ERROR, meaning: 'the node answered with an error, or could not be reached' },

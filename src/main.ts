@@ -1,6 +1,7 @@
 // Entry point, wiring only: config → daemon → signals → exit code. With no upstream and no node configured it
 // starts the embedded devnet first, so `npm start` shows flashblocks flowing with no setup.
-import { readFileSync } from 'node:fs';
+import { buildInfo, type BuildInfo } from './buildinfo.js';
+import { onParentExit } from './child.js';
 import { checkRunnable, helpText, loadConfig, redactedConfig, type Config } from './config.js';
 import { startDaemon, type Daemon } from './daemon.js';
 import { runSetup } from './cli/setup.js';
@@ -9,18 +10,20 @@ import { StartupError } from './errors.js';
 import { createLogger, type Logger } from './log.js';
 import { notifyReady, notifyStopping, startWatchdog } from './metrics/sdnotify.js';
 
-function version(): string {
-  try {
-    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version?: string };
-    return pkg.version ?? '0.0.0';
-  } catch {
-    return '0.0.0';
-  }
+/** Version and git commit (read once; the checkout's HEAD in a clone, see src/buildinfo.ts). */
+let build: BuildInfo | null = null;
+function buildOf(): BuildInfo {
+  build ??= buildInfo(import.meta.url);
+  return build;
 }
+const version = (): string => buildOf().version;
 
 interface DevnetHandle {
   nodeRpcUrl: string;
   flashblocksUrl: string;
+  chainId: number;
+  /** A funded dev account the traffic generator never uses: the user's to send from. */
+  freeAccount: { address: string; privateKey: string };
   stop(): Promise<void>;
 }
 
@@ -29,7 +32,7 @@ async function startEmbeddedDevnet(log: Logger): Promise<DevnetHandle> {
   // Dynamic imports: the devnet (anvil, viem) is development tooling, absent from a production install.
   const seqPath = '../scripts/devnet/sequencer.js';
   const trafficPath = '../scripts/devnet/traffic.js';
-  type Devnet = DevnetHandle & { chainId: number; accounts: unknown[] };
+  type Devnet = Omit<DevnetHandle, 'freeAccount'> & { accounts: { address: string; privateKey: string }[] };
   let seq: { startDevnet(opts: Record<string, unknown>): Promise<Devnet> };
   let traffic: { startTraffic(opts: Record<string, unknown>): Promise<{ stop(): Promise<void> | void }> };
   try {
@@ -56,6 +59,8 @@ async function startEmbeddedDevnet(log: Logger): Promise<DevnetHandle> {
   return {
     nodeRpcUrl: devnet.nodeRpcUrl,
     flashblocksUrl: devnet.flashblocksUrl,
+    chainId: devnet.chainId,
+    freeAccount: devnet.accounts[devnet.accounts.length - 1]!,
     stop: async () => {
       await gen.stop();
       await devnet.stop();
@@ -85,7 +90,7 @@ async function run(argv: string[]): Promise<number> {
   }
   checkRunnable(config);
   log.info('configuration', { config: redactedConfig(config) });
-  const daemon: Daemon = await startDaemon(config, { log, version: version() });
+  const daemon: Daemon = await startDaemon(config, { log, version: version(), commit: buildOf().commit });
   log.info(`flashblocksd listening: rpc http://${config.host}:${daemon.rpcPort}/, stream ws://${config.host}:${daemon.rpcPort}/flashblocks, metrics http://${config.host}:${daemon.metricsPort}/metrics`, {
     rpcPort: daemon.rpcPort,
     metricsPort: daemon.metricsPort,
@@ -97,9 +102,13 @@ async function run(argv: string[]): Promise<number> {
       [
         '',
         '  flashblocksd is running on the embedded devnet (anvil + a flashblocks sequencer, 200 ms flashblocks).',
-        `  JSON-RPC  ${rpc}`,
+        `  JSON-RPC  ${rpc}   (point viem, ethers, curl here)`,
         `  stream    ws://${config.host}:${daemon.rpcPort}/flashblocks`,
         `  metrics   http://${config.host}:${daemon.metricsPort}/metrics`,
+        `  chain id  ${devnet.chainId}`,
+        `  node      ${devnet.nodeRpcUrl}   (the devnet's anvil, which flashblocksd forwards to)`,
+        `  account   ${devnet.freeAccount.address}   (funded; the devnet's traffic never uses it)`,
+        `  key       ${devnet.freeAccount.privateKey}`,
         '  Preconfirmed receipts of the pending block (the devnet sends ~5 tx/s; a flashblock every 200 ms):',
         `    curl -s -X POST -H 'Content-Type: application/json' --data '{"jsonrpc":"2.0","id":1,"method":"eth_getBlockReceipts","params":["pending"]}' ${rpc}`,
         '  Ctrl-C stops everything.',
@@ -113,7 +122,7 @@ async function run(argv: string[]): Promise<number> {
 
   return await new Promise<number>((resolve) => {
     let signals = 0;
-    const onSignal = (sig: NodeJS.Signals): void => {
+    const onSignal = (sig: NodeJS.Signals | 'parent exit'): void => {
       signals++;
       if (signals > 1) {
         log.warn(`second ${sig}: exiting now`);
@@ -135,6 +144,9 @@ async function run(argv: string[]): Promise<number> {
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
+    // Under `npm start` npm is our parent: if it dies without passing a signal on (kill -9), stop as on SIGTERM
+    // rather than run on as an orphan with the devnet. Elsewhere (systemd, nohup) being re-parented is normal.
+    if (process.env.npm_lifecycle_event !== undefined) onParentExit(() => onSignal('parent exit'));
   });
 }
 

@@ -48,7 +48,8 @@ t.test('invalid values say what to fix', async (t) => {
     [['--node-rpc-url', 'ws://x'], {}, /--node-rpc-url: .* must use http:\/\/ or https:\/\//],
     [['--flashblocks-enabled', 'maybe'], {}, /expected true or false/],
     [['--nope'], {}, /unknown flag --nope/],
-    [['--allow-namespaces', 'eth'], {}, /not one of admin/],
+    [['--allow-namespaces', 'debug_'], {}, /--allow-namespaces: "debug_" is not a namespace name/],
+    [['--forward-methods', 'sendTransaction'], {}, /--forward-methods: "sendTransaction" is not a method name/],
     [['--backoff-initial-ms', '500', '--backoff-max-ms', '100'], {}, /must be ≥/],
   ];
   for (const [argv, env, re] of bad) {

@@ -21,6 +21,9 @@ import { DEV_MNEMONIC, rpcBatch, rpcCall, startAnvil, type Anvil, type AnvilOpti
  * - evm_revert does not restore anvil's base-fee tracker, so every mine of a block is given the block's base fee
  *   (read once, at block start, from eth_feeHistory) via anvil_setNextBlockBaseFeePerGas.
  * - the canonical seal is one more evm_mine with the same timestamp: its hash equals the last flashblock's.
+ * - timestamps are those of an OP-stack chain: a block with timestamp T is built during [T − blockTime, T], so its
+ *   flashblock k is due at T − blockTime + k × flashblockMs (the daemon's lateness formula). Blocks start on the
+ *   wall-clock grid where start + blockTime is a whole second, and T = start + blockTime.
  * - clients reach anvil through `nodeRpcUrl`, a pass-through proxy that holds every call while a flashblock is being
  *   built (a shared/exclusive lock: calls run side by side, the builder alone). So a tx can never slip in between
  *   the revert and the re-submission (which would reorder the block), and no read sees the simulated block that is
@@ -72,6 +75,14 @@ export interface DevnetStats {
   cycleMsAvg: number;
   subscribers: number;
   lastBlockNumber: number;
+  /**
+   * The devnet's own view of the 200 ms budget, from its schedule (block start + index × flashblockMs), not from
+   * timestamps: flashblocks published more than one interval after their slot, and gaps between two published
+   * flashblocks longer than one interval + 50 ms (the daemon's default tolerance). A daemon's budget-miss counters
+   * can only exceed these through its own (or the network's) delays.
+   */
+  lateFlashblocks: number;
+  longGaps: number;
 }
 
 /** A flashblock in the sequencer's own terms, before encoding for a subscriber. */
@@ -237,9 +248,32 @@ function parseVariant(url: string | undefined, defaults: Variant): Variant {
 }
 
 /** What the current block's builder carries between flashblocks. */
+/** A block that starts building up to this late on the grid still gets the grid's timestamp. */
+const GRID_SLACK_MS = 50;
+
+/**
+ * The first moment at or after `nowMs` (performance clock) when a block can start on the wall-clock grid: start +
+ * blockTime is a whole second, so the block's timestamp (the end of its build) is exact.
+ */
+export function alignedBlockStartMs(nowMs: number, blockTimeMs: number): number {
+  const wallMs = performance.timeOrigin + nowMs;
+  return Math.ceil((wallMs + blockTimeMs) / 1000) * 1000 - blockTimeMs - performance.timeOrigin;
+}
+
+/**
+ * The timestamp (s) of a block whose build starts at `startMs` (performance clock): start + blockTime, rounded up to
+ * a whole second (within GRID_SLACK_MS it rounds down) and above the parent's.
+ */
+export function blockTimestampS(startMs: number, blockTimeMs: number, parentTimestampS: number): number {
+  const endWallMs = performance.timeOrigin + startMs + blockTimeMs;
+  return Math.max(parentTimestampS + 1, Math.ceil((endWallMs - GRID_SLACK_MS) / 1000));
+}
+
 interface BlockInBuild {
   number: number;
   timestamp: number;
+  /** When its build started (performance clock): flashblock k is scheduled at startMs + k × flashblockMs. */
+  startMs: number;
   baseFee: bigint;
   payloadId: string;
   nextIndex: number;
@@ -268,7 +302,9 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   const st: DevnetStats = {
     blocks: 0, flashblocks: 0, transactions: 0, txTypes: {}, hashMatches: 0, hashMismatches: 0, prefixViolations: 0,
     resendErrors: 0, cycleErrors: 0, cycleMsMax: 0, cycleMsAvg: 0, subscribers: 0, lastBlockNumber: 0,
+    lateFlashblocks: 0, longGaps: 0,
   };
+  let lastPublishMs = -1;
   let cycles = 0;
   let cycleMsTotal = 0;
 
@@ -292,8 +328,13 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     ws.on('error', () => undefined);
   });
 
-  function publish(fb: BuiltFlashblock): void {
+  /** Sends `fb` to every subscriber; `slotMs` is when it was scheduled (performance clock). */
+  function publish(fb: BuiltFlashblock, slotMs: number): void {
     st.flashblocks++;
+    const now = performance.now();
+    if (now - slotMs > flashblockMs) st.lateFlashblocks++;
+    if (lastPublishMs >= 0 && now - lastPublishMs > flashblockMs + 50) st.longGaps++;
+    lastPublishMs = now;
     const frames = new Map<string, string | Buffer>();
     for (const ws of wss.clients) {
       if (ws.readyState !== ws.OPEN) continue;
@@ -346,18 +387,20 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   let parent = { number: Number(genesis.number), timestamp: Number(genesis.timestamp) };
   let cur: BlockInBuild | null = null;
 
-  async function openBlock(): Promise<BlockInBuild> {
+  /** Opens the block whose build starts at `startMs` (performance clock): its timestamp is the end of its build. */
+  async function openBlock(startMs: number): Promise<BlockInBuild> {
     const fh = await rpcCall<{ baseFeePerGas: string[] }>(url, 'eth_feeHistory', ['0x1', 'latest', []]);
     const baseFee = BigInt(fh.baseFeePerGas[fh.baseFeePerGas.length - 1] ?? '0x0');
     return {
       number: parent.number + 1,
-      timestamp: Math.max(parent.timestamp + 1, Math.floor(Date.now() / 1000)),
+      timestamp: blockTimestampS(startMs, blockTimeMs, parent.timestamp),
       baseFee,
       payloadId: `0x${randomBytes(8).toString('hex')}`,
       nextIndex: 0,
       hashes: [],
       raws: [],
       touched: new Set(FEE_VAULTS),
+      startMs,
       last: null,
     };
   }
@@ -486,7 +529,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     cycleMsTotal += ms;
     st.cycleMsAvg = cycleMsTotal / cycles;
     if (ms > st.cycleMsMax) st.cycleMsMax = ms;
-    publish(fb);
+    publish(fb, b.startMs + fb.index * flashblockMs);
   }
 
   /** Emits the next flashblock: rebuilt when the pool holds txs not yet emitted, else the same state, no txs. */
@@ -503,7 +546,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     const last = b.last!;
     const fb: BuiltFlashblock = { ...last, index: b.nextIndex++, base: null, receipts: [], diff: { ...last.diff, transactions: [] } };
     b.last = fb;
-    publish(fb);
+    publish(fb, b.startMs + fb.index * flashblockMs);
   }
 
   /** Seals the block on anvil: one last flashblock if txs arrived since the previous one, then the real mine. */
@@ -536,13 +579,16 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     }
   }
 
-  // Index 0 of the first block before returning, so callers see a stream that is already flowing.
+  // The first block starts on the grid (at most a second from now); index 0 of it is built before returning, so
+  // callers see a stream that is already flowing.
+  const firstStart = alignedBlockStartMs(performance.now(), blockTimeMs);
+  await sleep(firstStart - performance.now());
   await lock.exclusive(async () => {
-    cur = await openBlock();
+    cur = await openBlock(firstStart);
     await tick(cur, true);
   });
   const loop = (async () => {
-    let blockStart = performance.now();
+    let blockStart = firstStart;
     while (!stopped) {
       for (let k = 1; k < perBlock && !stopped; k++) {
         await sleep(blockStart + k * flashblockMs - performance.now());
@@ -553,12 +599,14 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       }
       await sleep(blockStart + blockTimeMs - performance.now());
       if (stopped) break;
-      // Block boundaries stay on the blockTimeMs grid unless a cycle overran by more than a flashblock.
+      // Block boundaries stay on the blockTimeMs grid unless a cycle overran by more than a flashblock (the next
+      // timestamp is then rounded up, so that block's flashblocks count as early, never as late).
       blockStart += blockTimeMs;
       if (performance.now() - blockStart > flashblockMs) blockStart = performance.now();
+      const start = blockStart;
       await step(async () => {
         await seal(cur!);
-        cur = await openBlock();
+        cur = await openBlock(start);
         await tick(cur, true);
       });
     }

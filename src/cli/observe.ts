@@ -213,7 +213,9 @@ export async function observePreconfirmations(opts: VerifyOptions): Promise<Veri
   const receipted = all.filter((t) => t.receiptAtMs !== null && t.receiptBeforeLatest === true);
   const report: VerifyReport = {
     url: redactUrl(opts.url),
-    servesPreconfirmations: reached.length > 0 || receipted.length > 0,
+    // Only a receipt served before latest had the transaction proves preconfirmation: a node that builds `pending`
+    // from its own mempool also shows transactions in pending before they reach latest, but has no receipts for them.
+    servesPreconfirmations: receipted.length > 0,
     summary: '',
     durationMs: round(performance.now() - t0),
     polls,
@@ -244,6 +246,13 @@ function summarize(r: VerifyReport): string {
   if (r.transactions.seenInPending === 0) {
     const height = r.pending.aheadPolls > 0 ? ` (it reports pending as block ${r.pending.last}, latest + 1, but with no transactions in it)` : '';
     return `pending equals latest: ${window} the pending block never held a transaction that latest did not${height}; this endpoint does not serve preconfirmations.`;
+  }
+  if (r.receipts.checked > 0 && r.transactions.reachedLatest > 0) {
+    return (
+      `no preconfirmations: ${r.transactions.seenInPending} transaction(s) were in pending ahead of latest (${r.transactions.reachedLatest} reached latest ${window}), ` +
+      `but none of the ${r.receipts.checked} receipt(s) looked up was served before latest had the transaction; a node that builds pending from its ` +
+      'own transaction pool looks like this (so does a flashblocks stream without receipts in its metadata).'
+    );
   }
   return (
     `not confirmed: ${r.transactions.seenInPending} transaction(s) were in pending but none reached latest ${window}, and no receipt was ` +

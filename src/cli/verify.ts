@@ -34,7 +34,8 @@ export function verifyHelp(): string {
     'the observed flashblock interval (how often pending changes), and how soon a preconfirmed transaction has a',
     'receipt. Sends no transactions. --json prints the same report as one JSON object.',
     '',
-    'Exit codes: 0 preconfirmations observed; 1 not observed (e.g. "pending equals latest"); 2 could not verify',
+    'Exit codes: 0 preconfirmations observed (a receipt served before latest had its transaction); 1 not observed',
+    '(e.g. "pending equals latest", or a pending block built from the node\'s mempool); 2 could not verify',
     '(bad arguments, endpoint unreachable, timed out, or answered with an error).',
   ].join('\n');
 }

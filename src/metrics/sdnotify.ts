@@ -10,6 +10,7 @@
 
 import { execFile } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
+import { tiedCommand } from '../child.js';
 import type { Logger } from '../log.js';
 
 const NOTIFY_TIMEOUT_MS = 5_000;
@@ -18,14 +19,18 @@ function notify(log: Logger, what: string, args: string[]): Promise<boolean> {
   if (!process.env.NOTIFY_SOCKET) return Promise.resolve(false);
   return new Promise<boolean>((resolve) => {
     try {
-      execFile('systemd-notify', args, { timeout: NOTIFY_TIMEOUT_MS }, (err, _stdout, stderr) => {
+      // Tied like every child (src/child.ts): a helper stuck on the socket dies with us, not 5 s later.
+      const cmd = tiedCommand('systemd-notify', args);
+      execFile(cmd.file, cmd.args, { timeout: NOTIFY_TIMEOUT_MS }, (err, _stdout, stderr) => {
         if (err === null) {
           log.debug('systemd notified', { what });
           resolve(true);
           return;
         }
         const code = (err as NodeJS.ErrnoException).code;
-        const hint = code === 'ENOENT' ? 'systemd-notify is not installed' : String(stderr).trim() || err.message;
+        // setpriv reports a missing program with exit status 127 (as a shell does).
+        const missing = code === 'ENOENT' || (cmd.tied && (code as unknown) === 127);
+        const hint = missing ? 'systemd-notify is not installed' : String(stderr).trim() || err.message;
         log.warn(`systemd ${what} notification failed; check NotifyAccess=all in the unit`, { err: hint });
         resolve(false);
       });

@@ -4,15 +4,13 @@ import { performance } from 'node:perf_hooks';
 import { RpcCode, RpcError } from '../errors.js';
 import { NodeError } from '../node/client.js';
 import type { RpcSource } from '../metrics/metrics.js';
+import { ForwardPolicy } from './allow.js';
 import { ETH_METHODS } from './methods/eth.js';
 import { FORWARD_AS_IS, Forward, RawJson, type Handler, type MethodContext, type MethodTable } from './methods/types.js';
 import type { SubscriberSink } from './subscriptions.js';
 
 /** Deepest `[`/`{` nesting accepted; JSON.parse recurses, so deeper bodies are refused before parsing. */
 export const MAX_JSON_DEPTH = 64;
-
-/** Namespaces refused unless allowed by --allow-namespaces. */
-export const DENIED_NAMESPACES: readonly string[] = ['admin', 'debug', 'personal', 'miner', 'engine', 'txpool'];
 
 /** What a dispatch produces: the reply body, or null when nothing is sent back (notifications only). */
 export type Reply = string | Buffer | null;
@@ -71,20 +69,23 @@ const EMPTY: unknown[] = [];
 export interface DispatchOptions {
   readonly maxBatchItems: number;
   readonly maxResponseBytes: number;
-  /** Namespaces of DENIED_NAMESPACES forwarded anyway. */
+  /** Methods to forward beyond the default allow-list (names, ns_* or *): --forward-methods. */
+  readonly forwardMethods: readonly string[];
+  /** Namespaces forwarded anyway: --allow-namespaces. */
   readonly allowNamespaces: readonly string[];
 }
 
 /** Parses and answers JSON-RPC bodies for any transport. */
 export class Dispatcher {
-  private readonly denied: Set<string>;
+  /** Which methods missing from the table may go to the node (src/rpc/allow.ts). */
+  private readonly forwardable: ForwardPolicy;
 
   constructor(
     private readonly ctx: MethodContext,
     private readonly opts: DispatchOptions,
     private readonly methods: MethodTable = ETH_METHODS,
   ) {
-    this.denied = new Set(DENIED_NAMESPACES.filter((ns) => !opts.allowNamespaces.includes(ns)));
+    this.forwardable = new ForwardPolicy(opts.forwardMethods, opts.allowNamespaces);
   }
 
   /**
@@ -177,13 +178,12 @@ export class Dispatcher {
   /** Runs the handler: sets `out`, or `fwd`, or leaves both null while its Promise settles (tracked by finishLater). */
   private run(item: Item, sink: SubscriberSink | null): void {
     const m = item.method;
-    const us = m.indexOf('_');
-    if (us > 0 && this.denied.has(m.slice(0, us))) {
-      this.fail(item, new RpcError(RpcCode.METHOD_NOT_FOUND, `the method ${m} does not exist/is not available`));
-      return;
-    }
     const h: Handler | undefined = this.methods.get(m);
     if (h === undefined) {
+      if (!this.forwardable.allows(m)) {
+        this.fail(item, new RpcError(RpcCode.METHOD_NOT_FOUND, this.forwardable.refusal(m)));
+        return;
+      }
       item.fwd = FORWARD_AS_IS;
       item.source = 'node';
       return;

@@ -72,6 +72,12 @@ const BODY_415 = errorEnvelope('null', RpcCode.INVALID_REQUEST, 'invalid content
 const BODY_405 = errorEnvelope('null', RpcCode.INVALID_REQUEST, 'method not allowed: send JSON-RPC as HTTP POST (or over WebSocket on /)');
 const BODY_503 = errorEnvelope('null', RpcCode.SERVER_ERROR, 'server is shutting down; retry on another instance');
 
+/**
+ * An over-limit body is read and dropped up to this many bytes (or 4× the body limit if larger) so that the 413
+ * reaches the client; past it the connection is closed at once.
+ */
+const TOO_LARGE_DRAIN_BYTES = 64 * 1024 * 1024;
+
 /** True for a Content-Type whose media type (before parameters) is a JSON type. */
 export function isJsonContentType(header: string): boolean {
   const semi = header.indexOf(';');
@@ -85,6 +91,8 @@ class HttpCall {
   done = false;
   size = 0;
   chunks: Buffer[] | null = null;
+  /** Over the body limit: the rest of the body is read and dropped, then 413 is answered (see TOO_LARGE_DRAIN_BYTES). */
+  discarding = false;
   constructor(
     readonly res: HttpResponse,
     /** Access-Control-Allow-Origin value to send, or '' for none. */
@@ -126,6 +134,7 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
   const subscriptions = ctx.subscriptions;
   const dispatcher = new Dispatcher(ctx, cfg);
   const maxBody = cfg.maxBodyBytes;
+  const drainLimit = Math.max(TOO_LARGE_DRAIN_BYTES, 4 * maxBody);
   const anyOrigin = cfg.corsOrigins.includes('*');
   const origins = new Set(cfg.corsOrigins);
   const corsOn = cfg.corsOrigins.length > 0;
@@ -191,18 +200,28 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
     }
     const cl = req.getHeader('content-length');
     if (cl !== '' && Number(cl) > maxBody) {
-      write(res, '413 Payload Too Large', tooLarge(maxBody), call.allowOrigin, true);
-      end(call);
-      return;
+      // A client waiting for 100 Continue has sent no body: answer now. One that announced more than we would
+      // drain gets the answer now too (and may see its upload cut off).
+      if (req.getHeader('expect').toLowerCase() === '100-continue' || Number(cl) > drainLimit) {
+        write(res, '413 Payload Too Large', tooLarge(maxBody), call.allowOrigin, true);
+        end(call);
+        return;
+      }
+      call.discarding = true;
     }
     res.onData((ab: ArrayBuffer, isLast: boolean) => {
       if (call.done) return;
       call.size += ab.byteLength;
-      if (call.size > maxBody) {
-        // Chunked bodies have no Content-Length: stop at the cap and close instead of buffering the rest.
+      if (call.discarding || call.size > maxBody) {
+        // Over the limit: keep nothing, read the rest and answer 413 once the client has sent it all. Closing while
+        // it still sends makes the kernel reset the connection, and clients that write the whole body before they
+        // read (Node's fetch) then see EPIPE instead of the 413.
+        call.discarding = true;
         call.chunks = null;
-        write(res, '413 Payload Too Large', tooLarge(maxBody), call.allowOrigin, true);
-        end(call);
+        if (isLast || call.size > drainLimit) {
+          write(res, '413 Payload Too Large', tooLarge(maxBody), call.allowOrigin, true);
+          end(call);
+        }
         return;
       }
       if (!isLast) {

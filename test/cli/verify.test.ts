@@ -1,11 +1,12 @@
 // `flashblocksd verify`: against the daemon on the devnet with traffic (preconfirmations, exit 0), against plain
-// anvil (pending equals latest, exit 1), against nothing (exit 2), and through the real CLI process.
+// anvil (pending equals latest, exit 1), against anvil whose pending block is its mempool (transactions ahead of
+// latest but no early receipt, exit 1), against nothing (exit 2), and through the real CLI process.
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startAnvil } from '../../scripts/devnet/anvil.js';
-import { startDevnet } from '../../scripts/devnet/sequencer.js';
+import { devAccounts, startDevnet } from '../../scripts/devnet/sequencer.js';
 import { startTraffic } from '../../scripts/devnet/traffic.js';
 import { runVerify, VerifyExit, type VerifyReport } from '../../src/cli/verify.js';
 import { loadConfig } from '../../src/config.js';
@@ -69,6 +70,23 @@ t.test('plain anvil (no flashblocks): exit 1, "pending equals latest"', async (t
   t.equal(report.servesPreconfirmations, false);
   t.equal(report.transactions.seenInPending, 0);
   t.match(report.summary, /pending equals latest/);
+});
+
+t.test('plain anvil with a mempool and traffic (pending ahead of latest, no early receipts): exit 1', async (t) => {
+  // Interval mining: anvil's pending block holds its mempool, so transactions show up in pending before latest, as
+  // on any node that builds pending itself; only a receipt served before latest proves a preconfirmation.
+  const anvil = await startAnvil({ automine: true, extraArgs: ['--block-time', '1'] });
+  t.teardown(() => anvil.stop());
+  const traffic = await startTraffic({ rpcUrl: anvil.url, chainId: anvil.chainId, accounts: devAccounts(4), txPerSec: 20 });
+  t.teardown(() => traffic.stop());
+  const j = await verify([anvil.url, '--duration-ms', '3000', '--json']);
+  const report = JSON.parse(j.out) as VerifyReport;
+  t.ok(report.transactions.reachedLatest > 0, `the node does show transactions in pending first (${report.transactions.reachedLatest} reached latest)`);
+  t.ok(report.receipts.checked > 0, `receipts were looked up (${report.receipts.checked})`);
+  t.equal(report.receipts.beforeLatest, 0, 'none was served before latest');
+  t.equal(j.code, VerifyExit.NOT_PRECONFIRMING, 'exit 1', { output: j.out + j.err });
+  t.equal(report.servesPreconfirmations, false);
+  t.match(report.summary, /^no preconfirmations: \d+ transaction\(s\) were in pending ahead of latest .* but none of the \d+ receipt\(s\) looked up was served before latest/);
 });
 
 t.test('an unreachable endpoint or bad arguments: exit 2 with a clear message, no secret printed', async (t) => {
