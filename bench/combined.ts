@@ -188,7 +188,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   const anvil = await startAnvil();
   const upstream = await startReplayServer();
   const daemon = forkTs('daemon-child.ts', [
-    '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--port', '0', '--metrics-port', '0',
+    '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--port', '0', '--metrics-port', '0', '--execution', 'false',
     '--stream-max-per-ip', '5000', '--stream-max-subscribers', '5000', '--log-level', 'error',
     // The stream's blocks are not anvil's, so the canonical head never catches up: hold 2 blocks, as a daemon whose
     // node is one block behind does (the default 8 would keep 4× the state a real deployment holds).

@@ -112,6 +112,7 @@ function flashblocksd(): Subject {
         port: 0,
         metricsPort: 0,
         flashblocksUrls: [upstreamUrl],
+        execution: false,
         nodeRpcUrl: 'http://127.0.0.1:9',
         streamMaxPerIp: SUBSCRIBERS * 2,
         streamMaxSubscribers: SUBSCRIBERS * 2,

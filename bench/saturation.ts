@@ -77,7 +77,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   const upstream = await startReplayServer();
   // --max-pending-blocks 2: the stream's blocks never become canonical on anvil; hold what a live daemon holds.
   // --max-ahead-ms 0: the stream starts at block 30,000,000, far ahead of anvil's head; no far-ahead bound here.
-  const daemon = forkTs('daemon-child.ts', ['--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--port', '0', '--metrics-port', '0', '--log-level', 'error', '--max-pending-blocks', '2', '--max-ahead-ms', '0']);
+  const daemon = forkTs('daemon-child.ts', ['--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--port', '0', '--metrics-port', '0', '--log-level', 'error', '--max-pending-blocks', '2', '--max-ahead-ms', '0', '--execution', 'false']);
   const ceiling = forkTs('daemon-child.ts', ['--static']);
   const loaders = Array.from({ length: LOADERS }, () => forkTs('clients.ts', ['--rpc-mix']));
   let replay: NodeJS.Timeout | null = null;

@@ -69,6 +69,11 @@ export interface Config {
   shutdownGraceMs: number;
   blockTimeMs: number;
   readyMaxAgeMs: number;
+  execution: boolean;
+  executionStrategy: 'per-flashblock' | 'reorg' | 'rebuild' | 'hybrid';
+  executionHardfork: string;
+  anvilBinary: string;
+  executionWaitMs: number;
 }
 
 const MiB = 1024 * 1024;
@@ -119,6 +124,11 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'replay-ring-frames', key: 'replayRingFrames', kind: 'int', def: '256', min: 1, max: 100000, help: 'Recent frames kept for replay/resume' },
   { flag: 'block-time-ms', key: 'blockTimeMs', kind: 'int', def: '2000', min: 100, max: 600000, help: 'L2 block time (Base, OP: 2000; Unichain: 1000); used for flashblock lateness' },
   { flag: 'ready-max-age-ms', key: 'readyMaxAgeMs', kind: 'int', def: '2000', min: 100, max: 3600000, help: '/readyz fails when no flashblock was applied for this long' },
+  { flag: 'execution', key: 'execution', kind: 'bool', def: 'true', help: 'Execute every flashblock in an anvil (revm) sidecar forked from the node, so pending state reads (eth_call, eth_getCode, …) answer from executed state; false = they answer as latest' },
+  { flag: 'execution-strategy', key: 'executionStrategy', kind: 'string', def: 'hybrid', help: 'How flashblocks after index 0 are executed: hybrid (fast, checked, re-mined exactly when needed) | rebuild (re-mine the block every flashblock) | reorg | per-flashblock (inexact baseline)' },
+  { flag: 'execution-hardfork', key: 'executionHardfork', kind: 'string', def: 'isthmus', help: "The chain's OP hardfork, as anvil's --hardfork takes it (isthmus, jovian, …)" },
+  { flag: 'anvil-binary', key: 'anvilBinary', kind: 'string', def: '', help: 'Path of the anvil binary (default: the one of the @foundry-rs/anvil-<platform> package)' },
+  { flag: 'execution-wait-ms', key: 'executionWaitMs', kind: 'int', def: '1000', min: 0, max: 60000, help: 'How long a pending state read waits for the engine to execute the newest served flashblock before it answers as latest' },
   { flag: 'shutdown-grace-ms', key: 'shutdownGraceMs', kind: 'int', def: '5000', min: 0, max: 600000, help: 'In-flight requests get this long after SIGTERM' },
 ];
 

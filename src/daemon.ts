@@ -3,6 +3,8 @@
 import { performance } from 'node:perf_hooks';
 import type { Config } from './config.js';
 import { StartupCode, StartupError } from './errors.js';
+import { AnvilEngine } from './exec/anvil.js';
+import { ExecutionFeed } from './execution.js';
 import { CanonicalTracker } from './ingest/canonical.js';
 import { metricsObserver, observeUpstreamEvent } from './ingest/observer.js';
 import { IngestPipeline } from './ingest/pipeline.js';
@@ -28,6 +30,8 @@ export interface Daemon {
   readonly view: PendingView;
   readonly pipeline: IngestPipeline;
   readonly native: NativeReport;
+  /** The pending-execution feed (null when --execution is off or there is no upstream). */
+  readonly execution: ExecutionFeed | null;
   /** Health as /readyz reports it. */
   health(): HealthReport;
   /** Graceful stop: drain serving modules within the grace period, close upstreams and listeners. */
@@ -101,9 +105,32 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const pendingUsable = (): boolean =>
     config.flashblocksEnabled && state.pendingBlock() !== null && performance.now() - state.lastAppliedMs < config.pendingMaxAgeMs;
 
+  // Pending execution: an anvil sidecar forked from the node executes every applied flashblock (src/exec). Only
+  // with an upstream to execute; failures leave pending state reads answering as latest, never stop the daemon.
+  const execution =
+    config.execution && config.flashblocksEnabled && config.flashblocksUrls.length > 0 && config.nodeRpcUrl !== ''
+      ? new ExecutionFeed(
+          {
+            engine: new AnvilEngine({
+              nodeRpcUrl: config.nodeRpcUrl,
+              hardfork: config.executionHardfork,
+              strategy: config.executionStrategy,
+              ...(config.anvilBinary !== '' ? { anvilBinary: config.anvilBinary } : {}),
+              log: (msg, fields) => log.warn(msg, fields),
+            }),
+            view: state,
+            events,
+            metrics,
+            log,
+            canonicalHead: async () => Number(await node.call<string>('eth_blockNumber', [])),
+          },
+          { waitMs: config.executionWaitMs },
+        )
+      : null;
+
   const app = uWS.App();
   const stream = mountStream(app, { options: pick(config, STREAM_SETTINGS) satisfies StreamOptions, events, metrics, log });
-  const rpc = mountRpc(app, { options: pick(config, RPC_SETTINGS) satisfies RpcOptions, view: state, senders: pipeline.senders, events, node, metrics, log, pendingUsable });
+  const rpc = mountRpc(app, { options: pick(config, RPC_SETTINGS) satisfies RpcOptions, view: state, senders: pipeline.senders, events, node, metrics, log, pendingUsable, execution });
 
   // Exclusive: uWS sets SO_REUSEPORT by default, so a second daemon on a port already serving would start silently
   // and the kernel would split connections between the two.
@@ -158,6 +185,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       nodeOkAgeMs: tracker.lastOkMs > 0 ? now - tracker.lastOkMs : null,
       canonicalPollMs: config.canonicalPollMs,
       nodeHead: tracker.head,
+      ...(execution === null ? {} : { execution: execution.health() }),
     });
   };
 
@@ -174,6 +202,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     metrics.streamSubscribers.set(stream.subscriberCount());
   }, config.tickIntervalMs);
   ticker.unref();
+  execution?.start();
   pool?.start();
   tracker.start();
 
@@ -185,6 +214,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       uWS.us_listen_socket_close(listenSocket as never);
       await Promise.all([rpc.drain(config.shutdownGraceMs), stream.drain(config.shutdownGraceMs)]);
       await pool?.stop();
+      await execution?.stop();
       await metricsServer.close();
       node.close();
       // Nothing to lose: the worker holds no state, only a batch whose answer is no longer needed.
@@ -193,5 +223,5 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     return stopping;
   };
 
-  return { rpcPort, metricsPort: metricsServer.port, metrics, view: state, pipeline, native, health, stop };
+  return { rpcPort, metricsPort: metricsServer.port, metrics, view: state, pipeline, native, execution, health, stop };
 }

@@ -17,6 +17,8 @@ export interface HealthInputs {
   canonicalPollMs: number;
   /** The node's head as the tracker last saw it. */
   nodeHead: number;
+  /** Pending execution: its phase (off, starting, up, restarting, down) and a line of detail; absent = off. */
+  execution?: { phase: string; detail: string };
 }
 
 /** The /readyz report: ready when pending state is fresh, an upstream is connected and the node answers. */
@@ -34,6 +36,11 @@ export function healthReport(h: HealthInputs): HealthReport {
       upstream: { ok: upOk, detail: h.flashblocksEnabled ? `${h.upstreamConnected}/${h.upstreamUrls} upstreams connected` : 'flashblocks disabled' },
       pending: { ok: fresh, detail: age === null ? 'no flashblock applied yet' : `last flashblock applied ${age} ms ago (limit ${h.readyMaxAgeMs} ms)` },
       node: { ok: nodeReachable, detail: h.nodeEnabled ? (nodeReachable ? `head ${h.nodeHead}` : 'node not answering') : 'no node configured' },
+      // Informational: without the engine, pending state reads answer as latest; readiness does not depend on it.
+      execution: {
+        ok: h.execution === undefined || h.execution.phase === 'up' || h.execution.phase === 'off',
+        detail: h.execution === undefined ? 'off' : `${h.execution.phase}: ${h.execution.detail}`,
+      },
     },
   };
 }

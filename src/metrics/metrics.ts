@@ -20,8 +20,15 @@ export type SequenceVerdictLabel = (typeof SEQUENCE_VERDICTS)[number];
 export const BUDGET_MISS_SOURCES = ['interval', 'timestamp'] as const;
 export type BudgetMissSource = (typeof BUDGET_MISS_SOURCES)[number];
 
-export const PENDING_FALLBACK_REASONS = ['stale', 'broken', 'disabled', 'no_metadata'] as const;
+export const PENDING_FALLBACK_REASONS = ['stale', 'broken', 'disabled', 'no_metadata', 'execution'] as const;
 export type PendingFallbackReason = (typeof PENDING_FALLBACK_REASONS)[number];
+
+/** Where an executed answer disagreed with the builder: its diff.receipts_root, or a receipt the stream carried. */
+export const EXECUTION_DIVERGENCE_SOURCES = ['receipts_root', 'stream_receipt'] as const;
+export type ExecutionDivergenceSource = (typeof EXECUTION_DIVERGENCE_SOURCES)[number];
+
+export const EXECUTION_OUTCOMES = ['executed', 'failed'] as const;
+export type ExecutionOutcome = (typeof EXECUTION_OUTCOMES)[number];
 
 export const RPC_SOURCES = ['state', 'node', 'error'] as const;
 export type RpcSource = (typeof RPC_SOURCES)[number];
@@ -94,6 +101,7 @@ const PROCESSING_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
   0.05, 0.1];
 const INTERARRIVAL_BUCKETS = [0.01, 0.05, 0.1, 0.15, 0.18, 0.19, 0.2, 0.21, 0.22, 0.25, 0.3, 0.4, 0.5, 1, 2];
 const LATENESS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 1, 2, 5];
+const EXEC_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 const RPC_BUCKETS = [0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
   0.5, 1, 2.5, 5, 10];
 
@@ -275,6 +283,17 @@ export interface Metrics {
   readonly preconfReorgs: CounterCell;
   readonly pendingFallbacks: Readonly<Record<PendingFallbackReason, CounterCell>>;
 
+  /** Pending execution (src/exec): engine up, lag behind the applied stream, apply time, outcomes, checks. */
+  readonly executionUp: GaugeCell;
+  readonly executionLagFlashblocks: GaugeCell;
+  readonly executionLagSeconds: GaugeCell;
+  readonly executionApplySeconds: HistogramCell;
+  readonly executionFlashblocks: Readonly<Record<ExecutionOutcome, CounterCell>>;
+  readonly executionVerified: CounterCell;
+  readonly executionDivergences: Readonly<Record<ExecutionDivergenceSource, CounterCell>>;
+  readonly executionRebuilds: CounterCell;
+  readonly executionRestarts: CounterCell;
+
   readonly rpcRequests: Readonly<Record<RpcMethodLabel, Readonly<Record<RpcSource, CounterCell>>>>;
   readonly rpcSeconds: Readonly<Record<RpcMethodLabel, Readonly<Record<RpcSource, HistogramCell>>>>;
   /** Pre-resolved series for a wire method name (unknown names share `other`); allocates nothing. */
@@ -399,6 +418,15 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   const fallbackF = counter('pending_fallbacks_total',
     'Pending-tag requests answered from the node\'s latest block instead of pending state, by reason.', ['reason']);
 
+  // Execution
+  const execOutcomeF = counter('execution_flashblocks_total',
+    'Flashblocks handed to the execution engine, by outcome (executed, or failed: not applied, not served).',
+    ['outcome']);
+  const execDivF = counter('execution_divergences_total',
+    'Executed flashblocks that disagreed with the builder: source=receipts_root when the executed receipts root ' +
+    'differs from diff.receipts_root, source=stream_receipt per transaction whose stream receipt differs from the ' +
+    'executed one (status, gasUsed, logs).', ['source']);
+
   // RPC: every known method × source is resolved here; series appear on first use to keep the scrape small.
   const rpcCountF = counter('rpc_requests_total', 'JSON-RPC requests by method and where the answer came from.',
     ['method', 'source'], true);
@@ -470,6 +498,22 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     preconfReorgs: counter('preconfirmation_reorgs_total',
       'Canonical blocks that did not contain a transaction we had preconfirmed for that block.').child(),
     pendingFallbacks: keyed(PENDING_FALLBACK_REASONS, (r) => fallbackF.child(r)),
+
+    executionUp: gauge('execution_up', '1 while the execution engine answers pending state reads, else 0.').child(),
+    executionLagFlashblocks: gauge('execution_lag_flashblocks',
+      'Flashblocks applied to pending state but not yet executed by the engine.').child(),
+    executionLagSeconds: gauge('execution_lag_seconds',
+      'Age of the oldest flashblock applied to pending state but not yet executed (0 when caught up).').child(),
+    executionApplySeconds: histogram('execution_apply_seconds',
+      'Time the engine took to execute one flashblock (call to visible state).', EXEC_BUCKETS).child(),
+    executionFlashblocks: keyed(EXECUTION_OUTCOMES, (o) => execOutcomeF.child(o)),
+    executionVerified: counter('execution_verified_total',
+      'Executed flashblocks whose receipts root equals diff.receipts_root (verified share = this / ' +
+      'execution_flashblocks_total{outcome="executed"}).').child(),
+    executionDivergences: keyed(EXECUTION_DIVERGENCE_SOURCES, (s) => execDivF.child(s)),
+    executionRebuilds: counter('execution_rebuilds_total',
+      'Exact re-mines of a pending block (strategy, a failed check, or a restart).').child(),
+    executionRestarts: counter('execution_restarts_total', 'Execution engine processes restarted after a crash.').child(),
 
     rpcRequests,
     rpcSeconds,

@@ -10,7 +10,7 @@ import type { NodeClient } from '../node/client.js';
 import type { StateEvents } from '../state/events.js';
 import type { PendingView, SenderSource } from '../state/view.js';
 import { Dispatcher, errorEnvelope, type DispatchOptions, type Reply } from './dispatch.js';
-import type { MethodContext, MethodOptions } from './methods/types.js';
+import type { MethodContext, MethodOptions, PendingExecution } from './methods/types.js';
 import { Shapes } from './shapes/json.js';
 import { Subscriptions, type SubscriberSink } from './subscriptions.js';
 
@@ -37,6 +37,8 @@ export interface RpcDeps {
   readonly log: Logger;
   /** Whether `pending` may be answered from state now (see MethodContext.pendingUsable). */
   pendingUsable(): boolean;
+  /** Executed pending state (absent or null: execution off). */
+  readonly execution?: PendingExecution | null;
 }
 
 /** The mounted JSON-RPC transports. */
@@ -60,6 +62,7 @@ export function methodContext(deps: RpcDeps): MethodContext {
     metrics: deps.metrics,
     log: deps.log,
     pendingUsable: () => deps.pendingUsable(),
+    execution: deps.execution ?? null,
     subscriptions: new Subscriptions({ events: deps.events, node: deps.node, shapes, metrics: deps.metrics, log: deps.log }, deps.options.maxSubscriptionsPerConnection),
   };
 }

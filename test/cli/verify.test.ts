@@ -29,7 +29,7 @@ t.test('the daemon on the devnet serves preconfirmations: exit 0 with heights, i
   const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200 });
   t.teardown(() => devnet.stop());
   const config = loadConfig(
-    ['--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', '1000', '--log-level', 'error'],
+    ['--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', '1000', '--log-level', 'error', '--execution', 'false'],
     {},
   );
   const daemon = await startDaemon(config, { log: createLogger({ level: 'error', write: () => undefined }) });

@@ -35,7 +35,7 @@ t.test('a block starting on the grid is stamped with the end of its build window
 t.test('a devnet run (default 2 s blocks, 200 ms flashblocks): the daemon counts no budget miss the devnet did not make', async (t) => {
   const devnet = await startDevnet({});
   t.teardown(() => devnet.stop());
-  const config = loadConfig(['--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--log-level', 'error'], {});
+  const config = loadConfig(['--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--log-level', 'error', '--execution', 'false'], {});
   const daemon = await startDaemon(config, { log: createLogger({ level: 'error', write: () => undefined }) });
   t.teardown(() => daemon.stop());
   const traffic = await startTraffic({ rpcUrl: devnet.nodeRpcUrl, chainId: devnet.chainId, accounts: devnet.accounts.slice(0, 4), txPerSec: 5 });

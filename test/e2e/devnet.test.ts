@@ -19,7 +19,7 @@ async function boot(t: Test, opts: DevnetOptions) {
   const blockTimeMs = String(opts.blockTimeMs ?? 1000);
   t.teardown(() => devnet.stop());
   const config = loadConfig(
-    ['--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', blockTimeMs, '--log-level', 'error'],
+    ['--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', blockTimeMs, '--log-level', 'error', '--execution', 'false'],
     {},
   );
   const daemon = await startDaemon(config, { log: silent });

@@ -9,14 +9,15 @@
 // height) or rewritten to `latest` for node-executed calls.
 // eth_getTransactionCount(pending) = the higher of the node's `pending` count (its mempool: back-to-back sends) and
 // the next nonce after the sender's preconfirmed transactions.
-// eth_call / eth_estimateGas / eth_getCode / eth_getStorageAt / eth_createAccessList with `pending` are forwarded
-// with `latest`: the node's own notion of pending is not the flashblock state (exact execution: a later issue); the
-// node's `pending` is never forwarded.
+// eth_call / eth_estimateGas / eth_getCode / eth_getStorageAt / eth_createAccessList with `pending` answer from the
+// execution engine (executed.ts), and eth_getBalance / eth_getTransactionCount take its answer too; without it they
+// are forwarded with `latest`. The node's `pending` is never forwarded for state.
 import { toQuantity } from '../../chain/hex.js';
 import { TX_DEPOSIT } from '../../chain/types.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import type { SubscriberSink } from '../subscriptions.js';
+import { engineFor, engineRead, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
 import { ethGetLogs } from './logs.js';
 import { heldAbove, usablePending } from './pending.js';
 import { address, arity, blockParam, bool, checkBlockTag, hash32, quantity, withLatest, type BlockParam } from './params.js';
@@ -166,9 +167,24 @@ function accountQuery(ctx: MethodContext, params: unknown[]): { a: string; bp: B
   return { a, bp, top: stateBlock(ctx, bp) };
 }
 
+/** The engine's answer for an account query at held block `top` when it is the newest one and execution can answer it, else null. */
+async function executedAccount<T>(ctx: MethodContext, top: BlockView | null, read: (e: NonNullable<MethodContext['execution']>['engine']) => Promise<T>): Promise<T | null> {
+  if (ctx.execution === null || top === null || top.number < ctx.view.highestNumber) return null;
+  const e = await engineFor(ctx, top);
+  return e === null ? null : engineRead(ctx, () => read(e));
+}
+
 const eth_getBalance: Handler = (ctx, params) => {
   const { a, top } = accountQuery(ctx, params);
   if (top === undefined) return FORWARD_AS_IS;
+  if (ctx.execution !== null && top !== null && top.number >= ctx.view.highestNumber) {
+    return executedAccount(ctx, top, (e) => e.getBalance(a)).then((v) => (v === null ? balanceFromStream(ctx, a, top, params) : toQuantity(v)));
+  }
+  return balanceFromStream(ctx, a, top, params);
+};
+
+/** The newest balance the stream reported at or below `top`, else the node's `latest`. */
+function balanceFromStream(ctx: MethodContext, a: string, top: BlockView | null, params: unknown[]): unknown {
   if (top !== null) {
     // The newest balance reported at or below the block asked for (each block reports the accounts it touched).
     for (let n = top.number; n > ctx.view.canonical; n--) {
@@ -179,7 +195,7 @@ const eth_getBalance: Handler = (ctx, params) => {
     }
   }
   return new Forward(withLatest(params, 1));
-};
+}
 
 const eth_getTransactionCount: Handler = (ctx, params) => {
   const { a, bp, top } = accountQuery(ctx, params);
@@ -194,9 +210,13 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
   // Senders still with the recovery worker: wait for its answer rather than recover them on the event loop.
   const settled = ctx.senders.settled(a);
   const fromState = settled === null ? ctx.view.nextNonce(a) : settled.then(() => ctx.view.nextNonce(a));
-  return Promise.all([fromNode, fromState]).then(([n, s]) => {
-    const node = BigInt(n);
-    return toQuantity(s !== null && s > node ? s : node);
+  // The executed state's nonce (exact for deposits and senders recovery has not reached), when execution answers.
+  const fromEngine = executedAccount(ctx, top, (e) => e.getTransactionCount(a));
+  return Promise.all([fromNode, fromState, fromEngine]).then(([n, s, x]) => {
+    let best = BigInt(n);
+    if (s !== null && s > best) best = s;
+    if (x !== null && x > best) best = x;
+    return toQuantity(best);
   });
 };
 
@@ -263,12 +283,12 @@ export const ETH_METHODS: ReadonlyMap<string, Handler> = new Map<string, Handler
   ['eth_getTransactionByBlockHashAndIndex', eth_getTransactionByBlockHashAndIndex],
   ['eth_getBalance', eth_getBalance],
   ['eth_getTransactionCount', eth_getTransactionCount],
-  ['eth_call', pendingAsLatest(1)],
-  ['eth_estimateGas', pendingAsLatest(1)],
-  ['eth_createAccessList', pendingAsLatest(1)],
-  ['eth_getCode', pendingAsLatest(1)],
-  ['eth_getStorageAt', pendingAsLatest(2)],
-  ['eth_getProof', pendingAsLatest(2)],
+  ['eth_call', eth_call],
+  ['eth_estimateGas', eth_estimateGas],
+  ['eth_createAccessList', eth_createAccessList],
+  ['eth_getCode', eth_getCode],
+  ['eth_getStorageAt', eth_getStorageAt],
+  ['eth_getProof', eth_getProof],
   ['eth_feeHistory', pendingAsLatest(1)],
   ['eth_getUncleCountByBlockNumber', pendingAsLatest(0)],
   ['eth_getUncleByBlockNumberAndIndex', pendingAsLatest(0)],

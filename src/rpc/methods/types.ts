@@ -1,5 +1,6 @@
 // What a JSON-RPC method handler is and what it may return: a value, pre-serialised JSON, or "forward to the node".
 // Types and tiny value classes only; no transport, no state access.
+import type { ExecutionEngine } from '../../exec/engine.js';
 import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { NodeClient } from '../../node/client.js';
@@ -14,6 +15,22 @@ export interface MethodOptions {
   readonly flashblocksEnabled: boolean;
   /** Default and maximum wait of eth_sendRawTransactionSync. */
   readonly sendRawSyncTimeoutMs: number;
+}
+
+/** The engine reads the RPC handlers use (answers at the newest executed flashblock). */
+export type ExecutionReads = Pick<
+  ExecutionEngine,
+  'call' | 'estimateGas' | 'createAccessList' | 'getCode' | 'getStorageAt' | 'getBalance' | 'getTransactionCount' | 'receipt' | 'blockReceipts'
+>;
+
+/** Executed pending state (the daemon's execution feed over src/exec), for `pending` state reads. */
+export interface PendingExecution {
+  /**
+   * Whether reads may answer from executed state that includes flashblock `index` of block `number` (at once, or
+   * after a bounded wait while the engine executes it); false = answer as latest.
+   */
+  readyFor(number: number, index: number): Promise<boolean> | boolean;
+  readonly engine: ExecutionReads;
 }
 
 /** What a handler may use: the read-only state view and its senders, the shapes, the node, metrics. */
@@ -33,6 +50,8 @@ export interface MethodContext {
   pendingUsable(): boolean;
   /** eth_subscribe support (WebSocket connections only). */
   readonly subscriptions: Subscriptions;
+  /** Executed pending state; null when execution is off (then pending state reads answer as latest). */
+  readonly execution: PendingExecution | null;
 }
 
 export { RawJson } from '../shapes/json.js';

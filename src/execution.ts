@@ -1,0 +1,312 @@
+// The pending-execution feed: starts the execution engine (src/exec) at the node's canonical head, hands it every
+// applied flashblock in stream order (read from the state events; the pipeline stays the single writer of state),
+// records each outcome (metrics, cross-checks against the stream's receipts), tells it about settled canonical
+// blocks, and answers "may a read use executed state as of flashblock (n, i)?" for the RPC handlers. Engine
+// failures are values here: they never reach the pipeline and never crash the daemon.
+import { performance } from 'node:perf_hooks';
+import type { ExecutionEngine, FlashblockWork } from './exec/engine.js';
+import type { ExecutedReceipt } from './exec/receipts.js';
+import type { Logger } from './log.js';
+import type { Metrics } from './metrics/metrics.js';
+import type { StateEvents } from './state/events.js';
+import type { BlockView, PendingView } from './state/view.js';
+
+/** The engine's lifecycle as /readyz shows it. */
+export type ExecutionPhase = 'off' | 'starting' | 'up' | 'restarting' | 'down';
+
+export interface ExecutionFeedOptions {
+  /** How long a read waits for the engine to reach the flashblock it must include, ms. */
+  waitMs: number;
+  /** First delay before retrying a failed start (doubles up to 30 s). */
+  startRetryMs?: number;
+}
+
+export interface ExecutionFeedDeps {
+  engine: ExecutionEngine;
+  view: PendingView;
+  events: StateEvents;
+  metrics: Metrics;
+  log: Logger;
+  /** The node's canonical head (eth_blockNumber). */
+  canonicalHead(): Promise<number>;
+}
+
+/** Per held block: the BlockView fed (a replaced build is a new object) and the next index to hand over. */
+interface Fed {
+  view: BlockView;
+  next: number;
+  /** An apply failed: the block's later flashblocks are not fed and reads at it fall back. */
+  failed: boolean;
+}
+
+interface Waiter {
+  number: number;
+  index: number;
+  resolve: (ok: boolean) => void;
+  timer: NodeJS.Timeout;
+}
+
+/** Stream receipt fields cross-checked against execution. */
+function streamDiffers(rec: BlockView['txs'][number], ex: ExecutedReceipt): boolean {
+  const r = rec.receipt;
+  if (r === null) return false;
+  if (r.status !== null && (r.status === 1) !== ex.status) return true;
+  if (rec.gasUsed !== null && rec.gasUsed !== ex.gasUsed) return true;
+  if (r.logs.length !== ex.logs.length) return true;
+  for (let i = 0; i < r.logs.length; i++) {
+    const a = r.logs[i]!;
+    const b = ex.logs[i]!;
+    if (a.address.toLowerCase() !== b.address || a.data.toLowerCase() !== b.data || a.topics.length !== b.topics.length) return true;
+    for (let k = 0; k < a.topics.length; k++) if (a.topics[k]!.toLowerCase() !== b.topics[k]) return true;
+  }
+  return false;
+}
+
+/** Feeds the engine and gates reads on it. One per daemon; `start` once, `stop` once. */
+export class ExecutionFeed {
+  private phase: ExecutionPhase = 'starting';
+  private readonly fed = new Map<number, Fed>();
+  /** Newest flashblock the engine executed successfully (and made visible). */
+  private done: { number: number; index: number } | null = null;
+  /** Flashblocks handed over and not yet answered, oldest first, with the time they were applied to state. */
+  private readonly inflight: { number: number; index: number; appliedMs: number }[] = [];
+  private waiters: Waiter[] = [];
+  private offApplied: (() => void) | null = null;
+  private offCanonical: (() => void) | null = null;
+  private stopped = false;
+  private restartsSeen = 0;
+  private rebuildsSeen = 0;
+  private readonly ticker: NodeJS.Timeout;
+  private startTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly d: ExecutionFeedDeps,
+    private readonly o: ExecutionFeedOptions,
+  ) {
+    this.ticker = setInterval(() => this.refresh(), 250);
+    this.ticker.unref();
+  }
+
+  /** Starts the engine in the background (retrying with backoff); feeding begins once it is up. */
+  start(): void {
+    this.offApplied = this.d.events.onApplied((block) => this.feed(block));
+    this.offCanonical = this.d.events.onCanonical((n) => this.d.engine.noteCanonical(n));
+    void this.startEngine(this.o.startRetryMs ?? 500);
+  }
+
+  private async startEngine(delayMs: number): Promise<void> {
+    if (this.stopped) return;
+    this.phase = 'starting';
+    try {
+      const head = await this.d.canonicalHead();
+      await this.d.engine.start(Math.max(head, this.d.view.canonical));
+      if (this.stopped) return;
+      this.phase = 'up';
+      this.d.log.info('execution engine started', { canonical: head });
+      this.catchUp();
+    } catch (e) {
+      if (this.stopped) return;
+      this.phase = 'down';
+      this.d.log.warn(`execution engine did not start; retrying in ${delayMs} ms (pending state reads answer as latest meanwhile)`, { error: (e as Error).message });
+      this.startTimer = setTimeout(() => void this.startEngine(Math.min(30_000, delayMs * 2)), delayMs);
+      this.startTimer.unref();
+    }
+  }
+
+  /** Feeds every held, unbroken block's flashblocks the engine has not had yet (after start: the blocks held so far). */
+  private catchUp(): void {
+    for (const b of this.d.view.heldBlocks()) this.feed(b);
+  }
+
+  private feed(block: BlockView): void {
+    if (this.phase === 'starting' || this.phase === 'down' || this.stopped) return;
+    if (block.number <= this.d.view.canonical) return;
+    let f = this.fed.get(block.number);
+    if (f === undefined || f.view !== block) {
+      // A new build at this height (or the first): start over from index 0; builds above it are void too.
+      for (const n of this.fed.keys()) if (n >= block.number) this.fed.delete(n);
+      if (this.done !== null && this.done.number >= block.number) this.done = null;
+      f = { view: block, next: 0, failed: false };
+      this.fed.set(block.number, f);
+    }
+    if (block.broken) f.failed = true;
+    if (f.failed) return;
+    for (; f.next <= block.lastIndex; f.next++) this.hand(f, f.next);
+    for (const n of this.fed.keys()) if (n <= this.d.view.canonical) this.fed.delete(n);
+  }
+
+  private hand(f: Fed, index: number): void {
+    const b = f.view;
+    const from = index === 0 ? 0 : (b.txCountAt[index - 1] as number);
+    const to = b.txCountAt[index] as number;
+    const txs: string[] = [];
+    for (let i = from; i < to; i++) txs.push(b.txs[i]!.tx.raw);
+    const base = b.base;
+    const work: FlashblockWork = {
+      blockNumber: b.number,
+      index,
+      env: {
+        number: b.number,
+        timestamp: base.timestamp,
+        baseFeePerGas: base.baseFeePerGas,
+        feeRecipient: base.feeRecipient,
+        gasLimit: base.gasLimit,
+        prevRandao: base.prevRandao,
+        parentHash: base.parentHash,
+      },
+      txs,
+      receiptsRoot: b.diffs[index]?.receiptsRoot ?? null,
+    };
+    const entry = { number: b.number, index, appliedMs: performance.now() };
+    this.inflight.push(entry);
+    this.d.metrics.executionLagFlashblocks.set(this.inflight.length);
+    void this.d.engine.applyFlashblock(work).then((out) => {
+      const k = this.inflight.indexOf(entry);
+      if (k >= 0) this.inflight.splice(k, 1);
+      this.d.metrics.executionLagFlashblocks.set(this.inflight.length);
+      const m = this.d.metrics;
+      if (!out.ok) {
+        m.executionFlashblocks.failed.inc();
+        // Not the next block (canonical already) is no failure of the block's state: nothing to serve.
+        if (out.reason !== 'not_next' && this.fed.get(b.number)?.view === b) {
+          this.fed.get(b.number)!.failed = true;
+          this.d.log.warn('execution engine: flashblock not executed; pending state reads at it answer as latest', { block: b.number, index, reason: out.reason, error: out.message });
+        }
+        this.settleWaiters();
+        return;
+      }
+      m.executionFlashblocks.executed.inc();
+      m.executionApplySeconds.observe(out.applyMs / 1000);
+      if (out.verified === true) m.executionVerified.inc();
+      else if (out.verified === false) m.executionDivergences.receipts_root.inc();
+      // Cross-check the stream's receipts (where it carried them) against execution.
+      for (let i = 0; i < out.receipts.length && from + i < to; i++) {
+        const rec = b.txs[from + i]!;
+        const ex = out.receipts[i]!;
+        if (ex.transactionHash !== rec.tx.hash) continue;
+        if (streamDiffers(rec, ex)) {
+          m.executionDivergences.stream_receipt.inc();
+          this.d.log.warn('execution engine: stream receipt differs from execution', { block: b.number, index, tx: rec.tx.hash });
+        }
+      }
+      if (this.fed.get(b.number)?.view === b && (this.done === null || b.number > this.done.number || (b.number === this.done.number && index > this.done.index))) {
+        this.done = { number: b.number, index };
+      }
+      this.settleWaiters();
+    });
+  }
+
+  /** Resolves waiters whose flashblock is executed (true) or can no longer be (false). */
+  private settleWaiters(): void {
+    if (this.waiters.length === 0) return;
+    const keep: Waiter[] = [];
+    for (const w of this.waiters) {
+      const v = this.verdict(w.number, w.index);
+      if (v === null) keep.push(w);
+      else {
+        clearTimeout(w.timer);
+        w.resolve(v);
+      }
+    }
+    this.waiters = keep;
+  }
+
+  /** true: reads may answer for flashblock (n, i); false: they cannot (fall back); null: not yet, wait. */
+  private verdict(n: number, i: number): boolean | null {
+    if (this.phase !== 'up' || this.stopped || !this.d.engine.status().ready) return this.phase === 'restarting' ? null : false;
+    const f = this.fed.get(n);
+    if (f !== undefined && f.failed) return false;
+    const d = this.done;
+    if (d !== null && (d.number > n || (d.number === n && d.index >= i))) return true;
+    // The engine never gets to a block it was not given (not held, or canonical already): nothing to wait for.
+    if (f === undefined || f.next <= i) return n <= this.d.view.canonical ? true : false;
+    return null;
+  }
+
+  /**
+   * Whether reads may answer from executed state that includes flashblock `index` of block `number`: at once when
+   * the engine is there, after waiting up to waitMs while it executes it, false when it is off, down, failed there
+   * or still behind after the wait (the caller answers as latest).
+   */
+  readyFor(number: number, index: number): Promise<boolean> | boolean {
+    const v = this.verdict(number, index);
+    if (v !== null) return v;
+    if (this.o.waitMs === 0) return false;
+    return new Promise<boolean>((resolve) => {
+      const w: Waiter = {
+        number,
+        index,
+        resolve,
+        timer: setTimeout(() => {
+          this.waiters = this.waiters.filter((x) => x !== w);
+          resolve(false);
+        }, this.o.waitMs),
+      };
+      this.waiters.push(w);
+    });
+  }
+
+  /** The engine (for reads after readyFor said yes). */
+  get engine(): ExecutionEngine {
+    return this.d.engine;
+  }
+
+  /** The lifecycle phase, for /readyz. */
+  get state(): ExecutionPhase {
+    return this.phase;
+  }
+
+  /** The phase and a line of detail for /readyz. */
+  health(): { phase: ExecutionPhase; detail: string } {
+    const st = this.d.engine.status();
+    const at = this.done === null ? 'nothing executed yet' : `executed up to ${this.done.number}/${this.done.index}`;
+    const lag = this.inflight.length;
+    const err = st.lastError === null ? '' : `; last error: ${st.lastError}`;
+    return { phase: this.phase, detail: `${at}, ${lag} flashblocks behind, ${st.restarts} restarts, ${st.divergences} divergences${err}` };
+  }
+
+  /** Newest executed flashblock, or null. */
+  get executed(): { number: number; index: number } | null {
+    return this.done;
+  }
+
+  /** Updates the gauges and the restart/rebuild counters from the engine's status (called on a timer and on reads). */
+  refresh(): void {
+    const st = this.d.engine.status();
+    const m = this.d.metrics;
+    if (st.restarts > this.restartsSeen) {
+      m.executionRestarts.inc(st.restarts - this.restartsSeen);
+      this.restartsSeen = st.restarts;
+    }
+    if (st.rebuilds > this.rebuildsSeen) {
+      m.executionRebuilds.inc(st.rebuilds - this.rebuildsSeen);
+      this.rebuildsSeen = st.rebuilds;
+    }
+    if (this.phase === 'up' || this.phase === 'restarting') {
+      // The engine restarts itself after a crash (and replays what it holds); reads wait for it meanwhile.
+      this.phase = st.ready ? 'up' : 'restarting';
+    }
+    m.executionUp.set(this.phase === 'up' && st.ready ? 1 : 0);
+    const oldest = this.inflight[0];
+    m.executionLagSeconds.set(oldest === undefined ? 0 : (performance.now() - oldest.appliedMs) / 1000);
+    if (this.phase === 'up') this.settleWaiters();
+  }
+
+  /** Stops feeding and the engine; pending waiters answer false. Idempotent. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.phase = 'off';
+    clearInterval(this.ticker);
+    if (this.startTimer !== null) clearTimeout(this.startTimer);
+    this.offApplied?.();
+    this.offCanonical?.();
+    for (const w of this.waiters) {
+      clearTimeout(w.timer);
+      w.resolve(false);
+    }
+    this.waiters = [];
+    this.d.metrics.executionUp.set(0);
+    await this.d.engine.stop().catch(() => undefined);
+  }
+}

@@ -1,0 +1,170 @@
+// `pending` state reads answered from executed state (the execution engine behind ctx.execution): eth_call,
+// eth_estimateGas, eth_createAccessList, eth_getCode, eth_getStorageAt, and the engine's part of eth_getBalance /
+// eth_getTransactionCount. `pending`, or the number of the pending block, is answered by the engine once it has
+// executed the flashblock `pending` means here (so the state is never older than the receipts served); when
+// execution is off, down, failed at that block or still behind after the wait, the call is forwarded as `latest`
+// and counted (pending_fallbacks_total{reason="execution"}). eth_getProof at pending is refused.
+import { EngineUnavailableError } from '../../exec/engine.js';
+import { RpcReplyError } from '../../exec/pipe.js';
+import { toQuantity } from '../../chain/hex.js';
+import { RpcCode, RpcError } from '../../errors.js';
+import type { BlockView } from '../../state/view.js';
+import { heldAbove, usablePending } from './pending.js';
+import { address, arity, checkBlockTag, withLatest } from './params.js';
+import { FORWARD_AS_IS, Forward, type ExecutionReads, type Handler, type MethodContext } from './types.js';
+
+/**
+ * The pending block a state read with block argument `tag` asks for: `pending`, or the number of the newest held
+ * block (a client's numeric pending height). null: `pending` that cannot be answered from state (already counted);
+ * undefined: not a pending read.
+ */
+function pendingTarget(ctx: MethodContext, tag: unknown): BlockView | null | undefined {
+  if (tag === 'pending') return usablePending(ctx);
+  if (typeof tag === 'string' && tag.length > 2 && tag.length < 16 && tag.startsWith('0x')) {
+    const n = Number.parseInt(tag.slice(2), 16);
+    if (n === ctx.view.highestNumber) return heldAbove(ctx, n) ?? undefined;
+  }
+  return undefined;
+}
+
+/** True when argument `i` names a held pending block (not the newest one) the node does not have yet. */
+function olderHeld(ctx: MethodContext, tag: unknown): boolean {
+  if (typeof tag !== 'string' || tag.length <= 2 || tag.length >= 16 || !tag.startsWith('0x')) return false;
+  return heldAbove(ctx, Number.parseInt(tag.slice(2), 16)) !== null;
+}
+
+/**
+ * The engine, once it can answer for `target` (see PendingExecution.readyFor), else null after counting the
+ * fallback. Without execution: null, uncounted (pending state reads answer as latest by configuration).
+ */
+export async function engineFor(ctx: MethodContext, target: BlockView): Promise<ExecutionReads | null> {
+  const ex = ctx.execution;
+  if (ex === null) return null;
+  if (await ex.readyFor(target.number, target.lastIndex)) return ex.engine;
+  ctx.metrics.pendingFallbacks.execution.inc();
+  return null;
+}
+
+/** Runs an engine read: an engine that went away is null (fallback, counted), its JSON-RPC errors pass through. */
+export async function engineRead<T>(ctx: MethodContext, run: () => Promise<T>): Promise<T | null> {
+  try {
+    return await run();
+  } catch (e) {
+    if (e instanceof EngineUnavailableError) {
+      ctx.metrics.pendingFallbacks.execution.inc();
+      return null;
+    }
+    if (e instanceof RpcReplyError) throw new RpcError(e.code, e.rpcMessage, e.data ?? undefined);
+    throw e;
+  }
+}
+
+/**
+ * A handler for a state read with its block argument at `i`: `pending` (or the pending height) runs `read` on the
+ * engine; everything else is forwarded as today (a held pending height the node lacks as `latest`). `check`
+ * validates the other params first, so a bad call is refused the same way whichever path answers it.
+ */
+function executedRead(i: number, check: (params: unknown[]) => void, read: (e: ExecutionReads, params: unknown[]) => Promise<unknown>): Handler {
+  return (ctx, params) => {
+    check(params);
+    const tag = params[i];
+    const target = ctx.execution === null ? (tag === 'pending' ? null : undefined) : pendingTarget(ctx, tag);
+    if (target === undefined) {
+      if (tag !== undefined) checkBlockTag(params, i, true);
+      return olderHeld(ctx, tag) ? new Forward(withLatest(params, i)) : FORWARD_AS_IS;
+    }
+    if (target === null) return new Forward(withLatest(params, i));
+    return (async () => {
+      const e = await engineFor(ctx, target);
+      const v = e === null ? null : await engineRead(ctx, () => read(e, params));
+      return v === null ? new Forward(withLatest(params, i)) : v;
+    })();
+  };
+}
+
+function callObject(params: unknown[], i: number): Record<string, unknown> {
+  const v = params[i];
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new RpcError(RpcCode.INVALID_PARAMS, `invalid argument ${i}: expected a transaction call object`);
+  return v as Record<string, unknown>;
+}
+
+function optionalObject(params: unknown[], i: number): Record<string, unknown> | undefined {
+  const v = params[i];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'object' || Array.isArray(v)) throw new RpcError(RpcCode.INVALID_PARAMS, `invalid argument ${i}: expected an object`);
+  return v as Record<string, unknown>;
+}
+
+function slot(params: unknown[], i: number): string {
+  const v = params[i];
+  if (typeof v !== 'string' || !/^0x[0-9a-fA-F]{1,64}$/.test(v)) throw new RpcError(RpcCode.INVALID_PARAMS, `invalid argument ${i}: expected a storage slot (0x-prefixed hex, at most 32 bytes)`);
+  return v;
+}
+
+export const eth_call: Handler = executedRead(
+  1,
+  (p) => {
+    arity(p, 1, 4);
+    callObject(p, 0);
+    optionalObject(p, 2);
+    optionalObject(p, 3);
+  },
+  (e, p) => e.call(callObject(p, 0), optionalObject(p, 2), optionalObject(p, 3)),
+);
+
+export const eth_estimateGas: Handler = executedRead(
+  1,
+  (p) => {
+    arity(p, 1, 4);
+    callObject(p, 0);
+    optionalObject(p, 2);
+    optionalObject(p, 3);
+  },
+  async (e, p) => toQuantity(await e.estimateGas(callObject(p, 0), optionalObject(p, 2), optionalObject(p, 3))),
+);
+
+export const eth_createAccessList: Handler = executedRead(
+  1,
+  (p) => {
+    arity(p, 1, 2);
+    callObject(p, 0);
+  },
+  (e, p) => e.createAccessList(callObject(p, 0)),
+);
+
+export const eth_getCode: Handler = executedRead(
+  1,
+  (p) => {
+    arity(p, 1, 2);
+    address(p, 0);
+  },
+  (e, p) => e.getCode(address(p, 0)),
+);
+
+export const eth_getStorageAt: Handler = executedRead(
+  2,
+  (p) => {
+    arity(p, 2, 3);
+    address(p, 0);
+    slot(p, 1);
+  },
+  (e, p) => e.getStorageAt(address(p, 0), slot(p, 1)),
+);
+
+/**
+ * eth_getProof: `pending` (or the pending height) is refused while execution is on — the engine's state trie is
+ * not the chain's, and the node's `latest` is older than the receipts served; never forwarded as `pending`. With
+ * execution off it answers as `latest`, like every pending state read then.
+ */
+export const eth_getProof: Handler = (ctx, params) => {
+  const tag = params[2];
+  if (ctx.execution !== null && pendingTarget(ctx, tag) !== undefined) {
+    throw new RpcError(
+      RpcCode.INVALID_PARAMS,
+      'invalid argument 2: eth_getProof does not answer at "pending" (the executed pending state has no proof against the chain\'s state root); ask for "latest" or a canonical block number',
+    );
+  }
+  if (tag === 'pending') return new Forward(withLatest(params, 2));
+  checkBlockTag(params, 2, true);
+  return olderHeld(ctx, tag) ? new Forward(withLatest(params, 2)) : FORWARD_AS_IS;
+};
