@@ -90,7 +90,11 @@ export class ExecutionFeed {
   /** Starts the engine in the background (retrying with backoff); feeding begins once it is up. */
   start(): void {
     this.offApplied = this.d.events.onApplied((block) => this.feed(block));
-    this.offCanonical = this.d.events.onCanonical((n) => this.d.engine.noteCanonical(n));
+    this.offCanonical = this.d.events.onCanonical((n) => {
+      this.d.engine.noteCanonical(n);
+      // A block held back for want of its parent may start now (the engine forks at the new head).
+      if (this.phase === 'up' || this.phase === 'restarting') this.catchUp();
+    });
     void this.startEngine(this.o.startRetryMs ?? 500);
   }
 
@@ -123,6 +127,10 @@ export class ExecutionFeed {
     if (block.number <= this.d.view.canonical) return;
     let f = this.fed.get(block.number);
     if (f === undefined || f.view !== block) {
+      // The engine builds block N on its own execution of N-1, or on the node's N-1 once canonical. A block whose
+      // parent it does not hold (joined mid-block, a failed block, start-up) waits for the node's N-1; reads at it
+      // answer as latest meanwhile.
+      if (!this.parentReady(block.number)) return;
       // A new build at this height (or the first): start over from index 0; builds above it are void too.
       for (const n of this.fed.keys()) if (n >= block.number) this.fed.delete(n);
       if (this.done !== null && this.done.number >= block.number) this.done = null;
@@ -133,6 +141,13 @@ export class ExecutionFeed {
     if (f.failed) return;
     for (; f.next <= block.lastIndex; f.next++) this.hand(f, f.next);
     for (const n of this.fed.keys()) if (n <= this.d.view.canonical) this.fed.delete(n);
+  }
+
+  /** Whether block `n` can be executed now: its parent is canonical, or handed to the engine and not failed. */
+  private parentReady(n: number): boolean {
+    if (n - 1 <= this.d.view.canonical) return true;
+    const p = this.fed.get(n - 1);
+    return p !== undefined && !p.failed;
   }
 
   private hand(f: Fed, index: number): void {
