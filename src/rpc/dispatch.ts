@@ -6,7 +6,7 @@ import { NodeError } from '../node/client.js';
 import type { RpcSource } from '../metrics/metrics.js';
 import { ForwardPolicy } from './allow.js';
 import { ETH_METHODS } from './methods/eth.js';
-import { FORWARD_AS_IS, Forward, RawJson, type Handler, type MethodContext, type MethodTable } from './methods/types.js';
+import { FORWARD_AS_IS, Forward, FromState, RawJson, type Handler, type MethodContext, type MethodTable } from './methods/types.js';
 import type { SubscriberSink } from './subscriptions.js';
 
 /** Deepest `[`/`{` nesting accepted; JSON.parse recurses, so deeper bodies are refused before parsing. */
@@ -203,11 +203,24 @@ export class Dispatcher {
       pendingOf.set(
         item,
         r.then(
-          (v) => this.succeed(item, v),
+          (v) => {
+            if (v instanceof Forward) return this.forwardLate(item, v);
+            if (v instanceof FromState) {
+              item.source = 'state';
+              return this.succeed(item, v.value);
+            }
+            return this.succeed(item, v);
+          },
           (e) => this.fail(item, e),
         ),
       );
     } else this.succeed(item, r);
+  }
+
+  /** A handler's Promise decided to forward after all (e.g. the execution engine could not answer in time). */
+  private async forwardLate(item: Item, fwd: Forward): Promise<void> {
+    item.fwd = fwd;
+    await this.forwardBatch([item], false);
   }
 
   private succeed(item: Item, r: unknown): void {

@@ -9,8 +9,9 @@ import { JsonRpcProvider } from 'ethers';
 import { createPublicClient, createWalletClient, defineChain, http, getContractAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { optimism } from 'viem/chains';
-import { rpcCall } from '../../scripts/devnet/anvil.js';
+import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
 import { startDevnet, type Devnet } from '../../scripts/devnet/sequencer.js';
+import { startTraffic, type SentTx } from '../../scripts/devnet/traffic.js';
 import { loadConfig } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
@@ -71,6 +72,36 @@ function metric(text: string, name: string): number {
 }
 
 let accountIndex = 4;
+
+/** The first differing path between two JSON values, or null. */
+function firstDiff(a: any, b: any, path = ''): string | null {
+  if (typeof a !== 'object' || a === null || typeof b !== 'object' || b === null) {
+    return a === b ? null : `${path || '.'}: daemon ${JSON.stringify(a)} vs node ${JSON.stringify(b)}`;
+  }
+  for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
+    const d = firstDiff(a[k], b[k], `${path}.${k}`);
+    if (d) return d;
+  }
+  return null;
+}
+
+/** Fields that may differ between a pending and a canonical answer (as in test/e2e/devnet.test.ts). */
+function strip(v: any): any {
+  if (Array.isArray(v)) return v.map(strip);
+  if (v === null || typeof v !== 'object') return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) {
+    if (k === 'blockHash') continue;
+    if (k === 'blobGasPrice' && v.type !== '0x3') continue;
+    // anvil 1.7 writes a receipt's blockTimestamp as a JSON number; geth (and flashblocksd) as a hex quantity.
+    if (k === 'blockTimestamp' && typeof x === 'number') {
+      out[k] = `0x${x.toString(16)}`;
+      continue;
+    }
+    out[k] = strip(x);
+  }
+  return out;
+}
 
 /**
  * Deploys the contract and writes `value` with two back-to-back preconfirmed transactions sent just after a block
@@ -186,4 +217,55 @@ t.test('the engine killed: reads answer as latest (never wrong) until it restart
   t.equal(slot, word(value), 'storage from executed state after the restart');
   const text = await scrape(daemon);
   t.ok(metric(text, 'flashblocksd_execution_restarts_total') > restartsBefore, 'restarts counted');
+});
+
+t.test('post-Azul (?azul=1): receipts, block receipts and pending logs come from execution before the block, equal to the node\'s once it lands', async (t) => {
+  const { daemon, rpc } = await boot(t, `${devnet.flashblocksUrl}?azul=1`);
+  const sent: SentTx[] = [];
+  const traffic = await startTraffic({ rpcUrl: rpc, chainId: devnet.chainId, accounts: devnet.accounts.slice(0, 4), txPerSec: 20, maxTxs: 40, onSent: (x) => void sent.push(x) });
+  t.teardown(() => traffic.stop());
+  const early = new Map<string, unknown>();
+  const late = new Set<string>();
+  let blockReceipts = 0;
+  let logsSeen = 0;
+  const problems: string[] = [];
+  const deadline = Date.now() + 30_000;
+  while ((sent.length < 40 || early.size + late.size < sent.length) && Date.now() < deadline) {
+    const open = sent.map((x) => x.hash).filter((h) => !early.has(h) && !late.has(h));
+    if (open.length > 0) {
+      const res = await rpcBatch(rpc, open.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]]));
+      const canon = await rpcBatch(devnet.nodeRpcUrl, open.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]]));
+      for (let i = 0; i < open.length; i++) {
+        const r = res[i];
+        if (!r?.ok) problems.push(`${open[i]}: ${JSON.stringify(r)}`);
+        // Only receipts answered while the node had none: those came from execution.
+        else if (canon[i]?.ok === true && (canon[i] as { value: unknown }).value !== null) late.add(open[i]!);
+        else if (r.value !== null) early.set(open[i]!, r.value);
+      }
+    }
+    const [br, logs] = await rpcBatch(rpc, [['eth_getBlockReceipts', ['pending']], ['eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }]]]);
+    if (br?.ok && Array.isArray(br.value)) blockReceipts += br.value.length;
+    if (logs?.ok && Array.isArray(logs.value)) logsSeen += logs.value.length;
+    else problems.push(`getLogs: ${JSON.stringify(logs)}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  await traffic.done();
+  t.ok(early.size >= 20, `${early.size} of ${sent.length} receipts served from execution before the node had them`);
+  t.ok(blockReceipts > 0, `eth_getBlockReceipts(pending) served ${blockReceipts} receipts`);
+  t.ok(logsSeen > 0, `eth_getLogs(pending) served ${logsSeen} logs`);
+  // Once every block landed, each early receipt equals the node's (block-hash fields excepted).
+  const hashes = [...early.keys()];
+  await until(async () => (await rpcBatch(devnet.nodeRpcUrl, hashes.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]]))).every((x) => x?.ok === true && x.value !== null), 20_000, 'every block canonical');
+  const canon = await rpcBatch(devnet.nodeRpcUrl, hashes.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]]));
+  let equal = 0;
+  for (let i = 0; i < hashes.length; i++) {
+    const c = canon[i]!;
+    const d = firstDiff(strip(early.get(hashes[i]!)), strip(c.ok ? c.value : null));
+    if (d === null) equal++;
+    else problems.push(`${hashes[i]}: ${d}`);
+  }
+  t.equal(equal, hashes.length, `${equal} of ${hashes.length} executed receipts equal the node's`);
+  t.same(problems.slice(0, 3), [], `${problems.length} problems`);
+  const text = await scrape(daemon);
+  t.equal(metric(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence');
 });

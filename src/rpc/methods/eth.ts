@@ -17,12 +17,12 @@ import { TX_DEPOSIT } from '../../chain/types.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import type { SubscriberSink } from '../subscriptions.js';
-import { engineFor, engineRead, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
+import { engineFor, engineRead, executedReceipt, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
 import { ethGetLogs } from './logs.js';
 import { heldAbove, usablePending } from './pending.js';
 import { address, arity, blockParam, bool, checkBlockTag, hash32, quantity, withLatest, type BlockParam } from './params.js';
 import { ethSendRawTransactionSync } from './submit.js';
-import { FORWARD_AS_IS, Forward, RawJson, type Handler, type MethodContext } from './types.js';
+import { FORWARD_AS_IS, Forward, FromState, RawJson, type Handler, type MethodContext } from './types.js';
 
 /** A block param resolved against state: the block and flashblock index, or null (forward). */
 interface Target {
@@ -88,6 +88,10 @@ const eth_getBlockReceipts: Handler = (ctx, params) => {
   for (let i = 0; i < count; i++) {
     const r = ctx.shapes.receiptJson(t.block.txs[i]!, t.index);
     if (r === null) {
+      // Receipts the stream lacks (post-Azul) come from execution; without it, from the node.
+      if (ctx.execution !== null) {
+        return receiptsWithExecution(ctx, t.block, t.index, count).then((all) => (all === null ? miss(bp, params, 0) : new FromState(new RawJson('[' + all.join(',') + ']'))));
+      }
       ctx.metrics.pendingFallbacks.no_metadata.inc();
       return miss(bp, params, 0);
     }
@@ -127,6 +131,15 @@ const eth_getTransactionReceipt: Handler = (ctx, params) => {
   if (rec === undefined) return FORWARD_AS_IS;
   const r = ctx.shapes.receiptJson(rec);
   if (r === null) {
+    const ex = ctx.execution;
+    if (ex !== null) {
+      // The stream carried no receipt (post-Azul): the executed one, once the engine has run its flashblock.
+      return Promise.resolve(ex.readyFor(rec.block.number, rec.flashblockIndex)).then((ok) => {
+        const x = ok ? executedReceipt(ex.engine, rec) : null;
+        if (x === null) ctx.metrics.pendingFallbacks.execution.inc();
+        return x === null ? FORWARD_AS_IS : new FromState(x);
+      });
+    }
     ctx.metrics.pendingFallbacks.no_metadata.inc();
     return FORWARD_AS_IS;
   }
@@ -178,7 +191,11 @@ const eth_getBalance: Handler = (ctx, params) => {
   const { a, top } = accountQuery(ctx, params);
   if (top === undefined) return FORWARD_AS_IS;
   if (ctx.execution !== null && top !== null && top.number >= ctx.view.highestNumber) {
-    return executedAccount(ctx, top, (e) => e.getBalance(a)).then((v) => (v === null ? balanceFromStream(ctx, a, top, params) : toQuantity(v)));
+    return executedAccount(ctx, top, (e) => e.getBalance(a)).then((v) => {
+      if (v !== null) return new FromState(toQuantity(v));
+      const s = balanceFromStream(ctx, a, top, params);
+      return s instanceof Forward ? s : new FromState(s);
+    });
   }
   return balanceFromStream(ctx, a, top, params);
 };

@@ -8,10 +8,14 @@ import { EngineUnavailableError } from '../../exec/engine.js';
 import { RpcReplyError } from '../../exec/pipe.js';
 import { toQuantity } from '../../chain/hex.js';
 import { RpcCode, RpcError } from '../../errors.js';
-import type { BlockView } from '../../state/view.js';
+import type { FlashLog } from '../../chain/flashblock.js';
+import type { BlockView, TxView } from '../../state/view.js';
+import { txContext, type TxContext } from '../shapes/context.js';
+import { logsToRpc } from '../shapes/log.js';
+import { buildReceipt, type ReceiptFacts } from '../shapes/receipt.js';
 import { heldAbove, usablePending } from './pending.js';
 import { address, arity, checkBlockTag, withLatest } from './params.js';
-import { FORWARD_AS_IS, Forward, type ExecutionReads, type Handler, type MethodContext } from './types.js';
+import { FORWARD_AS_IS, Forward, FromState, type ExecutionReads, type Handler, type MethodContext } from './types.js';
 
 /**
  * The pending block a state read with block argument `tag` asks for: `pending`, or the number of the newest held
@@ -77,7 +81,7 @@ function executedRead(i: number, check: (params: unknown[]) => void, read: (e: E
     return (async () => {
       const e = await engineFor(ctx, target);
       const v = e === null ? null : await engineRead(ctx, () => read(e, params));
-      return v === null ? new Forward(withLatest(params, i)) : v;
+      return v === null ? new Forward(withLatest(params, i)) : new FromState(v);
     })();
   };
 }
@@ -168,3 +172,75 @@ export const eth_getProof: Handler = (ctx, params) => {
   checkBlockTag(params, 2, true);
   return olderHeld(ctx, tag) ? new Forward(withLatest(params, 2)) : FORWARD_AS_IS;
 };
+
+/**
+ * The receipt facts of a pending transaction from execution, with the logIndex of its first log in its block, or
+ * null when the engine has not executed it. The engine reports a deposit's post-execution nonce; op-geth and
+ * op-reth report the pre-execution one, which is what is shown.
+ */
+function executedFacts(e: ExecutionReads, rec: TxView): { facts: ReceiptFacts; from: string; firstLogIndex: number } | null {
+  const ex = e.receipt(rec.tx.hash);
+  if (ex === null) return null;
+  const all = e.blockReceipts(rec.block.number);
+  if (all === null || all[rec.position]?.transactionHash !== rec.tx.hash) return null;
+  let firstLogIndex = 0;
+  for (let i = 0; i < rec.position; i++) firstLogIndex += all[i]!.logs.length;
+  const depositNonce = ex.depositNonce === null ? null : ex.depositNonce > 0n ? ex.depositNonce - 1n : 0n;
+  return {
+    facts: {
+      type: ex.type,
+      status: ex.status ? 1 : 0,
+      cumulativeGasUsed: ex.cumulativeGasUsed,
+      gasUsed: ex.gasUsed,
+      logs: ex.logs,
+      contractAddress: ex.contractAddress,
+      depositNonce,
+      depositReceiptVersion: ex.depositReceiptVersion,
+      l1Fee: null,
+    },
+    from: rec.tx.from ?? ex.from,
+    firstLogIndex,
+  };
+}
+
+/** The JSON-RPC receipt of `rec` as of flashblock `index`, built from executed facts by the shared builder; or null. */
+export function executedReceipt(e: ExecutionReads, rec: TxView, index: number = rec.block.lastIndex): Record<string, unknown> | null {
+  const x = executedFacts(e, rec);
+  if (x === null) return null;
+  const c: TxContext = { ...txContext(rec, index), firstLogIndex: x.firstLogIndex, depositNonce: x.facts.depositNonce };
+  if (x.facts.depositReceiptVersion !== null) c.depositReceiptVersion = '0x' + x.facts.depositReceiptVersion.toString(16);
+  return buildReceipt(rec.tx, x.from, c, x.facts);
+}
+
+/** The RPC logs of `rec` from execution as of flashblock `index`, with the raw logs to match filters on; or null. */
+export function executedLogs(e: ExecutionReads, rec: TxView, index: number = rec.block.lastIndex): { raw: readonly FlashLog[]; shaped: Record<string, unknown>[] } | null {
+  const x = executedFacts(e, rec);
+  if (x === null) return null;
+  return { raw: x.facts.logs, shaped: logsToRpc(x.facts.logs, rec.tx.hash, { ...txContext(rec, index), firstLogIndex: x.firstLogIndex }) };
+}
+
+/**
+ * Receipts of a pending block's first `count` transactions as of flashblock `index`: the stream's where it carried
+ * them, the engine's otherwise (after waiting for it to execute that flashblock); null when neither has one.
+ */
+export async function receiptsWithExecution(ctx: MethodContext, block: BlockView, index: number, count: number): Promise<string[] | null> {
+  const ex = ctx.execution;
+  if (ex === null) return null;
+  if (!(await ex.readyFor(block.number, index))) {
+    ctx.metrics.pendingFallbacks.execution.inc();
+    return null;
+  }
+  const out: string[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    const rec = block.txs[i]!;
+    const s = ctx.shapes.receiptJson(rec, index);
+    if (s !== null) {
+      out[i] = s.json;
+      continue;
+    }
+    const r = executedReceipt(ex.engine, rec, index);
+    if (r === null) return null;
+    out[i] = JSON.stringify(r);
+  }
+  return out;
+}

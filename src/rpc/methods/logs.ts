@@ -5,9 +5,10 @@ import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import { GETLOGS_FILTER, logMatches, parseLogFilter, type LogFilter } from '../filter.js';
 import { pendingLogs } from '../shapes/receipt.js';
+import { executedLogs } from './executed.js';
 import { heldAbove, usablePending } from './pending.js';
 import { blockParam, hash32, type BlockParam } from './params.js';
-import { FORWARD_AS_IS, Forward, type Handler, type MethodContext } from './types.js';
+import { FORWARD_AS_IS, Forward, FromState, type ExecutionReads, type Handler, type MethodContext } from './types.js';
 
 export { MAX_FILTER_ALTERNATIVES } from '../filter.js';
 
@@ -25,12 +26,20 @@ function rangeParam(v: unknown, name: string): BlockParam {
   }
 }
 
-/** The matching logs of `block` as of flashblock `index`; false when a receipt is missing from the stream. */
-function blockLogs(block: BlockView, index: number, f: LogFilter, out: unknown[]): boolean {
+/**
+ * The matching logs of `block` as of flashblock `index`; false when a receipt is missing from the stream and, with
+ * an engine `e`, from execution too.
+ */
+function blockLogs(block: BlockView, index: number, f: LogFilter, out: unknown[], e: ExecutionReads | null = null): boolean {
   const count = block.txCountAt[index] as number;
   for (let i = 0; i < count; i++) {
     const rec = block.txs[i]!;
-    if (rec.receipt === null) return false;
+    if (rec.receipt === null) {
+      const x = e === null ? null : executedLogs(e, rec, index);
+      if (x === null) return false;
+      for (let j = 0; j < x.raw.length; j++) if (logMatches(f, x.raw[j]!)) out.push(x.shaped[j]);
+      continue;
+    }
     const raw = rec.receipt.logs;
     if (raw.length === 0) continue;
     const shaped = pendingLogs(rec, index);
@@ -80,17 +89,40 @@ export const ethGetLogs: Handler = (ctx: MethodContext, params) => {
   }
   const fromNum = from.kind === 'pending' ? top.number : from.kind === 'number' ? from.number : from.kind === 'earliest' ? 0 : -1;
   const canonical = ctx.view.canonical;
-  const local: unknown[] = [];
-  let first = top.number;
   const held = ctx.view.heldBlocks();
-  for (const b of held) {
-    if (b.broken || b.number <= canonical || b.number < fromNum || b.number > top.number) continue;
-    if (b.number < first) first = b.number;
-    if (!blockLogs(b, b.lastIndex, m, local)) {
-      ctx.metrics.pendingFallbacks.no_metadata.inc();
+  const end = top;
+  /** The pending part (and its lowest height), or null when a receipt is missing. */
+  const collect = (e: ExecutionReads | null): { local: unknown[]; first: number } | null => {
+    const local: unknown[] = [];
+    let first = end.number;
+    for (const b of held) {
+      if (b.broken || b.number <= canonical || b.number < fromNum || b.number > end.number) continue;
+      if (b.number < first) first = b.number;
+      if (!blockLogs(b, b.lastIndex, m, local, e)) return null;
+    }
+    return { local, first };
+  };
+  const got = collect(null);
+  if (got !== null) return finish(ctx, filter, from, fromNum, got.local, got.first);
+  const ex = ctx.execution;
+  if (ex === null) {
+    ctx.metrics.pendingFallbacks.no_metadata.inc();
+    return pendingToLatest(filter);
+  }
+  // Receipts the stream lacks (post-Azul) come from execution, once it has run the newest flashblock asked for.
+  return Promise.resolve(ex.readyFor(end.number, end.lastIndex)).then((ok) => {
+    const x = ok ? collect(ex.engine) : null;
+    if (x === null) {
+      ctx.metrics.pendingFallbacks.execution.inc();
       return pendingToLatest(filter);
     }
-  }
+    const out = finish(ctx, filter, from, fromNum, x.local, x.first);
+    return out instanceof Promise ? out : new FromState(out);
+  });
+};
+
+/** The pending part alone, or the node's canonical part below `first` followed by it. */
+function finish(ctx: MethodContext, filter: Record<string, unknown>, from: BlockParam, fromNum: number, local: unknown[], first: number): unknown {
   if (from.kind === 'pending' || (fromNum >= first && from.kind !== 'latest' && from.kind !== 'safe' && from.kind !== 'finalized')) return local;
   // The canonical part ends at the node's head; anything at or above the first pending height served here is
   // dropped from it (the node may already hold a block that is still pending here).
@@ -101,4 +133,4 @@ export const ethGetLogs: Handler = (ctx: MethodContext, params) => {
     for (const l of local) out.push(l);
     return out;
   });
-};
+}

@@ -64,11 +64,21 @@ export class Forward {
   constructor(readonly params: unknown[] | null) {}
 }
 
+/**
+ * What a handler's Promise resolves to when it answered from state after all (e.g. executed state): counted as
+ * source="state". A Promise may also resolve to a Forward (then the call goes to the node) or a plain value
+ * (source="node": the node took part in the answer).
+ */
+export class FromState {
+  constructor(readonly value: unknown) {}
+}
+
 /** Forward with the original params; a shared instance so the common path allocates nothing. */
 export const FORWARD_AS_IS = new Forward(null);
 
 /**
- * A method handler. Returns a plain value (JSON.stringify'd), a RawJson, a Forward, or a Promise of one of them;
+ * A method handler. Returns a plain value (JSON.stringify'd), a RawJson, a Forward, or a Promise of one of them
+ * (or of a FromState);
  * throws RpcError for invalid params and other expected failures. `sink` is the WebSocket connection, null on HTTP.
  */
 export type Handler = (ctx: MethodContext, params: unknown[], sink: SubscriberSink | null) => unknown;
