@@ -71,6 +71,7 @@ export class ExecutionFeed {
   /** Flashblocks handed over and not yet answered, oldest first, with the time they were applied to state. */
   private readonly inflight: { number: number; index: number; appliedMs: number }[] = [];
   private waiters: Waiter[] = [];
+  private readonly executedListeners = new Set<(block: BlockView, index: number) => void>();
   private offApplied: (() => void) | null = null;
   private offCanonical: (() => void) | null = null;
   private stopped = false;
@@ -208,6 +209,15 @@ export class ExecutionFeed {
         this.done = { number: b.number, index };
       }
       this.settleWaiters();
+      if (this.fed.get(b.number)?.view === b) {
+        for (const fn of this.executedListeners) {
+          try {
+            fn(b, index);
+          } catch (e) {
+            this.d.log.error('execution listener failed', { error: (e as Error).message });
+          }
+        }
+      }
     });
   }
 
@@ -259,6 +269,12 @@ export class ExecutionFeed {
       };
       this.waiters.push(w);
     });
+  }
+
+  /** Called after each flashblock the engine executed (its executed receipts are readable then); returns the unsubscribe. */
+  onExecuted(fn: (block: BlockView, index: number) => void): () => void {
+    this.executedListeners.add(fn);
+    return () => this.executedListeners.delete(fn);
   }
 
   /** The engine (for reads after readyFor said yes). */

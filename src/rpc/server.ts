@@ -63,7 +63,7 @@ export function methodContext(deps: RpcDeps): MethodContext {
     log: deps.log,
     pendingUsable: () => deps.pendingUsable(),
     execution: deps.execution ?? null,
-    subscriptions: new Subscriptions({ events: deps.events, node: deps.node, shapes, metrics: deps.metrics, log: deps.log }, deps.options.maxSubscriptionsPerConnection),
+    subscriptions: new Subscriptions({ events: deps.events, node: deps.node, shapes, metrics: deps.metrics, log: deps.log, execution: deps.execution ?? null }, deps.options.maxSubscriptionsPerConnection),
   };
 }
 

@@ -6,6 +6,7 @@
 import t, { type Test } from 'tap';
 import { execFileSync } from 'node:child_process';
 import { JsonRpcProvider } from 'ethers';
+import WebSocket from 'ws';
 import { createPublicClient, createWalletClient, defineChain, http, getContractAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { optimism } from 'viem/chains';
@@ -221,6 +222,16 @@ t.test('the engine killed: reads answer as latest (never wrong) until it restart
 
 t.test('post-Azul (?azul=1): receipts, block receipts and pending logs come from execution before the block, equal to the node\'s once it lands', async (t) => {
   const { daemon, rpc } = await boot(t, `${devnet.flashblocksUrl}?azul=1`);
+  // pendingLogs over WebSocket: on this stream every log comes from execution.
+  const ws = new WebSocket(rpc.replace('http', 'ws'));
+  t.teardown(() => ws.terminate());
+  await new Promise((r) => ws.once('open', r));
+  const notified: { transactionHash: string; logIndex: string }[] = [];
+  ws.on('message', (d) => {
+    const m = JSON.parse(d.toString()) as { method?: string; params?: { result: { transactionHash: string; logIndex: string } } };
+    if (m.method === 'eth_subscription') notified.push(m.params!.result);
+  });
+  ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['pendingLogs', {}] }));
   const sent: SentTx[] = [];
   const traffic = await startTraffic({ rpcUrl: rpc, chainId: devnet.chainId, accounts: devnet.accounts.slice(0, 4), txPerSec: 20, maxTxs: 40, onSent: (x) => void sent.push(x) });
   t.teardown(() => traffic.stop());
@@ -265,6 +276,15 @@ t.test('post-Azul (?azul=1): receipts, block receipts and pending logs come from
     else problems.push(`${hashes[i]}: ${d}`);
   }
   t.equal(equal, hashes.length, `${equal} of ${hashes.length} executed receipts equal the node's`);
+  const sentHashes = new Set(sent.map((x) => x.hash as string));
+  t.ok(notified.length > 0 && notified.every((l) => sentHashes.has(l.transactionHash)), `pendingLogs notified ${notified.length} executed logs of the sent transactions`);
+  // Each notified log equals the node's canonical log at the same position (block-hash fields excepted).
+  const byTx = new Map<string, unknown[]>();
+  for (const h of new Set(notified.map((l) => l.transactionHash))) {
+    byTx.set(h, ((await rpcCall<{ logs: unknown[] }>(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [h])).logs));
+  }
+  const logDiffs = notified.map((l) => firstDiff(strip(l), strip((byTx.get(l.transactionHash) ?? []).find((c: any) => c.logIndex === l.logIndex) ?? null))).filter((d) => d !== null);
+  t.same(logDiffs.slice(0, 3), [], `${notified.length - logDiffs.length} of ${notified.length} notified logs equal the node's`);
   t.same(problems.slice(0, 3), [], `${problems.length} problems`);
   const text = await scrape(daemon);
   t.equal(metric(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence');

@@ -5,7 +5,7 @@ import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { NodeClient } from '../../node/client.js';
 import type { StateEvents } from '../../state/events.js';
-import type { PendingView, SenderSource } from '../../state/view.js';
+import type { BlockView, PendingView, SenderSource } from '../../state/view.js';
 import type { Shapes } from '../shapes/json.js';
 import type { SubscriberSink, Subscriptions } from '../subscriptions.js';
 
@@ -31,6 +31,8 @@ export interface PendingExecution {
    */
   readyFor(number: number, index: number): Promise<boolean> | boolean;
   readonly engine: ExecutionReads;
+  /** Called after each executed flashblock (its executed receipts are readable then); returns the unsubscribe. */
+  onExecuted(fn: (block: BlockView, index: number) => void): () => void;
 }
 
 /** What a handler may use: the read-only state view and its senders, the shapes, the node, metrics. */
