@@ -79,6 +79,7 @@ export class ExecutionFeed {
   private rebuildsSeen = 0;
   private readonly ticker: NodeJS.Timeout;
   private startTimer: NodeJS.Timeout | null = null;
+  private lastStartError: string | null = null;
 
   constructor(
     private readonly d: ExecutionFeedDeps,
@@ -112,6 +113,12 @@ export class ExecutionFeed {
     } catch (e) {
       if (this.stopped) return;
       this.phase = 'down';
+      this.lastStartError = (e as Error).message;
+      // No binary to run: retrying cannot help (the single binary ships without anvil; see --anvil-binary).
+      if (/anvil binary not found|cannot run anvil/.test(this.lastStartError)) {
+        this.d.log.error('execution engine cannot run; pending state reads answer as latest (set --anvil-binary, or --execution false)', { error: this.lastStartError });
+        return;
+      }
       this.d.log.warn(`execution engine did not start; retrying in ${delayMs} ms (pending state reads answer as latest meanwhile)`, { error: (e as Error).message });
       this.startTimer = setTimeout(() => void this.startEngine(Math.min(30_000, delayMs * 2)), delayMs);
       this.startTimer.unref();
@@ -292,7 +299,8 @@ export class ExecutionFeed {
     const st = this.d.engine.status();
     const at = this.done === null ? 'nothing executed yet' : `executed up to ${this.done.number}/${this.done.index}`;
     const lag = this.inflight.length;
-    const err = st.lastError === null ? '' : `; last error: ${st.lastError}`;
+    const last = st.lastError ?? this.lastStartError;
+    const err = last === null ? '' : `; last error: ${last}`;
     return { phase: this.phase, detail: `${at}, ${lag} flashblocks behind, ${st.restarts} restarts, ${st.divergences} divergences${err}` };
   }
 
