@@ -11,11 +11,12 @@ import { createPublicClient, createWalletClient, defineChain, http, getContractA
 import { privateKeyToAccount } from 'viem/accounts';
 import { optimism } from 'viem/chains';
 import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
-import { startDevnet, type Devnet } from '../../scripts/devnet/sequencer.js';
+import { encodeFlashblock, startDevnet, type BuiltFlashblock, type Devnet } from '../../scripts/devnet/sequencer.js';
 import { startTraffic, type SentTx } from '../../scripts/devnet/traffic.js';
 import { loadConfig } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
+import { startReplayServer } from '../helpers/replay-server.js';
 
 /** Runtime: with calldata, SSTORE(0, calldata[0:32]); always returns SLOAD(0). */
 const RUNTIME = '3615600b576000356000555b60005460005260206000f3';
@@ -66,9 +67,13 @@ async function scrape(daemon: Daemon): Promise<string> {
   return res.text();
 }
 
+/** The sum of a family's series, or one series when `name` carries its labels. */
 function metric(text: string, name: string): number {
   let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith(name + ' ') || line.startsWith(name + '{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  const exact = name.includes('{');
+  for (const line of text.split('\n')) {
+    if (exact ? line.startsWith(name + ' ') : line.startsWith(name + ' ') || line.startsWith(name + '{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
   return sum;
 }
 
@@ -288,4 +293,37 @@ t.test('post-Azul (?azul=1): receipts, block receipts and pending logs come from
   t.same(problems.slice(0, 3), [], `${problems.length} problems`);
   const text = await scrape(daemon);
   t.equal(metric(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence');
+});
+
+t.test('a stream receipt and a receipts_root that disagree with execution: both divergences counted, the block re-mined, the stream receipt still served', async (t) => {
+  // The devnet's flashblocks relayed through a fake upstream that falsifies one receipt's status, then (in a later
+  // block) one flashblock's receipts_root.
+  const up = await startReplayServer();
+  t.teardown(() => up.close());
+  let badReceipt: string | null = null;
+  let badRootBlock = -1;
+  const off = devnet.onFlashblock((built) => {
+    const fb = structuredClone(built) as BuiltFlashblock;
+    if (badReceipt === null && fb.index > 0 && fb.receipts.length > 0 && fb.receipts[0]!.status === '0x1') {
+      badReceipt = fb.receipts[0]!.hash;
+      badRootBlock = fb.blockNumber + 1;
+      fb.receipts[0]!.status = '0x0';
+    } else if (fb.blockNumber === badRootBlock && fb.index === 2) {
+      fb.diff.receipts_root = '0x' + 'ab'.repeat(32);
+    }
+    up.send(encodeFlashblock(fb, { receipts: 'external', azul: false }));
+  });
+  t.teardown(off);
+  const { daemon, rpc } = await boot(t, up.url);
+  const before = await scrape(daemon);
+  const traffic = await startTraffic({ rpcUrl: rpc, chainId: devnet.chainId, accounts: devnet.accounts.slice(7, 9), txPerSec: 10 });
+  t.teardown(() => traffic.stop());
+  await until(async () => metric(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="stream_receipt"}') >= 1, 20_000, 'the stream receipt divergence');
+  const served = await rpcCall<{ status: string } | null>(rpc, 'eth_getTransactionReceipt', [badReceipt]);
+  t.equal(served?.status, '0x0', 'the stream receipt is served as the stream gave it (metadata is served at once)');
+  await until(async () => metric(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="receipts_root"}') >= 1, 20_000, 'the receipts_root divergence');
+  const after = await scrape(daemon);
+  t.ok(metric(after, 'flashblocksd_execution_rebuilds_total') > metric(before, 'flashblocksd_execution_rebuilds_total'), 'the block was re-mined exactly');
+  t.ok(metric(after, 'flashblocksd_execution_verified_total') > 0, 'the other flashblocks still verify');
+  await traffic.stop();
 });
