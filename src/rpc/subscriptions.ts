@@ -8,7 +8,6 @@ import type { NodeClient } from '../node/client.js';
 import type { StateEvents } from '../state/events.js';
 import type { BlockView, TxView } from '../state/view.js';
 import { logMatches, parseLogFilter, SUBSCRIPTION_FILTER, type LogFilter } from './filter.js';
-import { pendingLogs } from './shapes/receipt.js';
 import type { Shapes } from './shapes/json.js';
 import { headOfBlock, notification, notificationPrefix, transactionWithReceipt } from './shapes/subscription.js';
 
@@ -159,7 +158,7 @@ export class Subscriptions {
       const rec = block.txs[i]!;
       if (k.newFlashblockTransactions.size > 0) this.notifyTx(rec, index);
       if (k.newPendingTransactions.size > 0) this.notifyPendingTx(rec, index);
-      if (k.pendingLogs.size > 0 && rec.receipt !== null && rec.receipt.logs.length > 0) this.notifyLogs(k.pendingLogs, pendingLogs(rec, index));
+      if (k.pendingLogs.size > 0 && (this.ctx.shapes.rawLogs(rec)?.length ?? 0) > 0) this.notifyLogs(k.pendingLogs, this.ctx.shapes.logObjects(rec, index)!);
     }
   }
 

@@ -4,7 +4,7 @@
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import { GETLOGS_FILTER, logMatches, parseLogFilter, type LogFilter } from '../filter.js';
-import { pendingLogs } from '../shapes/receipt.js';
+import type { Shapes } from '../shapes/json.js';
 import { heldAbove, usablePending } from './pending.js';
 import { blockParam, hash32, type BlockParam } from './params.js';
 import { FORWARD_AS_IS, Forward, type Handler, type MethodContext } from './types.js';
@@ -25,15 +25,15 @@ function rangeParam(v: unknown, name: string): BlockParam {
   }
 }
 
-/** The matching logs of `block` as of flashblock `index`; false when a receipt is missing from the stream. */
-function blockLogs(block: BlockView, index: number, f: LogFilter, out: unknown[]): boolean {
+/** The matching logs of `block` as of flashblock `index`; false when a transaction's logs are unknown. */
+function blockLogs(shapes: Shapes, block: BlockView, index: number, f: LogFilter, out: unknown[]): boolean {
   const count = block.txCountAt[index] as number;
   for (let i = 0; i < count; i++) {
     const rec = block.txs[i]!;
-    if (rec.receipt === null) return false;
-    const raw = rec.receipt.logs;
+    const raw = shapes.rawLogs(rec);
+    if (raw === null) return false;
     if (raw.length === 0) continue;
-    const shaped = pendingLogs(rec, index);
+    const shaped = shapes.logObjects(rec, index)!;
     for (let j = 0; j < raw.length; j++) if (logMatches(f, raw[j]!)) out.push(shaped[j]);
   }
   return true;
@@ -58,7 +58,7 @@ export const ethGetLogs: Handler = (ctx: MethodContext, params) => {
     const fb = ctx.view.blockByFlashblockHash(h);
     if (fb === undefined || fb.block.broken) return FORWARD_AS_IS;
     const out: unknown[] = [];
-    return blockLogs(fb.block, fb.index, m, out) ? out : FORWARD_AS_IS;
+    return blockLogs(ctx.shapes, fb.block, fb.index, m, out) ? out : FORWARD_AS_IS;
   }
   const fromRaw = filter.fromBlock ?? 'latest';
   const toRaw = filter.toBlock ?? 'latest';
@@ -86,7 +86,7 @@ export const ethGetLogs: Handler = (ctx: MethodContext, params) => {
   for (const b of held) {
     if (b.broken || b.number <= canonical || b.number < fromNum || b.number > top.number) continue;
     if (b.number < first) first = b.number;
-    if (!blockLogs(b, b.lastIndex, m, local)) {
+    if (!blockLogs(ctx.shapes, b, b.lastIndex, m, local)) {
       ctx.metrics.pendingFallbacks.no_metadata.inc();
       return pendingToLatest(filter);
     }
