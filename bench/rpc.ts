@@ -108,8 +108,9 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
       mutable.node = httpClient;
       viaHttp.push(...(await sequentialMicros(h.url, chainId, n / rounds)));
     }
-    // Pipelining 1 here: pipelined requests whose answers come back asynchronously (forwarded) stall in the RPC
-    // server (~100 req/s at 32 × 16, p50 ~1 s, either client), which would measure that, not the node client.
+    // Pipelining 1 here: uWS closes a connection that pipelines a request behind a forwarded (asynchronous) one,
+    // and autocannon reconnects silently (~100-200 req/s at 32 × 16, p50 1-5 s, either client; see
+    // test/rpc/pipelining.test.ts), which would measure that, not the node client.
     const fwdSeconds = opts.quick ? 3 : 6;
     const fwdLoad = (url: string): Promise<AutocannonResult> => postLoad(url, chainId, fwdSeconds, connections, { workers: 1, pipelining: 1 });
     const fwdDirectRun = await fwdLoad(anvil.url);

@@ -199,6 +199,7 @@ export class ExecutionFeed {
         return;
       }
       m.executionFlashblocks.executed.inc();
+      this.refresh();
       m.executionApplySeconds.observe(out.applyMs / 1000);
       if (out.verified === true) m.executionVerified.inc();
       else if (out.verified === false) m.executionDivergences.receipts_root.inc();

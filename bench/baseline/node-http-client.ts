@@ -3,30 +3,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
-
-/** Why a node call failed (closed set; metric label values). */
-export type NodeErrorReason = 'timeout' | 'connect' | 'http' | 'rpc' | 'disabled';
-
-/** A failed node call. For 'rpc', `rpcCode`/`rpcData` carry the node's JSON-RPC error. */
-export class NodeError extends Error {
-  constructor(
-    readonly reason: NodeErrorReason,
-    message: string,
-    readonly rpcCode?: number,
-    readonly rpcData?: unknown,
-  ) {
-    super(message);
-    this.name = 'NodeError';
-  }
-}
-
-export interface NodeClientOptions {
-  url: string;
-  timeoutMs: number;
-  maxSockets: number;
-  /** Called after every request with its duration (seconds) and outcome; for metrics. */
-  observe?: (seconds: number, error: NodeErrorReason | null) => void;
-}
+import { NodeError, type NodeClientOptions } from '../../src/node/client.js';
 
 /** A pooled JSON-RPC client for one node URL. */
 export class NodeClient {

@@ -528,7 +528,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     streamSubscribers: gauge('stream_subscribers', 'Open raw-stream (/flashblocks) subscriber connections.').child(),
     streamFramesSent: counter('stream_frames_sent_total', 'Frames published to raw-stream subscribers.').child(),
     streamFramesDropped: counter('stream_frames_dropped_total',
-      'Frames not delivered to a subscriber because its send buffer was over the backpressure cap.').child(),
+      'Frames not delivered to a subscriber because its send buffer was over the backpressure cap: the frame it was not sent when closed, plus those published to it since its buffer was last empty (its discarded backlog, at most).').child(),
     streamSlowCloses: counter('stream_slow_closes_total',
       'Raw-stream subscribers closed for falling behind (backpressure over the cap).').child(),
     streamRefusals: keyed(STREAM_REFUSAL_REASONS, (r) => refusalF.child(r)),

@@ -11,7 +11,9 @@ import type { StateEvents } from '../state/events.js';
 import type { PendingView, SenderSource } from '../state/view.js';
 import { Dispatcher, errorEnvelope, type DispatchOptions, type Reply } from './dispatch.js';
 import type { MethodContext, MethodOptions, PendingExecution } from './methods/types.js';
+import { executionReceiptSource } from './methods/executed.js';
 import { Shapes } from './shapes/json.js';
+import { STREAM_RECEIPTS } from './shapes/receipt.js';
 import { Subscriptions, type SubscriberSink } from './subscriptions.js';
 
 /** The settings the JSON-RPC transports read (built from Config by the daemon). */
@@ -51,7 +53,8 @@ export interface MountedRpc {
 
 /** The handlers' context over `deps`: the shapes over its senders and an eth_subscribe hub over its events. */
 export function methodContext(deps: RpcDeps): MethodContext {
-  const shapes = new Shapes(deps.senders);
+  // With execution, receipts and logs the stream lacks come from the engine (the same builders shape both).
+  const shapes = new Shapes(deps.senders, deps.execution != null ? executionReceiptSource(deps.execution.engine) : STREAM_RECEIPTS);
   return {
     options: deps.options,
     view: deps.view,

@@ -8,9 +8,7 @@ import type { NodeClient } from '../node/client.js';
 import type { StateEvents } from '../state/events.js';
 import type { BlockView, TxView } from '../state/view.js';
 import { logMatches, parseLogFilter, SUBSCRIPTION_FILTER, type LogFilter } from './filter.js';
-import { executedLogs } from './methods/executed.js';
 import type { PendingExecution } from './methods/types.js';
-import { pendingLogs } from './shapes/receipt.js';
 import type { Shapes } from './shapes/json.js';
 import { headOfBlock, notification, notificationPrefix, transactionWithReceipt } from './shapes/subscription.js';
 
@@ -50,7 +48,7 @@ export interface SubscriptionDeps {
   shapes: Shapes;
   metrics: Metrics;
   log: Logger;
-  /** Executed pending state: pendingLogs of transactions the stream gave no receipt for come from it. */
+  /** Executed pending state: pendingLogs of transactions the stream gave no receipt for follow their execution. */
   execution?: PendingExecution | null;
 }
 
@@ -82,7 +80,7 @@ export class Subscriptions {
   ) {
     this.stops = [ctx.events.onApplied((block, fb) => this.onApplied(block, fb.index)), ctx.events.onCanonical((n) => this.onCanonical(n))];
     const ex = ctx.execution;
-    if (ex != null) this.stops.push(ex.onExecuted((block, index) => this.onExecuted(ex, block, index)));
+    if (ex != null) this.stops.push(ex.onExecuted((block, index) => this.onExecuted(block, index)));
   }
 
   /** Validates params (kind, then its options) and registers a subscription; returns its id. */
@@ -165,20 +163,22 @@ export class Subscriptions {
       const rec = block.txs[i]!;
       if (k.newFlashblockTransactions.size > 0) this.notifyTx(rec, index);
       if (k.newPendingTransactions.size > 0) this.notifyPendingTx(rec, index);
-      if (k.pendingLogs.size > 0 && rec.receipt !== null && rec.receipt.logs.length > 0) this.notifyLogs(k.pendingLogs, pendingLogs(rec, index));
+      if (k.pendingLogs.size > 0 && (this.ctx.shapes.rawLogs(rec)?.length ?? 0) > 0) this.notifyLogs(k.pendingLogs, this.ctx.shapes.logObjects(rec, index)!);
     }
   }
 
-  /** pendingLogs of the flashblock's transactions the stream carried no receipt for, once executed (post-Azul). */
-  private onExecuted(ex: PendingExecution, block: BlockView, index: number): void {
+  /**
+   * pendingLogs of the flashblock's transactions the stream carried no receipt for (post-Azul), once executed: the
+   * shapes' receipt source answers from execution then.
+   */
+  private onExecuted(block: BlockView, index: number): void {
     if (this.byKind.pendingLogs.size === 0) return;
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] ?? 0);
     const to = block.txCountAt[index] ?? block.txs.length;
     for (let i = from; i < to; i++) {
       const rec = block.txs[i]!;
-      if (rec.receipt !== null) continue;
-      const x = executedLogs(ex.engine, rec, index);
-      if (x !== null && x.shaped.length > 0) this.notifyLogs(this.byKind.pendingLogs, x.shaped);
+      if (rec.receipt !== null || (this.ctx.shapes.rawLogs(rec)?.length ?? 0) === 0) continue;
+      this.notifyLogs(this.byKind.pendingLogs, this.ctx.shapes.logObjects(rec, index)!);
     }
   }
 

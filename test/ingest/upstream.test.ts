@@ -177,9 +177,8 @@ t.test('reconnects after the server drops the connection, and frames flow again'
   t.equal(f.upstream, 0);
 });
 
-t.test('the attempt counter resets once a connection stayed up healthyResetMs', async (t) => {
-  const server = await withServer(t);
-  const { rec } = startPool(t, [server.url], { healthyResetMs: 300 });
+/** Waits for the first connection, then drops it three times; returns the attempt number of each disconnect. */
+async function flapThreeTimes(server: { dropClients(): void }, rec: ReturnType<typeof startPool>['rec']): Promise<number[]> {
   await rec.until('connected', () => rec.find('connected'));
   const attempts: number[] = [];
   for (let i = 0; i < 3; i++) {
@@ -188,7 +187,13 @@ t.test('the attempt counter resets once a connection stayed up healthyResetMs', 
     attempts.push((await rec.until('disconnected', () => rec.find('disconnected', mark))).attempt);
     await rec.until('connected', () => rec.find('connected', mark));
   }
-  t.same(attempts, [1, 2, 3], 'quick flaps keep counting');
+  return attempts;
+}
+
+t.test('the attempt counter resets once a connection stayed up healthyResetMs', async (t) => {
+  const server = await withServer(t);
+  const { rec } = startPool(t, [server.url], { healthyResetMs: 300 });
+  t.same(await flapThreeTimes(server, rec), [1, 2, 3], 'quick flaps keep counting');
   await new Promise((r) => setTimeout(r, 700));
   const mark = rec.events.length;
   server.dropClients();
@@ -200,15 +205,7 @@ t.test('the attempt counter resets once a connection stayed up healthyResetMs', 
 t.test('the first frame of a connection resets the backoff; connections that deliver nothing keep climbing', async (t) => {
   const server = await withServer(t);
   const { rec } = startPool(t, [server.url]); // healthyResetMs 60 s: only the frame can reset it here
-  await rec.until('connected', () => rec.find('connected'));
-  const attempts: number[] = [];
-  for (let i = 0; i < 3; i++) {
-    const mark = rec.events.length;
-    server.dropClients();
-    attempts.push((await rec.until('disconnected', () => rec.find('disconnected', mark))).attempt);
-    await rec.until('connected', () => rec.find('connected', mark));
-  }
-  t.same(attempts, [1, 2, 3], 'no frame: the counter keeps climbing');
+  t.same(await flapThreeTimes(server, rec), [1, 2, 3], 'no frame: the counter keeps climbing');
   await server.waitForClients(1);
   server.send('hello');
   await rec.until('frame', () => rec.frames.length >= 1);

@@ -17,7 +17,7 @@ import { TX_DEPOSIT } from '../../chain/types.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import type { SubscriberSink } from '../subscriptions.js';
-import { engineFor, engineRead, executedReceipt, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
+import { engineFor, engineRead, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
 import { ethGetLogs } from './logs.js';
 import { heldAbove, usablePending } from './pending.js';
 import { address, arity, blockParam, bool, checkBlockTag, hash32, quantity, withLatest, type BlockParam } from './params.js';
@@ -135,7 +135,8 @@ const eth_getTransactionReceipt: Handler = (ctx, params) => {
     if (ex !== null) {
       // The stream carried no receipt (post-Azul): the executed one, once the engine has run its flashblock.
       return Promise.resolve(ex.readyFor(rec.block.number, rec.flashblockIndex)).then((ok) => {
-        const x = ok ? executedReceipt(ex.engine, rec) : null;
+        // Not cached: the cache may hold the answer from before the engine had executed it.
+        const x = ok ? ctx.shapes.receiptObject(rec) : null;
         if (x === null) ctx.metrics.pendingFallbacks.execution.inc();
         return x === null ? FORWARD_AS_IS : new FromState(x);
       });

@@ -8,11 +8,8 @@ import { EngineUnavailableError } from '../../exec/engine.js';
 import { RpcReplyError } from '../../exec/pipe.js';
 import { toQuantity } from '../../chain/hex.js';
 import { RpcCode, RpcError } from '../../errors.js';
-import type { FlashLog } from '../../chain/flashblock.js';
 import type { BlockView, TxView } from '../../state/view.js';
-import { txContext, type TxContext } from '../shapes/context.js';
-import { logsToRpc } from '../shapes/log.js';
-import { buildReceipt, type ReceiptFacts } from '../shapes/receipt.js';
+import { STREAM_RECEIPTS, type ReceiptFacts, type ReceiptSource } from '../shapes/receipt.js';
 import { heldAbove, usablePending } from './pending.js';
 import { address, arity, checkBlockTag, withLatest } from './params.js';
 import { FORWARD_AS_IS, Forward, FromState, type ExecutionReads, type Handler, type MethodContext } from './types.js';
@@ -174,49 +171,49 @@ export const eth_getProof: Handler = (ctx, params) => {
 };
 
 /**
- * The receipt facts of a pending transaction from execution, with the logIndex of its first log in its block, or
- * null when the engine has not executed it. The engine reports a deposit's post-execution nonce; op-geth and
- * op-reth report the pre-execution one, which is what is shown.
+ * The receipt facts of a pending transaction from execution, or null when the engine has not executed it (or its
+ * execution is not the transaction at that position). The engine reports a deposit's post-execution nonce; op-geth
+ * and op-reth report the pre-execution one, which is what is shown.
  */
-function executedFacts(e: ExecutionReads, rec: TxView): { facts: ReceiptFacts; from: string; firstLogIndex: number } | null {
+function executedFacts(e: ExecutionReads, rec: TxView): ReceiptFacts | null {
   const ex = e.receipt(rec.tx.hash);
   if (ex === null) return null;
   const all = e.blockReceipts(rec.block.number);
   if (all === null || all[rec.position]?.transactionHash !== rec.tx.hash) return null;
   let firstLogIndex = 0;
   for (let i = 0; i < rec.position; i++) firstLogIndex += all[i]!.logs.length;
-  const depositNonce = ex.depositNonce === null ? null : ex.depositNonce > 0n ? ex.depositNonce - 1n : 0n;
   return {
-    facts: {
-      type: ex.type,
-      status: ex.status ? 1 : 0,
-      cumulativeGasUsed: ex.cumulativeGasUsed,
-      gasUsed: ex.gasUsed,
-      logs: ex.logs,
-      contractAddress: ex.contractAddress,
-      depositNonce,
-      depositReceiptVersion: ex.depositReceiptVersion,
-      l1Fee: null,
-    },
-    from: rec.tx.from ?? ex.from,
+    type: ex.type,
+    status: ex.status ? 1 : 0,
+    cumulativeGasUsed: ex.cumulativeGasUsed,
+    gasUsed: ex.gasUsed,
+    logs: ex.logs,
     firstLogIndex,
+    contractAddress: ex.contractAddress,
+    depositNonce: ex.depositNonce === null ? null : ex.depositNonce > 0n ? ex.depositNonce - 1n : 0n,
+    depositReceiptVersion: ex.depositReceiptVersion,
+    l1Fee: null,
   };
 }
 
-/** The JSON-RPC receipt of `rec` as of flashblock `index`, built from executed facts by the shared builder; or null. */
-export function executedReceipt(e: ExecutionReads, rec: TxView, index: number = rec.block.lastIndex): Record<string, unknown> | null {
-  const x = executedFacts(e, rec);
-  if (x === null) return null;
-  const c: TxContext = { ...txContext(rec, index), firstLogIndex: x.firstLogIndex, depositNonce: x.facts.depositNonce };
-  if (x.facts.depositReceiptVersion !== null) c.depositReceiptVersion = '0x' + x.facts.depositReceiptVersion.toString(16);
-  return buildReceipt(rec.tx, x.from, c, x.facts);
-}
-
-/** The RPC logs of `rec` from execution as of flashblock `index`, with the raw logs to match filters on; or null. */
-export function executedLogs(e: ExecutionReads, rec: TxView, index: number = rec.block.lastIndex): { raw: readonly FlashLog[]; shaped: Record<string, unknown>[] } | null {
-  const x = executedFacts(e, rec);
-  if (x === null) return null;
-  return { raw: x.facts.logs, shaped: logsToRpc(x.facts.logs, rec.tx.hash, { ...txContext(rec, index), firstLogIndex: x.firstLogIndex }) };
+/**
+ * Receipts and logs for the shapes: the stream's where it carried them (served at once), else the executed ones
+ * (same builder, so byte-identical for the same facts). The sender comes from the shapes (they recover it first).
+ */
+export function executionReceiptSource(e: ExecutionReads): ReceiptSource {
+  return {
+    facts: (rec) => {
+      const s = STREAM_RECEIPTS.facts(rec);
+      if (s !== null || rec.receipt !== null || rec.tx.from === null) return s;
+      return executedFacts(e, rec);
+    },
+    logs: (rec) => {
+      const s = STREAM_RECEIPTS.logs(rec);
+      if (s !== null) return s;
+      const f = executedFacts(e, rec);
+      return f === null ? null : { logs: f.logs, firstLogIndex: f.firstLogIndex };
+    },
+  };
 }
 
 /**
@@ -238,7 +235,8 @@ export async function receiptsWithExecution(ctx: MethodContext, block: BlockView
       out[i] = s.json;
       continue;
     }
-    const r = executedReceipt(ex.engine, rec, index);
+    // Not cached: the cache may hold the answer from before the engine had executed it.
+    const r = ctx.shapes.receiptObject(rec, index);
     if (r === null) return null;
     out[i] = JSON.stringify(r);
   }

@@ -4,11 +4,10 @@
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import { GETLOGS_FILTER, logMatches, parseLogFilter, type LogFilter } from '../filter.js';
-import { pendingLogs } from '../shapes/receipt.js';
-import { executedLogs } from './executed.js';
+import type { Shapes } from '../shapes/json.js';
 import { heldAbove, usablePending } from './pending.js';
 import { blockParam, hash32, type BlockParam } from './params.js';
-import { FORWARD_AS_IS, Forward, FromState, type ExecutionReads, type Handler, type MethodContext } from './types.js';
+import { FORWARD_AS_IS, Forward, FromState, type Handler, type MethodContext } from './types.js';
 
 export { MAX_FILTER_ALTERNATIVES } from '../filter.js';
 
@@ -26,23 +25,15 @@ function rangeParam(v: unknown, name: string): BlockParam {
   }
 }
 
-/**
- * The matching logs of `block` as of flashblock `index`; false when a receipt is missing from the stream and, with
- * an engine `e`, from execution too.
- */
-function blockLogs(block: BlockView, index: number, f: LogFilter, out: unknown[], e: ExecutionReads | null = null): boolean {
+/** The matching logs of `block` as of flashblock `index`; false when a transaction's logs are unknown. */
+function blockLogs(shapes: Shapes, block: BlockView, index: number, f: LogFilter, out: unknown[]): boolean {
   const count = block.txCountAt[index] as number;
   for (let i = 0; i < count; i++) {
     const rec = block.txs[i]!;
-    if (rec.receipt === null) {
-      const x = e === null ? null : executedLogs(e, rec, index);
-      if (x === null) return false;
-      for (let j = 0; j < x.raw.length; j++) if (logMatches(f, x.raw[j]!)) out.push(x.shaped[j]);
-      continue;
-    }
-    const raw = rec.receipt.logs;
+    const raw = shapes.rawLogs(rec);
+    if (raw === null) return false;
     if (raw.length === 0) continue;
-    const shaped = pendingLogs(rec, index);
+    const shaped = shapes.logObjects(rec, index)!;
     for (let j = 0; j < raw.length; j++) if (logMatches(f, raw[j]!)) out.push(shaped[j]);
   }
   return true;
@@ -67,7 +58,7 @@ export const ethGetLogs: Handler = (ctx: MethodContext, params) => {
     const fb = ctx.view.blockByFlashblockHash(h);
     if (fb === undefined || fb.block.broken) return FORWARD_AS_IS;
     const out: unknown[] = [];
-    return blockLogs(fb.block, fb.index, m, out) ? out : FORWARD_AS_IS;
+    return blockLogs(ctx.shapes, fb.block, fb.index, m, out) ? out : FORWARD_AS_IS;
   }
   const fromRaw = filter.fromBlock ?? 'latest';
   const toRaw = filter.toBlock ?? 'latest';
@@ -91,27 +82,28 @@ export const ethGetLogs: Handler = (ctx: MethodContext, params) => {
   const canonical = ctx.view.canonical;
   const held = ctx.view.heldBlocks();
   const end = top;
-  /** The pending part (and its lowest height), or null when a receipt is missing. */
-  const collect = (e: ExecutionReads | null): { local: unknown[]; first: number } | null => {
+  /** The pending part (and its lowest height), or null when a transaction's logs are unknown. */
+  const collect = (): { local: unknown[]; first: number } | null => {
     const local: unknown[] = [];
     let first = end.number;
     for (const b of held) {
       if (b.broken || b.number <= canonical || b.number < fromNum || b.number > end.number) continue;
       if (b.number < first) first = b.number;
-      if (!blockLogs(b, b.lastIndex, m, local, e)) return null;
+      if (!blockLogs(ctx.shapes, b, b.lastIndex, m, local)) return null;
     }
     return { local, first };
   };
-  const got = collect(null);
+  const got = collect();
   if (got !== null) return finish(ctx, filter, from, fromNum, got.local, got.first);
   const ex = ctx.execution;
   if (ex === null) {
     ctx.metrics.pendingFallbacks.no_metadata.inc();
     return pendingToLatest(filter);
   }
-  // Receipts the stream lacks (post-Azul) come from execution, once it has run the newest flashblock asked for.
+  // Logs the stream lacks (post-Azul) come from execution (the shapes' receipt source), once it has run the newest
+  // flashblock asked for.
   return Promise.resolve(ex.readyFor(end.number, end.lastIndex)).then((ok) => {
-    const x = ok ? collect(ex.engine) : null;
+    const x = ok ? collect() : null;
     if (x === null) {
       ctx.metrics.pendingFallbacks.execution.inc();
       return pendingToLatest(filter);

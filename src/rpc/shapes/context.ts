@@ -15,8 +15,6 @@ export interface TxContext {
   depositReceiptVersion?: string | null;
   /** Deposit only: the receipt's depositNonce, shown as `nonce` when given (op-reth omits it otherwise). */
   depositNonce?: bigint | null;
-  /** logIndex of the transaction's first log within the block. */
-  firstLogIndex?: number;
   /** The flashblock the answer is given as of (its block_hash is `blockHash`); null outside pending state. */
   asOfFlashblock?: number | null;
 }
@@ -35,7 +33,6 @@ export function txContext(rec: TxView, index: number = rec.block.lastIndex): TxC
     blockTimestamp: BigInt(b.base.timestamp),
     depositReceiptVersion: r?.depositReceiptVersion != null ? '0x' + r.depositReceiptVersion.toString(16) : null,
     depositNonce: r?.depositNonce ?? null,
-    firstLogIndex: rec.firstLogIndex,
     asOfFlashblock: index,
   };
 }

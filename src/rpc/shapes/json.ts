@@ -5,7 +5,7 @@
 import type { BlockView, SenderSource, TxView } from '../../state/view.js';
 import { blockToRpc } from './block.js';
 import { txContext } from './context.js';
-import { receiptToRpc } from './receipt.js';
+import { pendingLogs, receiptToRpc, STREAM_RECEIPTS, type ReceiptSource, type TxLogs } from './receipt.js';
 import { toRpcTransaction } from './transaction.js';
 
 /** A result that is already JSON text; the dispatcher splices it into the envelope without re-serialising. */
@@ -27,7 +27,11 @@ class BlockJson {
 export class Shapes {
   private readonly caches = new WeakMap<BlockView, BlockJson>();
 
-  constructor(private readonly senders: SenderSource) {}
+  constructor(
+    private readonly senders: SenderSource,
+    /** Where receipts and logs come from (the stream's metadata unless an execution-backed source is given). */
+    readonly receipts: ReceiptSource = STREAM_RECEIPTS,
+  ) {}
 
   private entry(block: BlockView): BlockJson {
     let c = this.caches.get(block);
@@ -82,7 +86,17 @@ export class Shapes {
   /** The receipt as of flashblock `index` (default latest), or null when the stream carried no usable one. */
   receiptObject(rec: TxView, index: number = rec.block.lastIndex): Record<string, unknown> | null {
     this.senders.recover([rec]);
-    return receiptToRpc(rec, index);
+    return receiptToRpc(rec, index, this.receipts);
+  }
+
+  /** The raw logs of a transaction (emission order), or null when the receipt source does not know them. */
+  rawLogs(rec: TxView): TxLogs['logs'] | null {
+    return this.receipts.logs(rec)?.logs ?? null;
+  }
+
+  /** The RPC logs of a transaction as of flashblock `index`, or null when the receipt source does not know them. */
+  logObjects(rec: TxView, index: number = rec.block.lastIndex): Record<string, unknown>[] | null {
+    return pendingLogs(rec, index, this.receipts);
   }
 
   /** receiptObject as JSON (cached as of the latest flashblock), or null (the caller forwards to the node). */

@@ -5,12 +5,15 @@ import type { TxContext } from './context.js';
 
 const q = toQuantity;
 
-/** The RPC logs of one transaction (`logs` in emission order), with logIndex running from ctx.firstLogIndex. */
-export function logsToRpc(logs: readonly Readonly<FlashLog>[], txHash: string, ctx: TxContext): Record<string, unknown>[] {
+/**
+ * The RPC logs of one transaction (`logs` in emission order), with logIndex running from `firstLogIndex` (the logs
+ * of the block's earlier transactions: a fact of the receipts, not of the position).
+ */
+export function logsToRpc(logs: readonly Readonly<FlashLog>[], txHash: string, ctx: TxContext, firstLogIndex: number): Record<string, unknown>[] {
   const bn = ctx.blockNumber === null ? null : q(ctx.blockNumber);
   const ti = ctx.transactionIndex === null ? null : q(ctx.transactionIndex);
   const ts = ctx.blockTimestamp == null ? null : q(ctx.blockTimestamp);
-  const first = ctx.firstLogIndex ?? 0;
+  const first = firstLogIndex;
   const out: Record<string, unknown>[] = new Array(logs.length);
   for (let i = 0; i < logs.length; i++) {
     const l = logs[i]!;

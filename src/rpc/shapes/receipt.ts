@@ -35,6 +35,8 @@ export interface ReceiptFacts {
   cumulativeGasUsed: bigint;
   gasUsed: bigint;
   logs: readonly Readonly<FlashLog>[];
+  /** logIndex of the first of `logs` within the block (the count of the earlier transactions' logs). */
+  firstLogIndex: number;
   /** The address a creation deployed to, else null. */
   contractAddress: string | null;
   depositNonce: bigint | null;
@@ -48,6 +50,23 @@ export function createdAddress(tx: Readonly<DecodedTx>, from: string, depositNon
   if (tx.to !== null) return null;
   const nonce = tx.type === TX_DEPOSIT ? depositNonce : tx.nonce;
   return nonce === null ? null : contractAddress(from, nonce);
+}
+
+/** One transaction's logs and where they start in the block. */
+export interface TxLogs {
+  logs: readonly Readonly<FlashLog>[];
+  firstLogIndex: number;
+}
+
+/**
+ * Where receipts come from: the stream's metadata today (STREAM_RECEIPTS); a source backed by execution can stand in
+ * front of it and every shape, handler and subscription serves its receipts and logs unchanged.
+ */
+export interface ReceiptSource {
+  /** The facts of `rec`'s receipt (its sender known), or null when this source has none (the caller forwards). */
+  facts(rec: TxView): ReceiptFacts | null;
+  /** `rec`'s logs in emission order and the block logIndex of the first (no sender needed); null when unknown. */
+  logs(rec: TxView): TxLogs | null;
 }
 
 /**
@@ -64,6 +83,7 @@ export function streamReceiptFacts(rec: TxView): ReceiptFacts | null {
     cumulativeGasUsed: r.cumulativeGasUsed,
     gasUsed: rec.gasUsed,
     logs: r.logs,
+    firstLogIndex: rec.firstLogIndex,
     contractAddress: createdAddress(rec.tx, from, r.depositNonce),
     depositNonce: r.depositNonce,
     depositReceiptVersion: r.depositReceiptVersion,
@@ -82,7 +102,7 @@ export function buildReceipt(tx: Readonly<DecodedTx>, from: string, ctx: TxConte
     type: q(facts.type),
     status: q(facts.status),
     cumulativeGasUsed: q(facts.cumulativeGasUsed),
-    logs: logsToRpc(facts.logs, tx.hash, ctx),
+    logs: logsToRpc(facts.logs, tx.hash, ctx, facts.firstLogIndex),
     logsBloom: logsBloom(facts.logs),
     transactionHash: tx.hash,
     transactionIndex: ctx.transactionIndex === null ? null : q(ctx.transactionIndex),
@@ -110,13 +130,20 @@ export function buildReceipt(tx: Readonly<DecodedTx>, from: string, ctx: TxConte
   return out;
 }
 
-/** The receipt of a pending transaction as of flashblock `index` from the stream's metadata, or null (forward). */
-export function receiptToRpc(rec: TxView, index: number = rec.block.lastIndex): Record<string, unknown> | null {
-  const facts = streamReceiptFacts(rec);
+/** Receipts as the stream's metadata gives them. */
+export const STREAM_RECEIPTS: ReceiptSource = {
+  facts: streamReceiptFacts,
+  logs: (rec) => (rec.receipt === null ? null : { logs: rec.receipt.logs, firstLogIndex: rec.firstLogIndex }),
+};
+
+/** The receipt of a pending transaction as of flashblock `index` from `source`, or null (forward to the node). */
+export function receiptToRpc(rec: TxView, index: number = rec.block.lastIndex, source: ReceiptSource = STREAM_RECEIPTS): Record<string, unknown> | null {
+  const facts = source.facts(rec);
   return facts === null ? null : buildReceipt(rec.tx, rec.tx.from as string, txContext(rec, index), facts);
 }
 
-/** The logs of a pending transaction's stream receipt as of flashblock `index` (none without a receipt). */
-export function pendingLogs(rec: TxView, index: number = rec.block.lastIndex): Record<string, unknown>[] {
-  return rec.receipt === null ? [] : logsToRpc(rec.receipt.logs, rec.tx.hash, txContext(rec, index));
+/** The RPC logs of a pending transaction as of flashblock `index` from `source`; null when it does not know them. */
+export function pendingLogs(rec: TxView, index: number = rec.block.lastIndex, source: ReceiptSource = STREAM_RECEIPTS): Record<string, unknown>[] | null {
+  const l = source.logs(rec);
+  return l === null ? null : logsToRpc(l.logs, rec.tx.hash, txContext(rec, index), l.firstLogIndex);
 }

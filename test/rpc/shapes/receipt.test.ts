@@ -5,7 +5,8 @@ import t from 'tap';
 import { blockToRpc } from '../../../src/rpc/shapes/block.js';
 import { txContext } from '../../../src/rpc/shapes/context.js';
 import { logsToRpc } from '../../../src/rpc/shapes/log.js';
-import { buildReceipt, createdAddress, receiptToRpc, streamReceiptFacts, type OpL1Fee, type ReceiptFacts } from '../../../src/rpc/shapes/receipt.js';
+import { Shapes } from '../../../src/rpc/shapes/json.js';
+import { buildReceipt, createdAddress, receiptToRpc, streamReceiptFacts, type OpL1Fee, type ReceiptFacts, type ReceiptSource } from '../../../src/rpc/shapes/receipt.js';
 import { headOfBlock, notification, notificationPrefix, transactionWithReceipt } from '../../../src/rpc/shapes/subscription.js';
 import { toRpcTransaction } from '../../../src/rpc/shapes/transaction.js';
 import { TX_DEPOSIT } from '../../../src/chain/types.js';
@@ -17,7 +18,7 @@ function pending() {
   const msgs = unichainMessages();
   for (const m of msgs) feed(pipeline, m);
   senders.recoverQueued();
-  return { block: state.pendingBlock()!, msgs };
+  return { block: state.pendingBlock()!, msgs, senders };
 }
 
 t.test('an executed receipt with the same facts is byte-identical to the one from stream metadata', async (t) => {
@@ -26,6 +27,7 @@ t.test('an executed receipt with the same facts is byte-identical to the one fro
   const raw = new Map<string, Record<string, any>>();
   for (const m of msgs) for (const [h, r] of Object.entries((m.metadata as any).receipts)) raw.set(h, Object.values(r as object)[0] as Record<string, any>);
   let prevCum = 0n;
+  let firstLogIndex = 0;
   for (const rec of block.txs) {
     const r = raw.get(rec.tx.hash)!;
     const cum = BigInt(r.cumulativeGasUsed);
@@ -35,12 +37,14 @@ t.test('an executed receipt with the same facts is byte-identical to the one fro
       cumulativeGasUsed: cum,
       gasUsed: cum - prevCum,
       logs: r.logs,
+      firstLogIndex,
       contractAddress: createdAddress(rec.tx, rec.tx.from!, r.depositNonce === undefined ? null : BigInt(r.depositNonce)),
       depositNonce: r.depositNonce === undefined ? null : BigInt(r.depositNonce),
       depositReceiptVersion: r.depositReceiptVersion === undefined ? null : BigInt(r.depositReceiptVersion),
       l1Fee: null,
     };
     prevCum = cum;
+    firstLogIndex += r.logs.length;
     const fromStream = JSON.stringify(receiptToRpc(rec));
     const fromExecution = JSON.stringify(buildReceipt(rec.tx, rec.tx.from!, txContext(rec), executed));
     t.equal(fromExecution, fromStream, `${rec.tx.hash.slice(0, 10)} (type ${rec.tx.type})`);
@@ -88,8 +92,8 @@ t.test('receipt builder table: status, creation, deposits, OP L1 fee fields', as
 
 t.test('logs are positioned in the block from the context', async (t) => {
   const logs = [{ address: '0x' + 'aa'.repeat(20), topics: ['0x' + '11'.repeat(32)], data: '0x' }, { address: '0x' + 'bb'.repeat(20), topics: [], data: '0x01' }];
-  const ctx = { blockHash: '0x' + 'cc'.repeat(32), blockNumber: 16n, transactionIndex: 3, baseFeePerGas: 1n, blockTimestamp: 255n, firstLogIndex: 7 };
-  const out = logsToRpc(logs, '0x' + 'dd'.repeat(32), ctx);
+  const ctx = { blockHash: '0x' + 'cc'.repeat(32), blockNumber: 16n, transactionIndex: 3, baseFeePerGas: 1n, blockTimestamp: 255n };
+  const out = logsToRpc(logs, '0x' + 'dd'.repeat(32), ctx, 7);
   t.same(out.map((l) => l.logIndex), ['0x7', '0x8']);
   t.same(out[1], { address: logs[1]!.address, topics: [], data: '0x01', blockHash: ctx.blockHash, blockNumber: '0x10', blockTimestamp: '0xff', transactionHash: '0x' + 'dd'.repeat(32), transactionIndex: '0x3', logIndex: '0x8', removed: false });
 });
@@ -111,4 +115,29 @@ t.test('subscription payloads', async (t) => {
   t.same(JSON.parse(notification(prefix, '"0x01"')), { jsonrpc: '2.0', method: 'eth_subscription', params: { subscription: '0xab', result: '0x01' } });
   t.same(headOfBlock({ number: '0x1', hash: '0x2', transactions: [], uncles: [] }), { number: '0x1', hash: '0x2' });
   t.same(transactionWithReceipt({ hash: '0x3' }, null), { hash: '0x3', receipt: null });
+});
+
+t.test('a receipt source stands in for the stream: a post-Azul block gets the same receipts and logs from it', async (t) => {
+  const withMeta = pending();
+  const azul = makePipeline();
+  for (const m of unichainMessages()) {
+    const c = structuredClone(m) as { metadata: Record<string, unknown> };
+    c.metadata = { block_number: c.metadata.block_number };
+    feed(azul.pipeline, c);
+  }
+  azul.senders.recoverQueued();
+  const block = azul.state.pendingBlock()!;
+  // What an executor would report, keyed by transaction hash (here: the facts the stream gave the other run).
+  const executed = new Map(withMeta.block.txs.map((r) => [r.tx.hash, streamReceiptFacts(r)!]));
+  const source: ReceiptSource = { facts: (rec) => executed.get(rec.tx.hash) ?? null, logs: (rec) => executed.get(rec.tx.hash) ?? null };
+  const fromStream = new Shapes(withMeta.senders);
+  const fromExecution = new Shapes(azul.senders, source);
+  t.equal(new Shapes(azul.senders).receiptJson(block.txs[1]!), null, 'no receipts in a post-Azul stream');
+  for (let i = 0; i < block.txs.length; i++) {
+    const a = withMeta.block.txs[i]!;
+    const b = block.txs[i]!;
+    const strip = (json: string | undefined) => json?.replaceAll(withMeta.block.hash, 'H').replaceAll(block.hash, 'H');
+    t.equal(strip(fromExecution.receiptJson(b)?.json), strip(fromStream.receiptJson(a)?.json), `receipt ${i} byte-identical (block hash aside)`);
+    t.same(fromExecution.logObjects(b), fromStream.logObjects(a)?.map((l) => ({ ...l, blockHash: block.hash })), `logs ${i}`);
+  }
 });
