@@ -99,6 +99,8 @@ export class AnvilEngine implements ExecutionEngine {
   private canonical = -1;
   private stopped = false;
   private restarting = false;
+  /** Bumped whenever a flashblock is held; a restart replays again when it changed during the replay. */
+  private heldVersion = 0;
   /** anvil reports the post-execution depositNonce; op-geth/op-reth commit the pre-execution one. */
   private depositNonceMode: 'reported' | 'pre' = 'pre';
   /** address → its code may read NUMBER/BLOCKHASH (hybrid's fast-path check). */
@@ -189,6 +191,7 @@ export class AnvilEngine implements ExecutionEngine {
   status(): EngineStatus {
     return {
       ready: this.visible !== null && this.side !== null && !this.restarting,
+      pid: this.visible?.side.child.pid ?? this.side?.child.pid ?? null,
       blockNumber: this.visible?.block.number ?? null,
       index: this.visible?.index ?? null,
       canonical: this.canonical,
@@ -300,8 +303,13 @@ export class AnvilEngine implements ExecutionEngine {
     try {
       for (let attempt = 1; !this.stopped; attempt++) {
         try {
-          await this.warmStart(this.canonical);
-          return;
+          for (;;) {
+            const v = this.heldVersion;
+            await this.warmStart(this.canonical);
+            if (v === this.heldVersion || this.stopped) return;
+            // Flashblocks arrived during the replay: start over so none is missing.
+            await this.side?.stop();
+          }
         } catch (e) {
           this.st.lastError = (e as Error).message;
           this.log(`execution engine: restart failed; retrying in ${delay} ms (attempt ${attempt})`, { error: this.st.lastError });
@@ -339,14 +347,20 @@ export class AnvilEngine implements ExecutionEngine {
   // ---- apply ----
 
   applyFlashblock(fb: FlashblockWork): Promise<ApplyOutcome> {
+    if (this.restarting) {
+      // Do not wait behind a restart that may take long (node down): hold the input for its replay, answer now.
+      const held = this.hold(fb);
+      if (!(held as HeldBlock).flashblocks) return Promise.resolve(held as ApplyOutcome);
+      return Promise.resolve({ ok: false, reason: 'engine_down', message: this.st.lastError ?? 'execution engine is restarting' });
+    }
     return this.enqueue(() => this.applyNow(fb)).catch((e: unknown) => {
       this.st.lastError = (e as Error).message;
       return { ok: false as const, reason: 'execution_error' as const, message: (e as Error).message };
     });
   }
 
-  private async applyNow(fb: FlashblockWork): Promise<ApplyOutcome> {
-    const t0 = performance.now();
+  /** Records `fb` in the held blocks (the inputs a replay re-executes); a failure outcome when it does not follow. */
+  private hold(fb: FlashblockWork): HeldBlock | ApplyOutcome {
     if (fb.blockNumber <= this.canonical) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is canonical already` };
     let b = this.blocks.get(fb.blockNumber);
     if (fb.index === 0) {
@@ -362,8 +376,16 @@ export class AnvilEngine implements ExecutionEngine {
       return { ok: false, reason: 'not_next', message: `flashblock ${fb.blockNumber}/${fb.index} does not follow what the engine holds` };
     }
     b.flashblocks.push([...fb.txs]);
-    const before = b.raws.length;
     b.raws.push(...fb.txs);
+    this.heldVersion++;
+    return b;
+  }
+
+  private async applyNow(fb: FlashblockWork): Promise<ApplyOutcome> {
+    const t0 = performance.now();
+    const held = this.hold(fb);
+    if (!(held as HeldBlock).flashblocks) return held as ApplyOutcome;
+    const b = held as HeldBlock;
     if (this.side === null || !this.side.alive) {
       // Held for the replay after the restart; nothing is visible meanwhile.
       return { ok: false, reason: 'engine_down', message: this.st.lastError ?? 'execution engine is not running' };
@@ -401,7 +423,7 @@ export class AnvilEngine implements ExecutionEngine {
     }
     this.st.applied++;
     this.show({ side: this.side!, height: this.head, block: b, index: fb.index, count: b.receipts.length });
-    return { ok: true, verified, rebuilt, receipts: b.receipts.slice(before), applyMs: performance.now() - t0 };
+    return { ok: true, verified, rebuilt, receipts: b.receipts.slice(b.raws.length - fb.txs.length), applyMs: performance.now() - t0 };
   }
 
   private brokenBlock(b: HeldBlock, message: string): ApplyOutcome {

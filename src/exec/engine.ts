@@ -81,6 +81,8 @@ export type ApplyOutcome =
 /** Counters and state for /readyz and metrics. */
 export interface EngineStatus {
   ready: boolean;
+  /** pid of the engine process serving reads, or null. */
+  pid: number | null;
   /** Newest executed (and visible) flashblock, or null. */
   blockNumber: number | null;
   index: number | null;
