@@ -18,7 +18,7 @@ import {
 } from './engine.js';
 import { delegateOf, readsBlockNumber } from './envscan.js';
 import { PipelinedRpc, RpcReplyError } from './pipe.js';
-import { receiptFromRpc, receiptsRoot, type ExecutedReceipt } from './receipts.js';
+import { receiptFromRpc, receiptsRootOf, type ExecutedReceipt } from './receipts.js';
 import { Sidecar, type SidecarOptions } from './sidecar.js';
 
 /** How flashblocks i > 0 are executed (see engine.ts). */
@@ -96,6 +96,8 @@ export class AnvilEngine implements ExecutionEngine {
   /** What reads answer at (see Visible). */
   private visible: Visible | null = null;
   private queue: Promise<unknown> = Promise.resolve();
+  /** Flashblocks waiting for the apply queue (drained together, see drain()). */
+  private readonly inbox: { fb: FlashblockWork; resolve: (o: ApplyOutcome) => void; t0: number }[] = [];
   private canonical = -1;
   private stopped = false;
   private restarting = false;
@@ -353,10 +355,39 @@ export class AnvilEngine implements ExecutionEngine {
       if (!(held as HeldBlock).flashblocks) return Promise.resolve(held as ApplyOutcome);
       return Promise.resolve({ ok: false, reason: 'engine_down', message: this.st.lastError ?? 'execution engine is restarting' });
     }
-    return this.enqueue(() => this.applyNow(fb)).catch((e: unknown) => {
-      this.st.lastError = (e as Error).message;
-      return { ok: false as const, reason: 'execution_error' as const, message: (e as Error).message };
+    return new Promise<ApplyOutcome>((resolve) => {
+      this.inbox.push({ fb, resolve, t0: performance.now() });
+      if (this.inbox.length === 1) void this.enqueue(() => this.drain());
     });
+  }
+
+  /**
+   * Applies everything that arrived meanwhile: consecutive flashblocks of one block are executed together (one
+   * mine or one rebuild for all of them; each is still verified against its own receipts root), so a slow
+   * rebuild does not let a backlog grow flashblock by flashblock.
+   */
+  private async drain(): Promise<void> {
+    const items = this.inbox.splice(0);
+    let i = 0;
+    while (i < items.length) {
+      let j = i + 1;
+      while (j < items.length && items[j]!.fb.blockNumber === items[i]!.fb.blockNumber && items[j]!.fb.index === items[j - 1]!.fb.index + 1) j++;
+      const run = items.slice(i, j);
+      let outs: ApplyOutcome[];
+      try {
+        outs = await this.applyRun(run.map((x) => x.fb));
+      } catch (e) {
+        this.st.lastError = (e as Error).message;
+        outs = run.map(() => ({ ok: false as const, reason: 'execution_error' as const, message: (e as Error).message }));
+      }
+      const now = performance.now();
+      for (let k = 0; k < run.length; k++) {
+        const o = outs[k]!;
+        if (o.ok) o.applyMs = now - run[k]!.t0;
+        run[k]!.resolve(o);
+      }
+      i = j;
+    }
   }
 
   /** Records `fb` in the held blocks (the inputs a replay re-executes); a failure outcome when it does not follow. */
@@ -381,49 +412,70 @@ export class AnvilEngine implements ExecutionEngine {
     return b;
   }
 
-  private async applyNow(fb: FlashblockWork): Promise<ApplyOutcome> {
-    const t0 = performance.now();
-    const held = this.hold(fb);
-    if (!(held as HeldBlock).flashblocks) return held as ApplyOutcome;
-    const b = held as HeldBlock;
+  /** Applies consecutive flashblocks of one block as one unit; one outcome per flashblock. */
+  private async applyRun(run: FlashblockWork[]): Promise<ApplyOutcome[]> {
+    const outs: ApplyOutcome[] = new Array(run.length);
+    const counts: number[] = [];
+    let b: HeldBlock | null = null;
+    let first = -1;
+    for (let k = 0; k < run.length; k++) {
+      const held = this.hold(run[k]!);
+      if (!(held as HeldBlock).flashblocks) {
+        outs[k] = held as ApplyOutcome;
+        continue;
+      }
+      b = held as HeldBlock;
+      if (first < 0) first = k;
+      counts[k] = b.raws.length;
+    }
+    if (b === null) return outs;
+    const fill = (o: ApplyOutcome): ApplyOutcome[] => {
+      for (let k = first; k < run.length; k++) outs[k] ??= o;
+      return outs;
+    };
     if (this.side === null || !this.side.alive) {
       // Held for the replay after the restart; nothing is visible meanwhile.
-      return { ok: false, reason: 'engine_down', message: this.st.lastError ?? 'execution engine is not running' };
+      return fill({ ok: false, reason: 'engine_down', message: this.st.lastError ?? 'execution engine is not running' });
     }
-
+    const txs = run.slice(first).flatMap((f) => f.txs);
+    const last = run[run.length - 1]!;
     let rebuilt = false;
-    if (fb.index === 0) {
-      const err = await this.openBlock(b, fb.txs);
-      if (err !== null) return this.brokenBlock(b, err);
+    if (run[first]!.index === 0) {
+      const err = await this.openBlock(b, txs);
+      if (err !== null) return fill(this.brokenBlock(b, err));
       await this.appendReceipts(b, b.baseHeight);
     } else if (this.o.strategy === 'reorg' || this.o.strategy === 'rebuild') {
       const err = await this.rebuild(b);
-      if (err !== null) return this.brokenBlock(b, err);
+      if (err !== null) return fill(this.brokenBlock(b, err));
       rebuilt = true;
     } else {
-      const err = await this.mineTxs(b.env, fb.txs);
+      const err = await this.mineTxs(b.env, txs);
       b.topHeight = this.head;
       b.folded = false;
-      if (err !== null) return this.brokenBlock(b, err);
+      if (err !== null) return fill(this.brokenBlock(b, err));
       await this.appendReceipts(b, b.topHeight);
-      if (this.o.strategy === 'hybrid' && (!this.rootMatches(b, fb.receiptsRoot) || (await this.readsNumber(b.topHeight)))) {
+      if (this.o.strategy === 'hybrid' && (!this.rootMatches(b, last.receiptsRoot) || (await this.readsNumber(b.topHeight)))) {
         const e2 = await this.rebuild(b);
-        if (e2 !== null) return this.brokenBlock(b, e2);
+        if (e2 !== null) return fill(this.brokenBlock(b, e2));
         rebuilt = true;
       }
     }
-    let verified: boolean | null = null;
-    if (fb.receiptsRoot !== null) {
-      verified = this.rootMatches(b, fb.receiptsRoot);
-      if (verified) this.st.verified++;
-      else {
-        this.st.divergences++;
-        this.log('execution engine: executed receipts root differs from the flashblock', { block: b.number, index: fb.index });
+    for (let k = first; k < run.length; k++) {
+      const fb = run[k]!;
+      let verified: boolean | null = null;
+      if (fb.receiptsRoot !== null) {
+        verified = this.rootMatches(b, fb.receiptsRoot, counts[k]);
+        if (verified) this.st.verified++;
+        else {
+          this.st.divergences++;
+          this.log('execution engine: executed receipts root differs from the flashblock', { block: b.number, index: fb.index });
+        }
       }
+      this.st.applied++;
+      outs[k] ??= { ok: true, verified, rebuilt, receipts: b.receipts.slice(counts[k]! - fb.txs.length, counts[k]), applyMs: 0 };
     }
-    this.st.applied++;
-    this.show({ side: this.side!, height: this.head, block: b, index: fb.index, count: b.receipts.length });
-    return { ok: true, verified, rebuilt, receipts: b.receipts.slice(b.raws.length - fb.txs.length), applyMs: performance.now() - t0 };
+    this.show({ side: this.side!, height: this.head, block: b, index: last.index, count: b.receipts.length });
+    return outs;
   }
 
   private brokenBlock(b: HeldBlock, message: string): ApplyOutcome {
@@ -569,23 +621,23 @@ export class AnvilEngine implements ExecutionEngine {
   }
 
   /** True when the executed receipts root equals `root` (null: nothing to check). Learns the depositNonce convention. */
-  private rootMatches(b: HeldBlock, root: string | null): boolean {
+  private rootMatches(b: HeldBlock, root: string | null, count = b.receipts.length): boolean {
     if (root === null) return true;
     const want = root.toLowerCase();
-    if (this.rootOf(b, this.depositNonceMode) === want) return true;
+    if (this.rootOf(b, this.depositNonceMode, count) === want) return true;
     if (!b.receipts.some((r) => r.type === TX_DEPOSIT)) return false;
     const other = this.depositNonceMode === 'pre' ? 'reported' : 'pre';
-    if (this.rootOf(b, other) !== want) return false;
+    if (this.rootOf(b, other, count) !== want) return false;
     this.log('execution engine: the chain commits the deposit nonce as anvil reports it', { mode: other });
     this.depositNonceMode = other;
     b.trie = new TrieCache();
     return true;
   }
 
-  private rootOf(b: HeldBlock, mode: 'reported' | 'pre'): string {
+  private rootOf(b: HeldBlock, mode: 'reported' | 'pre', count: number): string {
     const rs = b.receipts;
-    if (mode === this.depositNonceMode) return receiptsRoot(rs.map((r) => this.adjust(r, mode)), rs.length, b.trie);
-    return receiptsRoot(rs.map((r) => this.adjust(r, mode)));
+    if (count > rs.length) return '';
+    return receiptsRootOf(count, (i) => this.adjust(rs[i]!, mode), mode === this.depositNonceMode ? b.trie : null);
   }
 
   private adjust(r: ExecutedReceipt, mode: 'reported' | 'pre'): ExecutedReceipt {

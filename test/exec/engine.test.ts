@@ -148,3 +148,19 @@ t.test('node unreachable: start fails with a clear error; a crash with the node 
   t.equal(st.ready, false, 'not ready');
   t.match(st.lastError ?? '', /unreachable|anvil exited|did not start/, `lastError says why: ${st.lastError}`);
 });
+
+t.test('flashblocks sent without waiting are applied together and each verified against its own root', async (t) => {
+  const { node, c, blocks } = await net(t, 2, 4, 10);
+  const e = engineFor(t, node, 'hybrid');
+  await e.start(blocks[0]!.number - 1);
+  const all = blocks.flatMap((b) => b.flashblocks);
+  const outs = await Promise.all(all.map((fb) => e.applyFlashblock(fb)));
+  outs.forEach((o, i) => {
+    t.ok(o.ok && o.verified === true, `flashblock ${all[i]!.blockNumber}/${all[i]!.index} verified`);
+    t.equal(o.ok ? o.receipts.length : -1, all[i]!.txs.length, 'its own receipts');
+  });
+  const last = blocks[1]!;
+  t.equal(BigInt(await e.getStorageAt(c.probe, '0x0')), BigInt(last.number), 'NUMBER exact');
+  t.equal(BigInt(await e.call({ to: c.reader })), last.sinkBalances[last.sinkBalances.length - 1], 'newest state visible');
+  t.equal(e.status().index, 3, 'the last flashblock is the visible one');
+});
