@@ -92,6 +92,8 @@ export class AnvilEngine implements ExecutionEngine {
   /** anvil's head height on `side` as this engine last left it. */
   private head = -1;
   private readonly blocks = new Map<number, HeldBlock>();
+  /** Executed receipts root of blocks dropped as canonical ('broken' when not fully executed). */
+  private readonly settled = new Map<number, string>();
   private readonly byHash = new Map<string, ExecutedReceipt>();
   /** What reads answer at (see Visible). */
   private visible: Visible | null = null;
@@ -187,7 +189,10 @@ export class AnvilEngine implements ExecutionEngine {
       if (n > blockNumber) continue;
       this.blocks.delete(n);
       for (const r of b.receipts) this.byHash.delete(r.transactionHash);
+      // What the engine executed for it, checked against the node's block before the next block builds on it.
+      this.settled.set(n, b.broken || b.receipts.length !== b.raws.length ? 'broken' : this.rootOf(b, this.depositNonceMode, b.receipts.length));
     }
+    for (const n of this.settled.keys()) if (n < blockNumber - 8) this.settled.delete(n);
   }
 
   status(): EngineStatus {
@@ -491,6 +496,14 @@ export class AnvilEngine implements ExecutionEngine {
    */
   private async openBlock(b: HeldBlock, txs: readonly string[]): Promise<string | null> {
     const parent = b.number - 1;
+    if (this.o.strategy !== 'per-flashblock' && parent <= this.canonical && !(await this.parentMatchesNode(parent))) {
+      // The engine's version of the parent is not the node's (flashblocks missed or dropped, a divergence, a
+      // preconfirmation reorg): re-fork from the node's block instead of building on it.
+      this.log('execution engine: executed block differs from the canonical one; re-forking', { block: parent });
+      this.st.rebuilds++;
+      await this.warmStart(this.canonical, b.number);
+      if (this.head !== parent) return `cannot place block ${b.number}: the engine is at ${this.head}`;
+    }
     if (this.o.strategy !== 'per-flashblock' && this.head !== parent) {
       const prev = this.blocks.get(parent);
       if (prev !== undefined && prev.snap !== null && prev.baseHeight === parent && this.head > parent) {
@@ -510,6 +523,18 @@ export class AnvilEngine implements ExecutionEngine {
     b.baseHeight = this.head;
     b.topHeight = this.head;
     return err;
+  }
+
+  /** True when the engine's executed block `n` has the node's receipts root (false when unknown or different). */
+  private async parentMatchesNode(n: number): Promise<boolean> {
+    const mine = this.settled.get(n);
+    if (mine === undefined || mine === 'broken') return false;
+    try {
+      const [block] = await this.nodeBatch<Record<string, string> | null>([['eth_getBlockByNumber', [toQuantity(n), false]]]);
+      return block != null && String(block.receiptsRoot).toLowerCase() === mine;
+    } catch {
+      return true; // node unreachable: keep building on what was executed (checked again next block)
+    }
   }
 
   /** anvil_reorg with the block env pinned; the height stays. */

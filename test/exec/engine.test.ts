@@ -4,6 +4,7 @@
 import t, { type Test } from 'tap';
 import { toHex } from 'viem';
 import { startAnvil, type Anvil } from '../../scripts/devnet/anvil.js';
+import { devAccounts } from '../../scripts/devnet/sequencer.js';
 import { BlockFactory, SINK, type BuiltBlock, type ExecContracts } from '../../scripts/devnet/exec-blocks.js';
 import { AnvilEngine, type ExecStrategy } from '../../src/exec/anvil.js';
 import { EngineUnavailableError, EngineUnsupportedError } from '../../src/exec/engine.js';
@@ -24,6 +25,11 @@ async function net(t: Test, count: number, flashblocks: number, perFlashblock: n
   for (let i = 0; i < count; i++) blocks.push(await f.buildBlock(flashblocks, perFlashblock, true));
   f.close();
   return { node, c, blocks };
+}
+
+async function nodeCall(node: Anvil, method: string, params: unknown[]): Promise<string> {
+  const r = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
+  return ((await r.json()) as { result: string }).result;
 }
 
 function engineFor(t: Test, node: Anvil, strategy: ExecStrategy): AnvilEngine {
@@ -61,6 +67,22 @@ for (const strategy of ['rebuild', 'hybrid'] as const) {
       }).then((r) => r.json() as Promise<{ result: string }>);
       t.equal(BigInt(nodeNumber.result), BigInt(b.number), 'the node stored the same NUMBER');
     }
+    // Reads at pending against the node's answers for the sealed last block (both anvil: equal when exact).
+    const last = blocks[blocks.length - 1]!;
+    const tag = toHex(last.number);
+    const who = devAccounts(3)[2]!.address;
+    t.equal(await e.getCode(c.probe), await nodeCall(node, 'eth_getCode', [c.probe, tag]), 'eth_getCode');
+    t.equal(await e.getTransactionCount(who), BigInt(await nodeCall(node, 'eth_getTransactionCount', [who, tag])), 'eth_getTransactionCount');
+    t.equal(await e.getBalance(who), BigInt(await nodeCall(node, 'eth_getBalance', [who, tag])), 'eth_getBalance');
+    const req = { from: who, to: c.refund };
+    t.equal(await e.estimateGas(req), BigInt(await nodeCall(node, 'eth_estimateGas', [req, tag])), 'eth_estimateGas');
+    const al = await e.createAccessList(req);
+    t.ok(Array.isArray(al.accessList) && al.accessList.length > 0, 'eth_createAccessList lists the refund contract');
+    // Calls run with the pending block's env; geth-style overrides pass through.
+    const numret = '0x' + '77'.repeat(20);
+    const code = { [numret]: { code: '0x4360005260206000f3' } };
+    t.equal(BigInt(await e.call({ to: numret }, code)), BigInt(last.number), 'NUMBER in eth_call is the pending block');
+    t.equal(BigInt(await e.call({ to: numret }, code, { number: '0x99' })), 0x99n, 'block overrides win');
     const st = e.status();
     t.equal(st.divergences, 0, 'no divergence counted');
     t.equal(st.verified, 8, 'every flashblock counted as verified');
@@ -163,4 +185,19 @@ t.test('flashblocks sent without waiting are applied together and each verified 
   t.equal(BigInt(await e.getStorageAt(c.probe, '0x0')), BigInt(last.number), 'NUMBER exact');
   t.equal(BigInt(await e.call({ to: c.reader })), last.sinkBalances[last.sinkBalances.length - 1], 'newest state visible');
   t.equal(e.status().index, 3, 'the last flashblock is the visible one');
+});
+
+t.test('a block the engine executed only in part is not built on once the node has it: re-forked from the node', async (t) => {
+  const { node, c, blocks } = await net(t, 2, 3, 8);
+  const e = engineFor(t, node, 'hybrid');
+  const [b1, b2] = [blocks[0]!, blocks[1]!];
+  await e.start(b1.number - 1);
+  t.ok((await e.applyFlashblock(b1.flashblocks[0]!)).ok, 'only index 0 of the first block is seen');
+  e.noteCanonical(b1.number);
+  for (let i = 0; i < b2.flashblocks.length; i++) {
+    const out = await e.applyFlashblock(b2.flashblocks[i]!);
+    t.ok(out.ok && out.verified === true, `next block ${i} verified on the node's state`);
+  }
+  t.equal(BigInt(await e.call({ to: c.reader })), b2.sinkBalances[b2.sinkBalances.length - 1], 'state includes the whole first block');
+  t.ok(e.status().rebuilds >= 1, 'the re-fork is counted');
 });
