@@ -186,7 +186,9 @@ export class AnvilEngine implements ExecutionEngine {
     if (blockNumber <= this.canonical) return;
     this.canonical = blockNumber;
     for (const [n, b] of this.blocks) {
-      if (n > blockNumber) continue;
+      // The canonical block itself stays held: its flashblocks still queued complete it (cheaper than a re-fork),
+      // and the next block is checked against it.
+      if (n >= blockNumber) continue;
       this.blocks.delete(n);
       for (const r of b.receipts) this.byHash.delete(r.transactionHash);
       // What the engine executed for it, checked against the node's block before the next block builds on it.
@@ -397,7 +399,8 @@ export class AnvilEngine implements ExecutionEngine {
 
   /** Records `fb` in the held blocks (the inputs a replay re-executes); a failure outcome when it does not follow. */
   private hold(fb: FlashblockWork): HeldBlock | ApplyOutcome {
-    if (fb.blockNumber <= this.canonical) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is canonical already` };
+    const late = fb.blockNumber < this.canonical || (fb.blockNumber === this.canonical && (fb.index === 0 || !this.blocks.has(fb.blockNumber)));
+    if (late) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is canonical already` };
     let b = this.blocks.get(fb.blockNumber);
     if (fb.index === 0) {
       if (b !== undefined) for (const r of b.receipts) this.byHash.delete(r.transactionHash);
@@ -527,7 +530,13 @@ export class AnvilEngine implements ExecutionEngine {
 
   /** True when the engine's executed block `n` has the node's receipts root (false when unknown or different). */
   private async parentMatchesNode(n: number): Promise<boolean> {
-    const mine = this.settled.get(n);
+    const held = this.blocks.get(n);
+    const mine =
+      held === undefined
+        ? this.settled.get(n)
+        : held.broken || held.receipts.length !== held.raws.length
+          ? 'broken'
+          : this.rootOf(held, this.depositNonceMode, held.receipts.length);
     if (mine === undefined || mine === 'broken') return false;
     try {
       const [block] = await this.nodeBatch<Record<string, string> | null>([['eth_getBlockByNumber', [toQuantity(n), false]]]);
