@@ -53,7 +53,7 @@ export function anvilBinary(): string {
   try {
     return join(dirname(require.resolve(`${pkg}/package.json`)), 'bin', 'anvil');
   } catch {
-    throw new Error(`anvil binary not found: install ${pkg} (a devDependency of this project)`);
+    throw new Error(`anvil binary not found: install ${pkg} (an optional runtime dependency of this project)`);
   }
 }
 

@@ -18,7 +18,7 @@ import {
 } from './engine.js';
 import { delegateOf, readsBlockNumber } from './envscan.js';
 import { PipelinedRpc, RpcReplyError } from './pipe.js';
-import { receiptFromRpc, receiptsRoot, type ExecutedReceipt } from './receipts.js';
+import { receiptFromRpc, receiptsRootOf, type ExecutedReceipt } from './receipts.js';
 import { Sidecar, type SidecarOptions } from './sidecar.js';
 
 /** How flashblocks i > 0 are executed (see engine.ts). */
@@ -92,13 +92,19 @@ export class AnvilEngine implements ExecutionEngine {
   /** anvil's head height on `side` as this engine last left it. */
   private head = -1;
   private readonly blocks = new Map<number, HeldBlock>();
+  /** Executed receipts root of blocks dropped as canonical ('broken' when not fully executed). */
+  private readonly settled = new Map<number, string>();
   private readonly byHash = new Map<string, ExecutedReceipt>();
   /** What reads answer at (see Visible). */
   private visible: Visible | null = null;
   private queue: Promise<unknown> = Promise.resolve();
+  /** Flashblocks waiting for the apply queue (drained together, see drain()). */
+  private readonly inbox: { fb: FlashblockWork; resolve: (o: ApplyOutcome) => void; t0: number }[] = [];
   private canonical = -1;
   private stopped = false;
   private restarting = false;
+  /** Bumped whenever a flashblock is held; a restart replays again when it changed during the replay. */
+  private heldVersion = 0;
   /** anvil reports the post-execution depositNonce; op-geth/op-reth commit the pre-execution one. */
   private depositNonceMode: 'reported' | 'pre' = 'pre';
   /** address → its code may read NUMBER/BLOCKHASH (hybrid's fast-path check). */
@@ -180,15 +186,21 @@ export class AnvilEngine implements ExecutionEngine {
     if (blockNumber <= this.canonical) return;
     this.canonical = blockNumber;
     for (const [n, b] of this.blocks) {
-      if (n > blockNumber) continue;
+      // The canonical block itself stays held: its flashblocks still queued complete it (cheaper than a re-fork),
+      // and the next block is checked against it.
+      if (n >= blockNumber) continue;
       this.blocks.delete(n);
       for (const r of b.receipts) this.byHash.delete(r.transactionHash);
+      // What the engine executed for it, checked against the node's block before the next block builds on it.
+      this.settled.set(n, b.broken || b.receipts.length !== b.raws.length ? 'broken' : this.rootOf(b, this.depositNonceMode, b.receipts.length));
     }
+    for (const n of this.settled.keys()) if (n < blockNumber - 8) this.settled.delete(n);
   }
 
   status(): EngineStatus {
     return {
       ready: this.visible !== null && this.side !== null && !this.restarting,
+      pid: this.visible?.side.child.pid ?? this.side?.child.pid ?? null,
       blockNumber: this.visible?.block.number ?? null,
       index: this.visible?.index ?? null,
       canonical: this.canonical,
@@ -300,8 +312,13 @@ export class AnvilEngine implements ExecutionEngine {
     try {
       for (let attempt = 1; !this.stopped; attempt++) {
         try {
-          await this.warmStart(this.canonical);
-          return;
+          for (;;) {
+            const v = this.heldVersion;
+            await this.warmStart(this.canonical);
+            if (v === this.heldVersion || this.stopped) return;
+            // Flashblocks arrived during the replay: start over so none is missing.
+            await this.side?.stop();
+          }
         } catch (e) {
           this.st.lastError = (e as Error).message;
           this.log(`execution engine: restart failed; retrying in ${delay} ms (attempt ${attempt})`, { error: this.st.lastError });
@@ -339,15 +356,51 @@ export class AnvilEngine implements ExecutionEngine {
   // ---- apply ----
 
   applyFlashblock(fb: FlashblockWork): Promise<ApplyOutcome> {
-    return this.enqueue(() => this.applyNow(fb)).catch((e: unknown) => {
-      this.st.lastError = (e as Error).message;
-      return { ok: false as const, reason: 'execution_error' as const, message: (e as Error).message };
+    if (this.restarting) {
+      // Do not wait behind a restart that may take long (node down): hold the input for its replay, answer now.
+      const held = this.hold(fb);
+      if (!(held as HeldBlock).flashblocks) return Promise.resolve(held as ApplyOutcome);
+      return Promise.resolve({ ok: false, reason: 'engine_down', message: this.st.lastError ?? 'execution engine is restarting' });
+    }
+    return new Promise<ApplyOutcome>((resolve) => {
+      this.inbox.push({ fb, resolve, t0: performance.now() });
+      if (this.inbox.length === 1) void this.enqueue(() => this.drain());
     });
   }
 
-  private async applyNow(fb: FlashblockWork): Promise<ApplyOutcome> {
-    const t0 = performance.now();
-    if (fb.blockNumber <= this.canonical) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is canonical already` };
+  /**
+   * Applies everything that arrived meanwhile: consecutive flashblocks of one block are executed together (one
+   * mine or one rebuild for all of them; each is still verified against its own receipts root), so a slow
+   * rebuild does not let a backlog grow flashblock by flashblock.
+   */
+  private async drain(): Promise<void> {
+    const items = this.inbox.splice(0);
+    let i = 0;
+    while (i < items.length) {
+      let j = i + 1;
+      while (j < items.length && items[j]!.fb.blockNumber === items[i]!.fb.blockNumber && items[j]!.fb.index === items[j - 1]!.fb.index + 1) j++;
+      const run = items.slice(i, j);
+      let outs: ApplyOutcome[];
+      try {
+        outs = await this.applyRun(run.map((x) => x.fb));
+      } catch (e) {
+        this.st.lastError = (e as Error).message;
+        outs = run.map(() => ({ ok: false as const, reason: 'execution_error' as const, message: (e as Error).message }));
+      }
+      const now = performance.now();
+      for (let k = 0; k < run.length; k++) {
+        const o = outs[k]!;
+        if (o.ok) o.applyMs = now - run[k]!.t0;
+        run[k]!.resolve(o);
+      }
+      i = j;
+    }
+  }
+
+  /** Records `fb` in the held blocks (the inputs a replay re-executes); a failure outcome when it does not follow. */
+  private hold(fb: FlashblockWork): HeldBlock | ApplyOutcome {
+    const late = fb.blockNumber < this.canonical || (fb.blockNumber === this.canonical && (fb.index === 0 || !this.blocks.has(fb.blockNumber)));
+    if (late) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is canonical already` };
     let b = this.blocks.get(fb.blockNumber);
     if (fb.index === 0) {
       if (b !== undefined) for (const r of b.receipts) this.byHash.delete(r.transactionHash);
@@ -362,46 +415,75 @@ export class AnvilEngine implements ExecutionEngine {
       return { ok: false, reason: 'not_next', message: `flashblock ${fb.blockNumber}/${fb.index} does not follow what the engine holds` };
     }
     b.flashblocks.push([...fb.txs]);
-    const before = b.raws.length;
     b.raws.push(...fb.txs);
+    this.heldVersion++;
+    return b;
+  }
+
+  /** Applies consecutive flashblocks of one block as one unit; one outcome per flashblock. */
+  private async applyRun(run: FlashblockWork[]): Promise<ApplyOutcome[]> {
+    const outs: ApplyOutcome[] = new Array(run.length);
+    const counts: number[] = [];
+    let b: HeldBlock | null = null;
+    let first = -1;
+    for (let k = 0; k < run.length; k++) {
+      const held = this.hold(run[k]!);
+      if (!(held as HeldBlock).flashblocks) {
+        outs[k] = held as ApplyOutcome;
+        continue;
+      }
+      b = held as HeldBlock;
+      if (first < 0) first = k;
+      counts[k] = b.raws.length;
+    }
+    if (b === null) return outs;
+    const fill = (o: ApplyOutcome): ApplyOutcome[] => {
+      for (let k = first; k < run.length; k++) outs[k] ??= o;
+      return outs;
+    };
     if (this.side === null || !this.side.alive) {
       // Held for the replay after the restart; nothing is visible meanwhile.
-      return { ok: false, reason: 'engine_down', message: this.st.lastError ?? 'execution engine is not running' };
+      return fill({ ok: false, reason: 'engine_down', message: this.st.lastError ?? 'execution engine is not running' });
     }
-
+    const txs = run.slice(first).flatMap((f) => f.txs);
+    const last = run[run.length - 1]!;
     let rebuilt = false;
-    if (fb.index === 0) {
-      const err = await this.openBlock(b, fb.txs);
-      if (err !== null) return this.brokenBlock(b, err);
+    if (run[first]!.index === 0) {
+      const err = await this.openBlock(b, txs);
+      if (err !== null) return fill(this.brokenBlock(b, err));
       await this.appendReceipts(b, b.baseHeight);
     } else if (this.o.strategy === 'reorg' || this.o.strategy === 'rebuild') {
       const err = await this.rebuild(b);
-      if (err !== null) return this.brokenBlock(b, err);
+      if (err !== null) return fill(this.brokenBlock(b, err));
       rebuilt = true;
     } else {
-      const err = await this.mineTxs(b.env, fb.txs);
+      const err = await this.mineTxs(b.env, txs);
       b.topHeight = this.head;
       b.folded = false;
-      if (err !== null) return this.brokenBlock(b, err);
+      if (err !== null) return fill(this.brokenBlock(b, err));
       await this.appendReceipts(b, b.topHeight);
-      if (this.o.strategy === 'hybrid' && (!this.rootMatches(b, fb.receiptsRoot) || (await this.readsNumber(b.topHeight)))) {
+      if (this.o.strategy === 'hybrid' && (!this.rootMatches(b, last.receiptsRoot) || (await this.readsNumber(b.topHeight)))) {
         const e2 = await this.rebuild(b);
-        if (e2 !== null) return this.brokenBlock(b, e2);
+        if (e2 !== null) return fill(this.brokenBlock(b, e2));
         rebuilt = true;
       }
     }
-    let verified: boolean | null = null;
-    if (fb.receiptsRoot !== null) {
-      verified = this.rootMatches(b, fb.receiptsRoot);
-      if (verified) this.st.verified++;
-      else {
-        this.st.divergences++;
-        this.log('execution engine: executed receipts root differs from the flashblock', { block: b.number, index: fb.index });
+    for (let k = first; k < run.length; k++) {
+      const fb = run[k]!;
+      let verified: boolean | null = null;
+      if (fb.receiptsRoot !== null) {
+        verified = this.rootMatches(b, fb.receiptsRoot, counts[k]);
+        if (verified) this.st.verified++;
+        else {
+          this.st.divergences++;
+          this.log('execution engine: executed receipts root differs from the flashblock', { block: b.number, index: fb.index });
+        }
       }
+      this.st.applied++;
+      outs[k] ??= { ok: true, verified, rebuilt, receipts: b.receipts.slice(counts[k]! - fb.txs.length, counts[k]), applyMs: 0 };
     }
-    this.st.applied++;
-    this.show({ side: this.side!, height: this.head, block: b, index: fb.index, count: b.receipts.length });
-    return { ok: true, verified, rebuilt, receipts: b.receipts.slice(before), applyMs: performance.now() - t0 };
+    this.show({ side: this.side!, height: this.head, block: b, index: last.index, count: b.receipts.length });
+    return outs;
   }
 
   private brokenBlock(b: HeldBlock, message: string): ApplyOutcome {
@@ -417,6 +499,14 @@ export class AnvilEngine implements ExecutionEngine {
    */
   private async openBlock(b: HeldBlock, txs: readonly string[]): Promise<string | null> {
     const parent = b.number - 1;
+    if (this.o.strategy !== 'per-flashblock' && parent <= this.canonical && !(await this.parentMatchesNode(parent))) {
+      // The engine's version of the parent is not the node's (flashblocks missed or dropped, a divergence, a
+      // preconfirmation reorg): re-fork from the node's block instead of building on it.
+      this.log('execution engine: executed block differs from the canonical one; re-forking', { block: parent });
+      this.st.rebuilds++;
+      await this.warmStart(this.canonical, b.number);
+      if (this.head !== parent) return `cannot place block ${b.number}: the engine is at ${this.head}`;
+    }
     if (this.o.strategy !== 'per-flashblock' && this.head !== parent) {
       const prev = this.blocks.get(parent);
       if (prev !== undefined && prev.snap !== null && prev.baseHeight === parent && this.head > parent) {
@@ -436,6 +526,24 @@ export class AnvilEngine implements ExecutionEngine {
     b.baseHeight = this.head;
     b.topHeight = this.head;
     return err;
+  }
+
+  /** True when the engine's executed block `n` has the node's receipts root (false when unknown or different). */
+  private async parentMatchesNode(n: number): Promise<boolean> {
+    const held = this.blocks.get(n);
+    const mine =
+      held === undefined
+        ? this.settled.get(n)
+        : held.broken || held.receipts.length !== held.raws.length
+          ? 'broken'
+          : this.rootOf(held, this.depositNonceMode, held.receipts.length);
+    if (mine === undefined || mine === 'broken') return false;
+    try {
+      const [block] = await this.nodeBatch<Record<string, string> | null>([['eth_getBlockByNumber', [toQuantity(n), false]]]);
+      return block != null && String(block.receiptsRoot).toLowerCase() === mine;
+    } catch {
+      return true; // node unreachable: keep building on what was executed (checked again next block)
+    }
   }
 
   /** anvil_reorg with the block env pinned; the height stays. */
@@ -547,23 +655,23 @@ export class AnvilEngine implements ExecutionEngine {
   }
 
   /** True when the executed receipts root equals `root` (null: nothing to check). Learns the depositNonce convention. */
-  private rootMatches(b: HeldBlock, root: string | null): boolean {
+  private rootMatches(b: HeldBlock, root: string | null, count = b.receipts.length): boolean {
     if (root === null) return true;
     const want = root.toLowerCase();
-    if (this.rootOf(b, this.depositNonceMode) === want) return true;
+    if (this.rootOf(b, this.depositNonceMode, count) === want) return true;
     if (!b.receipts.some((r) => r.type === TX_DEPOSIT)) return false;
     const other = this.depositNonceMode === 'pre' ? 'reported' : 'pre';
-    if (this.rootOf(b, other) !== want) return false;
+    if (this.rootOf(b, other, count) !== want) return false;
     this.log('execution engine: the chain commits the deposit nonce as anvil reports it', { mode: other });
     this.depositNonceMode = other;
     b.trie = new TrieCache();
     return true;
   }
 
-  private rootOf(b: HeldBlock, mode: 'reported' | 'pre'): string {
+  private rootOf(b: HeldBlock, mode: 'reported' | 'pre', count: number): string {
     const rs = b.receipts;
-    if (mode === this.depositNonceMode) return receiptsRoot(rs.map((r) => this.adjust(r, mode)), rs.length, b.trie);
-    return receiptsRoot(rs.map((r) => this.adjust(r, mode)));
+    if (count > rs.length) return '';
+    return receiptsRootOf(count, (i) => this.adjust(rs[i]!, mode), mode === this.depositNonceMode ? b.trie : null);
   }
 
   private adjust(r: ExecutedReceipt, mode: 'reported' | 'pre'): ExecutedReceipt {

@@ -2,39 +2,52 @@
 // reads at the newest executed flashblock, hand out executed receipts. Implementations live beside it (anvil.ts);
 // nothing here does I/O. Callers (the RPC wiring, later) depend on this file only.
 /*
- * Design note (issue 13; numbers from `npx tsx bench/exec.ts`, see the final report of that session)
+ * Design note (issue 13). Numbers: `npx tsx bench/exec.ts` on this 2-core machine shared with other agents.
  *
- * Engine: anvil 1.7.1 (revm) as a sidecar process per fork, `--fork-url <node> --fork-block-number <canonical>
- * --optimism --no-mining --order fifo --accounts 0 --hardfork <chain's>`, spawned with spawnTied (dies with the
- * daemon, kill -9 included), talked to over HTTP/1.1 pipelining on keep-alive connections (order kept; batches and
- * WebSocket lose it). Supervised: a crash marks the engine down (reads refuse with EngineUnavailableError, never a
- * stale or half-applied answer), a new process is forked at the canonical head after a backoff and every held
- * pending block is replayed before reads resume.
+ * Engine: anvil 1.7.1 (revm) as a sidecar process, `--fork-url <node> --fork-block-number <canonical - 1>
+ * --optimism --no-mining --order fifo --accounts 0 --hardfork <chain's> --retries 0 --no-rate-limit`, spawned with
+ * spawnTied (dies with the daemon, kill -9 included), driven over HTTP/1.1 pipelining on keep-alive connections
+ * (order kept; batches and WebSocket lose it). Start = warm start: fork at canonical - 1 and re-execute the node's
+ * canonical block (anvil cannot rebuild the first block after its fork, and this warms the fork cache). Supervised:
+ * a crash makes reads refuse at once (EngineUnavailableError: never a stale or half-applied answer), the process is
+ * re-forked after a backoff (100 ms doubling to 5 s) and every held pending block replayed before reads resume;
+ * flashblocks arriving meanwhile are held for that replay.
  *
- * Exactness. anvil executes a transaction in a block env only when it mines (height = head + 1) or re-mines
- * (anvil_reorg, which keeps the height). So a flashblock i > 0 executed as "one mined block" sees NUMBER = N+i and
- * wrong BLOCKHASHes; the exact way is to re-mine block N with every transaction so far (anvil_reorg depth 1), which
- * costs O(block) per flashblock. Three strategies (option `strategy`):
- *  - 'per-flashblock' (inexact baseline): one mined block per flashblock, timestamp/base fee/coinbase/gas limit pinned.
- *  - 'reorg': block N is always one anvil block; flashblock i > 0 re-mines it with all txs (anvil_reorg depth 1).
- *  - 'hybrid': flashblock 0 mines block N (exact); flashblock i > 0 is mined fast as its own block, then checked:
- *    the receipts root of the block so far must equal diff.receipts_root, and no frame of the block's call trace
- *    (trace_block, ~1 ms per 100 txs) may run code containing NUMBER or BLOCKHASH (static scan, cached per address).
- *    If either fails, block N is re-mined exactly (anvil_reorg over every anvil block of N, all txs at offset 0;
- *    the trailing blocks stay empty). Reads answer at the last *checked* anvil block, so the unchecked fast state is
- *    never served.
- *  Each pending block N starts on a process forked at canonical N-1 (a spare is forked as soon as the node reports
- *  N-1), so BLOCKHASH of every ancestor is the node's; when the node lags, blocks above its head are replayed.
+ * Exactness. anvil executes a transaction in a block env only when it mines (height = head + 1), so "one mined
+ * block per flashblock" makes flashblock i see NUMBER = N + i. Strategies (option `strategy`):
+ *  - 'per-flashblock' (inexact baseline): one anvil block per flashblock, timestamp/base fee/coinbase/gas limit
+ *    pinned. 200 tx/flashblock: p50 62–69 ms, p99 92–108 ms; receipts roots fail whenever an env-reading tx's
+ *    gas or logs differ (3/30 verified with a NUMBER probe per flashblock, 30/30 without).
+ *  - 'reorg': anvil_reorg depth 1 with every tx of the block so far (the research recipe). NOT usable on anvil
+ *    1.7.1: a re-mined block silently loses the txs of senders first touched in the replaced block (23 of 40
+ *    kept in the bench), and the first block after the fork cannot be reorged at all ("Resource not found").
+ *  - 'rebuild': every flashblock i > 0 re-mines the block from an evm_snapshot taken before its first anvil block
+ *    (revert, snapshot, env, all txs, mine: one pipelined write). Exact (30/30 verified, NUMBER exact), O(block):
+ *    p50 110 ms at 20 tx/flashblock, seconds at 200.
+ *  - 'hybrid' (chosen): index 0 mined at the block's own height; flashblock i > 0 mined fast as its own anvil
+ *    block, then checked — executed receipts root = diff.receipts_root, and no frame of the block's call trace
+ *    (trace_block; debug_traceBlock is O(n²) on anvil) runs code containing NUMBER or BLOCKHASH (static scan,
+ *    cached per address). If either fails the block is re-mined exactly from its snapshot. Reads answer at the
+ *    last checked anvil height, so an unchecked fast state is never served. At the next block's index 0 a block
+ *    left spread over several anvil blocks is re-mined as one (O(block) once per block).
+ *  Flashblocks queued behind a slow apply are applied together (one mine or rebuild) and each is still verified
+ *  against its own root. Every executed flashblock is verified against diff.receipts_root; a mismatch is counted
+ *  (status().divergences), logged with block/index and reported in the outcome (verified = false).
+ *  None meets the §9 budget at 200 tx/flashblock (p50 ≤ 30 ms): even the inexact fast path spends ~0.3 ms per tx
+ *  in anvil's eth_sendRawTransaction (recovery + pool validation). Exact and fast needs an EVM that keeps the
+ *  pending block env fixed while appending txs (in-process revm, as Base does) — anvil cannot set NUMBER.
  *
- * Not exact: PREVRANDAO (anvil cannot set it; calls and txs see anvil's value), BLOCKHASH(n) for a pending block n
- * that the node does not have yet, eth_getProof (anvil's state trie is not the chain's: refused), OP receipt fee
- * fields (anvil emits none; l1Fee etc. must be computed via the GasPriceOracle by call), the operator fee under
- * --hardfork jovian (anvil 1.7.1 charges the pre-Jovian formula). anvil reports the post-execution depositNonce; the
- * engine detects which convention the stream's receipts_root uses and encodes accordingly.
+ * Not exact: PREVRANDAO (anvil cannot set it), BLOCKHASH of blocks the engine mined itself (the re-executed
+ * canonical block and pending blocks since the last (re)start: anvil's own hashes; older ancestors come from the
+ * node), eth_getProof (anvil's state trie is not the chain's: refused with EngineUnsupportedError), OP receipt fee
+ * fields (anvil emits none; compute l1Fee via the GasPriceOracle by call), the operator fee under --hardfork jovian
+ * (anvil 1.7.1 charges the pre-Jovian formula). anvil reports the post-execution depositNonce; the engine learns
+ * from the stream's receipts_root which convention the chain commits to. anvil 1.7.1 aborts on
+ * eth_getRawTransactionByHash of a deposit, so the warm start encodes deposits from their JSON fields.
  *
- * Shipping: the anvil binary comes from the platform package @foundry-rs/anvil-linux-amd64 (an optional runtime
- * dependency, like esbuild's platform binaries); a single-binary build must place it beside the executable and pass
- * its path as `anvilBinary`.
+ * Shipping: the anvil binary (44 MB) comes from @foundry-rs/anvil-linux-amd64, an optional runtime dependency
+ * (platform package, like esbuild's). A single-binary build must ship it beside the executable (or as an extracted
+ * asset) and pass its path as `anvilBinary`.
  */
 import type { ExecutedReceipt } from './receipts.js';
 
@@ -81,6 +94,8 @@ export type ApplyOutcome =
 /** Counters and state for /readyz and metrics. */
 export interface EngineStatus {
   ready: boolean;
+  /** pid of the engine process serving reads, or null. */
+  pid: number | null;
   /** Newest executed (and visible) flashblock, or null. */
   blockNumber: number | null;
   index: number | null;
@@ -110,7 +125,7 @@ export interface ExecutionEngine {
   stop(): Promise<void>;
   /** Executes one flashblock (index 0 starts its block). Calls are queued and applied strictly in call order. */
   applyFlashblock(fb: FlashblockWork): Promise<ApplyOutcome>;
-  /** The node's canonical head moved to `blockNumber`: drop blocks ≤ it and prepare a fork there. */
+  /** The node's canonical head moved to `blockNumber`: drop held blocks ≤ it (restarts fork there). */
   noteCanonical(blockNumber: number): void;
   status(): EngineStatus;
 

@@ -63,6 +63,11 @@ export function receiptsRoot(receipts: readonly ExecutedReceipt[], count = recei
   return orderedTrieRootOf(count, (i) => encodeReceipt(receipts[i]!), cache);
 }
 
+/** Receipts root over receipts 0..count-1 given by `at` (e.g. adjusted views of stored receipts). */
+export function receiptsRootOf(count: number, at: (index: number) => ExecutedReceipt, cache: TrieCache | null = null): string {
+  return orderedTrieRootOf(count, (i) => encodeReceipt(at(i)), cache);
+}
+
 /** Reads one receipt from an `eth_getBlockReceipts` / `eth_getTransactionReceipt` answer of the engine. */
 export function receiptFromRpc(r: Record<string, any>): ExecutedReceipt {
   const type = Number(r.type);

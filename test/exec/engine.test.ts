@@ -1,0 +1,203 @@
+// The anvil execution engine against a real anvil node: executed receipts roots equal every flashblock's
+// diff.receipts_root, NUMBER inside flashblocks 1…N is the block's own number, a killed engine is restarted and
+// rebuilt without serving a wrong answer, an unreachable node gives a clear error.
+import t, { type Test } from 'tap';
+import { toHex } from 'viem';
+import { startAnvil, type Anvil } from '../../scripts/devnet/anvil.js';
+import { devAccounts } from '../../scripts/devnet/sequencer.js';
+import { BlockFactory, SINK, type BuiltBlock, type ExecContracts } from '../../scripts/devnet/exec-blocks.js';
+import { AnvilEngine, type ExecStrategy } from '../../src/exec/anvil.js';
+import { EngineUnavailableError, EngineUnsupportedError } from '../../src/exec/engine.js';
+
+interface Net {
+  node: Anvil;
+  c: ExecContracts;
+  blocks: BuiltBlock[];
+}
+
+/** A node with the probe/refund/reader contracts and `count` canonical blocks cut into flashblocks. */
+async function net(t: Test, count: number, flashblocks: number, perFlashblock: number): Promise<Net> {
+  const node = await startAnvil({ accounts: 30, extraArgs: ['--gas-limit', '1000000000'] });
+  t.teardown(() => node.stop());
+  const f = await BlockFactory.open(node, 30);
+  const c = await f.setupContracts();
+  const blocks: BuiltBlock[] = [];
+  for (let i = 0; i < count; i++) blocks.push(await f.buildBlock(flashblocks, perFlashblock, true));
+  f.close();
+  return { node, c, blocks };
+}
+
+async function nodeCall(node: Anvil, method: string, params: unknown[]): Promise<string> {
+  const r = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
+  return ((await r.json()) as { result: string }).result;
+}
+
+function engineFor(t: Test, node: Anvil, strategy: ExecStrategy): AnvilEngine {
+  const e = new AnvilEngine({ nodeRpcUrl: node.url, hardfork: 'isthmus', strategy, restartBackoffMs: 50 });
+  t.teardown(() => e.stop());
+  return e;
+}
+
+for (const strategy of ['rebuild', 'hybrid'] as const) {
+  t.test(`${strategy}: every flashblock verifies against diff.receipts_root and NUMBER is the block's own`, async (t) => {
+    const { node, c, blocks } = await net(t, 2, 4, 12);
+    const e = engineFor(t, node, strategy);
+    await e.start(blocks[0]!.number - 1);
+    for (const b of blocks) {
+      for (let i = 0; i < b.flashblocks.length; i++) {
+        const fb = b.flashblocks[i]!;
+        const out = await e.applyFlashblock(fb);
+        if (!out.ok) {
+          t.fail(`${b.number}/${i}: ${out.message}`);
+          return;
+        }
+        t.equal(out.verified, true, `${b.number}/${i} receipts root verified`);
+        t.equal(out.receipts.length, fb.txs.length, `${b.number}/${i} one receipt per tx`);
+        t.equal(BigInt(await e.getStorageAt(c.probe, '0x0')), BigInt(b.number), `${b.number}/${i} NUMBER stored by the probe`);
+        t.equal(BigInt(await e.getStorageAt(c.probe, '0x1')), BigInt(b.env.timestamp), `${b.number}/${i} TIMESTAMP`);
+        t.equal(BigInt(await e.getStorageAt(c.probe, '0x2')), b.env.baseFeePerGas, `${b.number}/${i} BASEFEE`);
+        t.equal(BigInt(await e.call({ to: c.reader })), b.sinkBalances[i], `${b.number}/${i} eth_call at pending sees the flashblock`);
+        t.equal(await e.getBalance(SINK), b.sinkBalances[i], `${b.number}/${i} balance`);
+      }
+      // The node's own answers for the sealed block equal what the engine served for its last flashblock.
+      const nodeNumber = await fetch(node.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getStorageAt', params: [c.probe, '0x0', toHex(b.number)] }),
+      }).then((r) => r.json() as Promise<{ result: string }>);
+      t.equal(BigInt(nodeNumber.result), BigInt(b.number), 'the node stored the same NUMBER');
+    }
+    // Reads at pending against the node's answers for the sealed last block (both anvil: equal when exact).
+    const last = blocks[blocks.length - 1]!;
+    const tag = toHex(last.number);
+    const who = devAccounts(3)[2]!.address;
+    t.equal(await e.getCode(c.probe), await nodeCall(node, 'eth_getCode', [c.probe, tag]), 'eth_getCode');
+    t.equal(await e.getTransactionCount(who), BigInt(await nodeCall(node, 'eth_getTransactionCount', [who, tag])), 'eth_getTransactionCount');
+    t.equal(await e.getBalance(who), BigInt(await nodeCall(node, 'eth_getBalance', [who, tag])), 'eth_getBalance');
+    const req = { from: who, to: c.refund };
+    t.equal(await e.estimateGas(req), BigInt(await nodeCall(node, 'eth_estimateGas', [req, tag])), 'eth_estimateGas');
+    const al = await e.createAccessList(req);
+    t.ok(Array.isArray(al.accessList) && al.accessList.length > 0, 'eth_createAccessList lists the refund contract');
+    // Calls run with the pending block's env; geth-style overrides pass through.
+    const numret = '0x' + '77'.repeat(20);
+    const code = { [numret]: { code: '0x4360005260206000f3' } };
+    t.equal(BigInt(await e.call({ to: numret }, code)), BigInt(last.number), 'NUMBER in eth_call is the pending block');
+    t.equal(BigInt(await e.call({ to: numret }, code, { number: '0x99' })), 0x99n, 'block overrides win');
+    const st = e.status();
+    t.equal(st.divergences, 0, 'no divergence counted');
+    t.equal(st.verified, 8, 'every flashblock counted as verified');
+    await e.getProof().then(
+      () => t.fail('eth_getProof answered'),
+      (err: unknown) => t.ok(err instanceof EngineUnsupportedError, 'eth_getProof at pending is refused, not forwarded'),
+    );
+  });
+}
+
+t.test('per-flashblock (the inexact baseline): flashblock i > 0 sees NUMBER = N + i and fails the receipts root', async (t) => {
+  const { node, c, blocks } = await net(t, 1, 3, 8);
+  const e = engineFor(t, node, 'per-flashblock');
+  const b = blocks[0]!;
+  await e.start(b.number - 1);
+  const out0 = await e.applyFlashblock(b.flashblocks[0]!);
+  t.ok(out0.ok && out0.verified === true, 'index 0 is exact');
+  const out1 = await e.applyFlashblock(b.flashblocks[1]!);
+  t.ok(out1.ok, 'applied');
+  t.equal(BigInt(await e.getStorageAt(c.probe, '0x0')), BigInt(b.number + 1), 'NUMBER is one too high in flashblock 1');
+  t.ok(out1.ok && out1.verified === false, 'the receipts root check catches it (the probe rewrote its slot)');
+  t.equal(e.status().divergences, 1, 'divergence counted');
+});
+
+t.test('engine killed mid-block: restarted, state rebuilt, no wrong answer in between', async (t) => {
+  const { node, c, blocks } = await net(t, 1, 4, 10);
+  const e = engineFor(t, node, 'hybrid');
+  const b = blocks[0]!;
+  await e.start(b.number - 1);
+  for (const i of [0, 1]) t.ok((await e.applyFlashblock(b.flashblocks[i]!)).ok, `flashblock ${i} applied`);
+  const pid = e.status().pid;
+  t.ok(pid !== null && pid > 0, 'engine pid known');
+  process.kill(pid!, 'SIGKILL');
+  // Until the restart has replayed the block, reads are refused; every answer that is given is the right one.
+  let refused = 0;
+  let answered = 0;
+  for (let k = 0; k < 400; k++) {
+    try {
+      const v = BigInt(await e.call({ to: c.reader }));
+      t.equal(v, b.sinkBalances[1], 'an answer given is the post-flashblock-1 state');
+      answered++;
+      if (refused > 0 && e.status().pid !== pid) break;
+    } catch (err) {
+      t.type(err, EngineUnavailableError, 'refused with EngineUnavailableError');
+      refused++;
+    }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  t.ok(refused > 0, `reads were refused while the engine restarted (${refused})`);
+  t.not(e.status().pid, pid, 'a new engine process serves');
+  t.equal(e.status().restarts, 1, 'restart counted');
+  t.ok(answered > 0, 'reads answered again after the restart');
+  t.equal(BigInt(await e.getStorageAt(c.probe, '0x0')), BigInt(b.number), 'rebuilt state has the block number');
+  const out = await e.applyFlashblock(b.flashblocks[2]!);
+  t.ok(out.ok && out.verified === true, 'the next flashblock applies and verifies on the rebuilt engine');
+  t.equal(BigInt(await e.call({ to: c.reader })), b.sinkBalances[2], 'and is visible');
+});
+
+t.test('node unreachable: start fails with a clear error; a crash with the node gone keeps refusing, never throws out', async (t) => {
+  const dead = new AnvilEngine({ nodeRpcUrl: 'http://127.0.0.1:9', hardfork: 'isthmus', strategy: 'hybrid', startTimeoutMs: 3000 });
+  t.teardown(() => dead.stop());
+  await t.rejects(dead.start(5), /execution engine: .*(unreachable|anvil exited|did not start)/, 'start rejects and says why');
+  await dead.getCode('0x' + '11'.repeat(20)).then(
+    () => t.fail('answered without an engine'),
+    (err: unknown) => t.ok(err instanceof EngineUnavailableError, 'reads refused'),
+  );
+
+  const { node, c, blocks } = await net(t, 1, 2, 6);
+  const e = new AnvilEngine({ nodeRpcUrl: node.url, hardfork: 'isthmus', strategy: 'hybrid', restartBackoffMs: 50, restartBackoffMaxMs: 200, startTimeoutMs: 3000 });
+  t.teardown(() => e.stop());
+  const b = blocks[0]!;
+  await e.start(b.number - 1);
+  t.ok((await e.applyFlashblock(b.flashblocks[0]!)).ok, 'applied while the node is up');
+  t.equal(BigInt(await e.call({ to: c.reader })), b.sinkBalances[0], 'served');
+  await node.stop();
+  process.kill(e.status().pid!, 'SIGKILL');
+  await new Promise((r) => setTimeout(r, 600));
+  await e.call({ to: c.reader }).then(
+    () => t.fail('answered while the engine is down'),
+    (err: unknown) => t.ok(err instanceof EngineUnavailableError, 'reads refused while the node is gone'),
+  );
+  const out = await e.applyFlashblock(b.flashblocks[1]!);
+  t.equal(out.ok, false, 'apply reports a value, does not throw');
+  const st = e.status();
+  t.equal(st.ready, false, 'not ready');
+  t.match(st.lastError ?? '', /unreachable|anvil exited|did not start/, `lastError says why: ${st.lastError}`);
+});
+
+t.test('flashblocks sent without waiting are applied together and each verified against its own root', async (t) => {
+  const { node, c, blocks } = await net(t, 2, 4, 10);
+  const e = engineFor(t, node, 'hybrid');
+  await e.start(blocks[0]!.number - 1);
+  const all = blocks.flatMap((b) => b.flashblocks);
+  const outs = await Promise.all(all.map((fb) => e.applyFlashblock(fb)));
+  outs.forEach((o, i) => {
+    t.ok(o.ok && o.verified === true, `flashblock ${all[i]!.blockNumber}/${all[i]!.index} verified`);
+    t.equal(o.ok ? o.receipts.length : -1, all[i]!.txs.length, 'its own receipts');
+  });
+  const last = blocks[1]!;
+  t.equal(BigInt(await e.getStorageAt(c.probe, '0x0')), BigInt(last.number), 'NUMBER exact');
+  t.equal(BigInt(await e.call({ to: c.reader })), last.sinkBalances[last.sinkBalances.length - 1], 'newest state visible');
+  t.equal(e.status().index, 3, 'the last flashblock is the visible one');
+});
+
+t.test('a block the engine executed only in part is not built on once the node has it: re-forked from the node', async (t) => {
+  const { node, c, blocks } = await net(t, 2, 3, 8);
+  const e = engineFor(t, node, 'hybrid');
+  const [b1, b2] = [blocks[0]!, blocks[1]!];
+  await e.start(b1.number - 1);
+  t.ok((await e.applyFlashblock(b1.flashblocks[0]!)).ok, 'only index 0 of the first block is seen');
+  e.noteCanonical(b1.number);
+  for (let i = 0; i < b2.flashblocks.length; i++) {
+    const out = await e.applyFlashblock(b2.flashblocks[i]!);
+    t.ok(out.ok && out.verified === true, `next block ${i} verified on the node's state`);
+  }
+  t.equal(BigInt(await e.call({ to: c.reader })), b2.sinkBalances[b2.sinkBalances.length - 1], 'state includes the whole first block');
+  t.ok(e.status().rebuilds >= 1, 'the re-fork is counted');
+});
