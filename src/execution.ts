@@ -302,7 +302,9 @@ export class ExecutionFeed {
     const lag = this.inflight.length;
     const last = st.lastError ?? this.lastStartError;
     const err = last === null ? '' : `; last error: ${last}`;
-    return { phase: this.phase, detail: `${at}, ${lag} flashblocks behind, ${st.restarts} restarts, ${st.divergences} divergences${err}` };
+    // Before the first executed flashblock the engine is not ready yet: that is starting, not a restart.
+    const phase = this.phase === 'restarting' && st.restarts === 0 && this.done === null ? 'starting' : this.phase;
+    return { phase, detail: `${at}, ${lag} flashblocks behind, ${st.restarts} restarts, ${st.divergences} divergences${err}` };
   }
 
   /** Newest executed flashblock, or null. */
