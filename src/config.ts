@@ -273,6 +273,9 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Rea
   if (c.canonicalWsRetryMaxMs < c.canonicalWsRetryInitialMs) {
     fail(`--canonical-ws-retry-max-ms (${c.canonicalWsRetryMaxMs}) must be ≥ --canonical-ws-retry-initial-ms (${c.canonicalWsRetryInitialMs})`);
   }
+  if (!['per-flashblock', 'reorg', 'rebuild', 'hybrid'].includes(c.executionStrategy)) {
+    fail(`${src('execution-strategy')}: "${c.executionStrategy}" is not one of hybrid, rebuild, reorg, per-flashblock`);
+  }
   for (const ns of c.allowNamespaces) {
     if (!/^[A-Za-z][A-Za-z0-9]*$/.test(ns)) fail(`${src('allow-namespaces')}: "${ns}" is not a namespace name (letters and digits, e.g. debug, txpool)`);
   }
