@@ -153,6 +153,8 @@ for (const kind of ['receipts', 'azul'] as const) {
     const eEstimate = await provider.estimateGas({ from: w.acct.address, to: w.contract, data: word(value + 1n), blockTag: 'pending' });
     // A call without `from` (anvil charges the L1 fee on calls; the engine must not fail it).
     const bare = await rpcCall<string>(rpc, 'eth_call', [{ to: w.contract }, 'pending']);
+    const balance = await rpcCall<string>(rpc, 'eth_getBalance', [w.acct.address, 'pending']);
+    const nonce = await rpcCall<string>(rpc, 'eth_getTransactionCount', [w.acct.address, 'pending']);
     const nodeReceipt = await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [w.write]);
     const nodeCode = await rpcCall<string>(devnet.nodeRpcUrl, 'eth_getCode', [w.contract, 'latest']);
 
@@ -172,6 +174,8 @@ for (const kind of ['receipts', 'azul'] as const) {
     const nodeEstimate = BigInt(await rpcCall<string>(devnet.nodeRpcUrl, 'eth_estimateGas', [{ from: w.acct.address, to: w.contract, data: word(value + 1n) }, 'latest']));
     t.equal(estimate, nodeEstimate, `estimateGas(pending) before the block = the node's estimate after it (${estimate})`);
     t.equal(await rpcCall<string>(devnet.nodeRpcUrl, 'eth_getStorageAt', [w.contract, '0x0', 'latest']), word(value), "the node's storage after the block");
+    t.equal(balance, await rpcCall<string>(devnet.nodeRpcUrl, 'eth_getBalance', [w.acct.address, 'latest']), "eth_getBalance(pending) before the block = the node's balance after it (fees paid)");
+    t.equal(nonce, await rpcCall<string>(devnet.nodeRpcUrl, 'eth_getTransactionCount', [w.acct.address, 'latest']), "eth_getTransactionCount(pending) before the block = the node's after it");
 
     const text = await scrape(daemon);
     t.ok(metric(text, 'flashblocksd_execution_flashblocks_total') > 0, 'flashblocks executed');
