@@ -246,7 +246,8 @@ export class ExecutionFeed {
 
   /** true: reads may answer for flashblock (n, i); false: they cannot (fall back); null: not yet, wait. */
   private verdict(n: number, i: number): boolean | null {
-    if (this.phase !== 'up' || this.stopped || !this.d.engine.status().ready) return this.phase === 'restarting' ? null : false;
+    // Not ready (restarting after a crash, or nothing executed yet): answer as latest at once rather than wait.
+    if (this.phase !== 'up' || this.stopped || !this.d.engine.status().ready) return false;
     const f = this.fed.get(n);
     if (f !== undefined && f.failed) return false;
     const d = this.done;

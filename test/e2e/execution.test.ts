@@ -153,6 +153,8 @@ for (const kind of ['receipts', 'azul'] as const) {
     const eEstimate = await provider.estimateGas({ from: w.acct.address, to: w.contract, data: word(value + 1n), blockTag: 'pending' });
     // A call without `from` (anvil charges the L1 fee on calls; the engine must not fail it).
     const bare = await rpcCall<string>(rpc, 'eth_call', [{ to: w.contract }, 'pending']);
+    // geth's state override (3rd param) passes through to the executed state.
+    const overridden = await rpcCall<string>(rpc, 'eth_call', [{ to: w.contract }, 'pending', { [w.contract]: { stateDiff: { [word(0n)]: word(5n) } } }]);
     const balance = await rpcCall<string>(rpc, 'eth_getBalance', [w.acct.address, 'pending']);
     const nonce = await rpcCall<string>(rpc, 'eth_getTransactionCount', [w.acct.address, 'pending']);
     const nodeReceipt = await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [w.write]);
@@ -167,6 +169,7 @@ for (const kind of ['receipts', 'azul'] as const) {
     t.equal(eSlot, word(value), 'ethers getStorage(pending)');
     t.equal(eCall, word(value), 'ethers call(pending)');
     t.equal(bare, word(value), 'eth_call(pending) without from');
+    t.equal(overridden, word(5n), 'eth_call(pending) with a state override');
     t.equal(eEstimate, estimate, 'ethers and viem estimate the same');
 
     // Once the block lands, the node's latest answers must equal what pending answered.
