@@ -8,34 +8,42 @@
  * --optimism --no-mining --order fifo --accounts 0 --hardfork <chain's> --retries 0 --no-rate-limit`, spawned with
  * spawnTied (dies with the daemon, kill -9 included), driven over HTTP/1.1 pipelining on keep-alive connections
  * (order kept; batches and WebSocket lose it). Start = warm start: fork at canonical - 1 and re-execute the node's
- * canonical block (anvil cannot rebuild the first block after its fork, and this warms the fork cache). Supervised:
+ * canonical block (anvil_reorg cannot replace the first block after a fork; this also warms the fork cache). Supervised:
  * a crash makes reads refuse at once (EngineUnavailableError: never a stale or half-applied answer), the process is
  * re-forked after a backoff (100 ms doubling to 5 s) and every held pending block replayed before reads resume;
  * flashblocks arriving meanwhile are held for that replay.
  *
  * Exactness. anvil executes a transaction in a block env only when it mines (height = head + 1), so "one mined
- * block per flashblock" makes flashblock i see NUMBER = N + i. Strategies (option `strategy`):
+ * block per flashblock" makes flashblock i see NUMBER = N + i. Strategies (option `strategy`), measured side by
+ * side (3 blocks × 10 flashblocks per workload, a NUMBER/TIMESTAMP/BASEFEE/COINBASE/BLOCKHASH probe, a refund-heavy
+ * tx and deposits in every block; p50 / p99 of flashblock arrival → eth_call at pending shows it, queueing included):
+ *
+ *   tx/flashblock            per-flashblock     reorg                rebuild             hybrid
+ *   20, probe every fb       9.7 / 22 ms        64 / 335 ms          49 / 98 ms          93 / 156 ms
+ *   100, probe every fb      52 / 63 ms         639 / 1,638 ms       256 / 720 ms        482 / 858 ms
+ *   200, probe every fb      76 / 128 ms        4.1 / 7.1 s          2.2 / 3.8 s         2.5 / 4.1 s
+ *   200, no env-reading tx   64 / 132 ms        1.9 / 3.5 s          2.1 / 3.5 s         3.0 / 6.7 s
+ *   receipts roots verified  3/30 (30/30 w/o)   3–30/30              30/30 (≤ 100 tx)    30/30
+ *
  *  - 'per-flashblock' (inexact baseline): one anvil block per flashblock, timestamp/base fee/coinbase/gas limit
- *    pinned. 200 tx/flashblock: p50 62–69 ms, p99 92–108 ms; receipts roots fail whenever an env-reading tx's
- *    gas or logs differ (3/30 verified with a NUMBER probe per flashblock, 30/30 without).
+ *    pinned. Fast, but NUMBER is N + i (1/30 probe reads right) and env-reading txs fail the receipts root.
  *  - 'reorg': anvil_reorg depth 1 with every tx of the block so far (the research recipe). NOT usable on anvil
  *    1.7.1: a re-mined block silently loses the txs of senders first touched in the replaced block (23 of 40
- *    kept in the bench), and the first block after the fork cannot be reorged at all ("Resource not found").
- *  - 'rebuild': every flashblock i > 0 re-mines the block from an evm_snapshot taken before its first anvil block
- *    (revert, snapshot, env, all txs, mine: one pipelined write). Exact (30/30 verified, NUMBER exact), O(block):
- *    p50 110 ms at 20 tx/flashblock, seconds at 200.
- *  - 'hybrid' (chosen): index 0 mined at the block's own height; flashblock i > 0 mined fast as its own anvil
- *    block, then checked — executed receipts root = diff.receipts_root, and no frame of the block's call trace
- *    (trace_block; debug_traceBlock is O(n²) on anvil) runs code containing NUMBER or BLOCKHASH (static scan,
- *    cached per address). If either fails the block is re-mined exactly from its snapshot. Reads answer at the
- *    last checked anvil height, so an unchecked fast state is never served. At the next block's index 0 a block
- *    left spread over several anvil blocks is re-mined as one (O(block) once per block).
- *  Flashblocks queued behind a slow apply are applied together (one mine or rebuild) and each is still verified
- *  against its own root. Every executed flashblock is verified against diff.receipts_root; a mismatch is counted
- *  (status().divergences), logged with block/index and reported in the outcome (verified = false).
- *  None meets the §9 budget at 200 tx/flashblock (p50 ≤ 30 ms): even the inexact fast path spends ~0.3 ms per tx
- *  in anvil's eth_sendRawTransaction (recovery + pool validation). Exact and fast needs an EVM that keeps the
- *  pending block env fixed while appending txs (in-process revm, as Base does) — anvil cannot set NUMBER.
+ *    kept), and the first block after the fork cannot be reorged ("Resource not found").
+ *  - 'rebuild' (chosen): flashblock i > 0 re-mines the block from an evm_snapshot taken before its first anvil block
+ *    (revert, snapshot, env, all txs, mine: one pipelined write). Exact (every root verified, NUMBER exact),
+ *    O(block) per flashblock; the fastest exact strategy in every workload measured.
+ *  - 'hybrid': flashblock i > 0 mined fast as its own anvil block, then checked (receipts root, and no frame of
+ *    trace_block runs code containing NUMBER/BLOCKHASH — static scan cached per address; debug_traceBlock is O(n²)
+ *    on anvil); on failure re-mined like 'rebuild'. Reads answer at the last checked height only. It loses to
+ *    'rebuild' because anvil cannot lower its height: the next block's index 0 must first re-mine the previous
+ *    block as one (O(block) at every block boundary), which dominates.
+ *  Flashblocks queued behind a slow apply are applied together (one mine or rebuild), each verified against its own
+ *  root. A canonical parent whose executed receipts root differs from the node's is re-forked from the node.
+ *  Budget (§9: p50 ≤ 30 ms, p99 ≤ 100 ms at 200 tx) is NOT met by any exact strategy, nor by the inexact one: anvil
+ *  spends ~0.3 ms per tx in eth_sendRawTransaction (recovery + pool validation), and exactness costs O(block) per
+ *  flashblock because anvil cannot keep the pending block's NUMBER while appending txs. Meeting it needs an EVM that
+ *  does (in-process revm over cached state, as Base's node does: 17.6 ms for 500 txs).
  *
  * Not exact: PREVRANDAO (anvil cannot set it), BLOCKHASH of blocks the engine mined itself (the re-executed
  * canonical block and pending blocks since the last (re)start: anvil's own hashes; older ancestors come from the
@@ -44,6 +52,14 @@
  * (anvil 1.7.1 charges the pre-Jovian formula). anvil reports the post-execution depositNonce; the engine learns
  * from the stream's receipts_root which convention the chain commits to. anvil 1.7.1 aborts on
  * eth_getRawTransactionByHash of a deposit, so the warm start encodes deposits from their JSON fields.
+ *
+ * Wiring next (after the read-path restructure): the pipeline hands every applied flashblock to applyFlashblock
+ * (env from index 0's base; diff.receipts_root) and every canonical head to noteCanonical; pending
+ * call/estimateGas/createAccessList/getCode/getStorageAt/getBalance/getTransactionCount answer from the engine
+ * (EngineUnavailableError → answer as `latest` with source="node", never forward `pending`); eth_getProof at pending
+ * → a clear RpcError; receipts/logs on streams without them come from ApplyOutcome.receipts through rpc/shapes
+ * (l1Fee etc. via GasPriceOracle calls); outcomes with verified=false are counted and not served as verified;
+ * status() feeds /readyz and the metrics (lag, apply seconds, rebuilds, divergences, restarts); a flag disables it.
  *
  * Shipping: the anvil binary (44 MB) comes from @foundry-rs/anvil-linux-amd64, an optional runtime dependency
  * (platform package, like esbuild's). A single-binary build must ship it beside the executable (or as an extracted
