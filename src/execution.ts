@@ -37,6 +37,8 @@ interface Fed {
   next: number;
   /** An apply failed: the block's later flashblocks are not fed and reads at it fall back. */
   failed: boolean;
+  /** An executed flashblock's receipts root differed from diff.receipts_root: executed receipts are not served. */
+  diverged: boolean;
 }
 
 interface Waiter {
@@ -142,7 +144,7 @@ export class ExecutionFeed {
       // A new build at this height (or the first): start over from index 0; builds above it are void too.
       for (const n of this.fed.keys()) if (n >= block.number) this.fed.delete(n);
       if (this.done !== null && this.done.number >= block.number) this.done = null;
-      f = { view: block, next: 0, failed: false };
+      f = { view: block, next: 0, failed: false, diverged: false };
       this.fed.set(block.number, f);
     }
     if (block.broken) f.failed = true;
@@ -202,7 +204,12 @@ export class ExecutionFeed {
       this.refresh();
       m.executionApplySeconds.observe(out.applyMs / 1000);
       if (out.verified === true) m.executionVerified.inc();
-      else if (out.verified === false) m.executionDivergences.receipts_root.inc();
+      else if (out.verified === false) {
+        m.executionDivergences.receipts_root.inc();
+        const cur = this.fed.get(b.number);
+        if (cur?.view === b) cur.diverged = true;
+        this.d.log.warn('execution engine: executed receipts root differs from the flashblock; its block\'s executed receipts are not served', { block: b.number, index });
+      }
       // Cross-check the stream's receipts (where it carried them) against execution.
       for (let i = 0; i < out.receipts.length && from + i < to; i++) {
         const rec = b.txs[from + i]!;
@@ -278,6 +285,11 @@ export class ExecutionFeed {
       };
       this.waiters.push(w);
     });
+  }
+
+  /** False when an executed flashblock of held block `n` disagreed with its diff.receipts_root (then its executed receipts are not served). */
+  receiptsVerified(n: number): boolean {
+    return this.fed.get(n)?.diverged !== true;
   }
 
   /** Called after each flashblock the engine executed (its executed receipts are readable then); returns the unsubscribe. */

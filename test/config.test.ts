@@ -168,13 +168,13 @@ t.test('--help lists every flag with its environment twin', async (t) => {
 t.test('pending execution settings: on by default, a strategy from the list, a wait bound', async (t) => {
   const c = loadConfig([], {});
   t.equal(c.execution, true, 'execution is on for real runs');
-  t.equal(c.executionStrategy, 'hybrid');
+  t.equal(c.executionStrategy, 'rebuild', 'the strategy src/exec/engine.ts chose');
   t.equal(c.executionHardfork, 'isthmus');
   t.equal(c.anvilBinary, '', 'the platform package binary by default');
   t.equal(c.executionWaitMs, 1000);
-  const d = loadConfig(['--execution', 'false', '--execution-strategy', 'rebuild', '--anvil-binary', '/opt/anvil'], { EXECUTION_WAIT_MS: '250' });
+  const d = loadConfig(['--execution', 'false', '--execution-strategy', 'hybrid', '--anvil-binary', '/opt/anvil'], { EXECUTION_WAIT_MS: '250' });
   t.equal(d.execution, false);
-  t.equal(d.executionStrategy, 'rebuild');
+  t.equal(d.executionStrategy, 'hybrid');
   t.equal(d.anvilBinary, '/opt/anvil');
   t.equal(d.executionWaitMs, 250);
   t.throws(() => loadConfig(['--execution-strategy', 'fast'], {}), /--execution-strategy: "fast" is not one of hybrid, rebuild, reorg, per-flashblock/);

@@ -54,7 +54,7 @@ export interface MountedRpc {
 /** The handlers' context over `deps`: the shapes over its senders and an eth_subscribe hub over its events. */
 export function methodContext(deps: RpcDeps): MethodContext {
   // With execution, receipts and logs the stream lacks come from the engine (the same builders shape both).
-  const shapes = new Shapes(deps.senders, deps.execution != null ? executionReceiptSource(deps.execution.engine) : STREAM_RECEIPTS);
+  const shapes = new Shapes(deps.senders, deps.execution != null ? executionReceiptSource(deps.execution) : STREAM_RECEIPTS);
   return {
     options: deps.options,
     view: deps.view,

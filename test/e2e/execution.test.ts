@@ -330,7 +330,40 @@ t.test('a stream receipt and a receipts_root that disagree with execution: both 
   t.equal(served?.status, '0x0', 'the stream receipt is served as the stream gave it (metadata is served at once)');
   await until(async () => metric(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="receipts_root"}') >= 1, 20_000, 'the receipts_root divergence');
   const after = await scrape(daemon);
-  t.ok(metric(after, 'flashblocksd_execution_rebuilds_total') > metric(before, 'flashblocksd_execution_rebuilds_total'), 'the block was re-mined exactly');
+  t.ok(metric(after, 'flashblocksd_execution_rebuilds_total') > metric(before, 'flashblocksd_execution_rebuilds_total'), 'blocks are re-mined (rebuild strategy)');
+  t.ok(logs.some((l) => l.includes('receipts root differs') && l.includes(`"block":${badRootBlock}`)), `the divergence is logged with its block (${badRootBlock}) and index`);
   t.ok(metric(after, 'flashblocksd_execution_verified_total') > 0, 'the other flashblocks still verify');
+  await traffic.stop();
+});
+
+t.test('post-Azul, a block whose execution disagrees with its receipts_root: its executed receipts are not served', async (t) => {
+  const up = await startReplayServer();
+  t.teardown(() => up.close());
+  let badBlock = -1;
+  let armed = false;
+  const badTxs: string[] = [];
+  const off = devnet.onFlashblock((built) => {
+    const fb = structuredClone(built) as BuiltFlashblock;
+    // A block the engine executes from its start: the next one to begin after the daemon is up.
+    if (armed && badBlock === -1 && fb.index === 0) badBlock = fb.blockNumber;
+    if (fb.blockNumber === badBlock) {
+      for (const r of fb.receipts) badTxs.push(r.hash);
+      if (fb.index > 0) fb.diff.receipts_root = '0x' + 'cd'.repeat(32);
+    }
+    up.send(encodeFlashblock(fb, { receipts: 'external', azul: true }));
+  });
+  t.teardown(off);
+  const { daemon, rpc } = await boot(t, up.url);
+  const traffic = await startTraffic({ rpcUrl: rpc, chainId: devnet.chainId, accounts: devnet.accounts.slice(7, 9), txPerSec: 10 });
+  t.teardown(() => traffic.stop());
+  armed = true;
+  await until(() => badTxs.length > 0, 20_000, 'a transaction in the falsified block');
+  await until(async () => metric(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="receipts_root"}') >= 1, 20_000, 'the receipts_root divergence');
+  const hash = badTxs[0]!;
+  const served = await rpcCall<unknown>(rpc, 'eth_getTransactionReceipt', [hash]);
+  const canonical = await rpcCall<unknown>(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [hash]);
+  t.equal(canonical, null, 'its block is not canonical yet');
+  t.equal(served, null, 'no executed receipt is served for a transaction of the diverged block');
+  t.not(await rpcCall(rpc, 'eth_getTransactionByHash', [hash]), null, 'the transaction itself is preconfirmed');
   await traffic.stop();
 });

@@ -12,7 +12,7 @@ import type { BlockView, TxView } from '../../state/view.js';
 import { STREAM_RECEIPTS, type ReceiptFacts, type ReceiptSource } from '../shapes/receipt.js';
 import { heldAbove, usablePending } from './pending.js';
 import { address, arity, checkBlockTag, withLatest } from './params.js';
-import { FORWARD_AS_IS, Forward, FromState, type ExecutionReads, type Handler, type MethodContext } from './types.js';
+import { FORWARD_AS_IS, Forward, FromState, type ExecutionReads, type Handler, type MethodContext, type PendingExecution } from './types.js';
 
 /**
  * The pending block a state read with block argument `tag` asks for: `pending`, or the number of the newest held
@@ -198,18 +198,20 @@ function executedFacts(e: ExecutionReads, rec: TxView): ReceiptFacts | null {
 
 /**
  * Receipts and logs for the shapes: the stream's where it carried them (served at once), else the executed ones
- * (same builder, so byte-identical for the same facts). The sender comes from the shapes (they recover it first).
+ * (same builder, so byte-identical for the same facts) unless the block's execution disagreed with its
+ * diff.receipts_root (then none: the node answers once the block is canonical). The sender comes from the shapes (they recover it first).
  */
-export function executionReceiptSource(e: ExecutionReads): ReceiptSource {
+export function executionReceiptSource(ex: PendingExecution): ReceiptSource {
+  const e = ex.engine;
   return {
     facts: (rec) => {
       const s = STREAM_RECEIPTS.facts(rec);
-      if (s !== null || rec.receipt !== null || rec.tx.from === null) return s;
+      if (s !== null || rec.receipt !== null || rec.tx.from === null || !ex.receiptsVerified(rec.block.number)) return s;
       return executedFacts(e, rec);
     },
     logs: (rec) => {
       const s = STREAM_RECEIPTS.logs(rec);
-      if (s !== null) return s;
+      if (s !== null || !ex.receiptsVerified(rec.block.number)) return s;
       const f = executedFacts(e, rec);
       return f === null ? null : { logs: f.logs, firstLogIndex: f.firstLogIndex };
     },

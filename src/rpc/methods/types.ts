@@ -31,6 +31,8 @@ export interface PendingExecution {
    */
   readyFor(number: number, index: number): Promise<boolean> | boolean;
   readonly engine: ExecutionReads;
+  /** False when an executed flashblock of pending block `n` disagreed with its diff.receipts_root. */
+  receiptsVerified(n: number): boolean;
   /** Called after each executed flashblock (its executed receipts are readable then); returns the unsubscribe. */
   onExecuted(fn: (block: BlockView, index: number) => void): () => void;
 }
