@@ -180,6 +180,9 @@ for (const kind of ['receipts', 'azul'] as const) {
     t.equal(balance, await rpcCall<string>(devnet.nodeRpcUrl, 'eth_getBalance', [w.acct.address, 'latest']), "eth_getBalance(pending) before the block = the node's balance after it (fees paid)");
     t.equal(nonce, await rpcCall<string>(devnet.nodeRpcUrl, 'eth_getTransactionCount', [w.acct.address, 'latest']), "eth_getTransactionCount(pending) before the block = the node's after it");
 
+    const ready = (await (await fetch(`http://127.0.0.1:${daemon.metricsPort}/readyz`)).json()) as { checks: Record<string, { ok: boolean; detail: string }> };
+    t.equal(ready.checks.execution?.ok, true, '/readyz: execution check ok');
+    t.match(ready.checks.execution?.detail, /^up: executed up to \d+\/\d+/, `/readyz: ${ready.checks.execution?.detail}`);
     const text = await scrape(daemon);
     t.ok(metric(text, 'flashblocksd_execution_flashblocks_total') > 0, 'flashblocks executed');
     t.equal(metric(text, 'flashblocksd_execution_up'), 1, 'engine up');
