@@ -301,6 +301,13 @@ t.test('post-Azul (?azul=1): receipts, block receipts and pending logs come from
   const logDiffs = notified.map((l) => firstDiff(strip(l), strip((byTx.get(l.transactionHash) ?? []).find((c: any) => c.logIndex === l.logIndex) ?? null))).filter((d) => d !== null);
   t.same(logDiffs.slice(0, 3), [], `${notified.length - logDiffs.length} of ${notified.length} notified logs equal the node's`);
   t.same(problems.slice(0, 3), [], `${problems.length} problems`);
+  // eth_sendRawTransactionSync returns the executed receipt at flashblock inclusion, before the canonical block.
+  const chain = defineChain({ ...optimism, id: devnet.chainId, name: 'devnet', rpcUrls: { default: { http: [rpc] } } });
+  const wallet = createWalletClient({ chain, transport: http(rpc), account: privateKeyToAccount(devnet.accounts[9]!.privateKey) });
+  await flashblock(devnet, (fb) => fb.index === 0);
+  const syncReceipt = await wallet.sendTransactionSync({ to: '0x000000000000000000000000000000000000dEaD', value: 1n, timeout: 5000 });
+  t.equal(syncReceipt.status, 'success', 'viem sendTransactionSync on a stream without receipts');
+  t.equal(await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [syncReceipt.transactionHash]), null, 'before the canonical block existed');
   const text = await scrape(daemon);
   t.equal(metric(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence');
 });

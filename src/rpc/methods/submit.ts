@@ -35,6 +35,7 @@ export const ethSendRawTransactionSync: Handler = (ctx: MethodContext, params) =
       clearTimeout(timer);
       offApplied();
       offCanonical();
+      offExecuted();
       if (err !== null) reject(err);
       else resolve(value);
     };
@@ -69,6 +70,8 @@ export const ethSendRawTransactionSync: Handler = (ctx: MethodContext, params) =
       }
     });
     const offCanonical = ctx.events.onCanonical(() => fromNode());
+    // A stream without receipts (post-Azul): the executed receipt, as soon as the engine has run the flashblock.
+    const offExecuted = ctx.execution?.onExecuted(() => void (!done && fromState())) ?? ((): void => undefined);
     const timer = setTimeout(() => {
       finish(new RpcError(SYNC_TIMEOUT_CODE, `The transaction was added to the transaction pool but wasn't processed in ${timeoutMs} ms.`, hash));
     }, timeoutMs);
