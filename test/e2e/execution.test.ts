@@ -155,6 +155,9 @@ for (const kind of ['receipts', 'azul'] as const) {
     const bare = await rpcCall<string>(rpc, 'eth_call', [{ to: w.contract }, 'pending']);
     // geth's state override (3rd param) passes through to the executed state.
     const overridden = await rpcCall<string>(rpc, 'eth_call', [{ to: w.contract }, 'pending', { [w.contract]: { stateDiff: { [word(0n)]: word(5n) } } }]);
+    // The pending height as a number (as viem and others pass it on) answers like `pending`.
+    const height = await rpcCall<string>(rpc, 'eth_blockNumber', ['pending']);
+    const numericCode = await rpcCall<string>(rpc, 'eth_getCode', [w.contract, height]);
     const balance = await rpcCall<string>(rpc, 'eth_getBalance', [w.acct.address, 'pending']);
     const nonce = await rpcCall<string>(rpc, 'eth_getTransactionCount', [w.acct.address, 'pending']);
     const nodeReceipt = await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [w.write]);
@@ -170,6 +173,7 @@ for (const kind of ['receipts', 'azul'] as const) {
     t.equal(eCall, word(value), 'ethers call(pending)');
     t.equal(bare, word(value), 'eth_call(pending) without from');
     t.equal(overridden, word(5n), 'eth_call(pending) with a state override');
+    t.equal(numericCode, `0x${RUNTIME}`, `eth_getCode at the numeric pending height ${height}`);
     t.equal(eEstimate, estimate, 'ethers and viem estimate the same');
 
     // Once the block lands, the node's latest answers must equal what pending answered.

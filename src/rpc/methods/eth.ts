@@ -17,7 +17,7 @@ import { TX_DEPOSIT } from '../../chain/types.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import type { SubscriberSink } from '../subscriptions.js';
-import { engineFor, engineRead, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
+import { atNewestState, engineFor, engineRead, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
 import { ethGetLogs } from './logs.js';
 import { heldAbove, usablePending } from './pending.js';
 import { address, arity, blockParam, bool, checkBlockTag, hash32, quantity, withLatest, type BlockParam } from './params.js';
@@ -183,7 +183,7 @@ function accountQuery(ctx: MethodContext, params: unknown[]): { a: string; bp: B
 
 /** The engine's answer for an account query at held block `top` when it is the newest one and execution can answer it, else null. */
 async function executedAccount<T>(ctx: MethodContext, top: BlockView | null, read: (e: NonNullable<MethodContext['execution']>['engine']) => Promise<T>): Promise<T | null> {
-  if (ctx.execution === null || top === null || top.number < ctx.view.highestNumber) return null;
+  if (ctx.execution === null || top === null || !atNewestState(ctx, top)) return null;
   const e = await engineFor(ctx, top);
   return e === null ? null : engineRead(ctx, () => read(e));
 }
@@ -191,7 +191,7 @@ async function executedAccount<T>(ctx: MethodContext, top: BlockView | null, rea
 const eth_getBalance: Handler = (ctx, params) => {
   const { a, top } = accountQuery(ctx, params);
   if (top === undefined) return FORWARD_AS_IS;
-  if (ctx.execution !== null && top !== null && top.number >= ctx.view.highestNumber) {
+  if (ctx.execution !== null && top !== null && atNewestState(ctx, top)) {
     return executedAccount(ctx, top, (e) => e.getBalance(a)).then((v) => {
       if (v !== null) return new FromState(toQuantity(v));
       const s = balanceFromStream(ctx, a, top, params);

@@ -22,10 +22,19 @@ import { FORWARD_AS_IS, Forward, FromState, type ExecutionReads, type Handler, t
 function pendingTarget(ctx: MethodContext, tag: unknown): BlockView | null | undefined {
   if (tag === 'pending') return usablePending(ctx);
   if (typeof tag === 'string' && tag.length > 2 && tag.length < 16 && tag.startsWith('0x')) {
-    const n = Number.parseInt(tag.slice(2), 16);
-    if (n === ctx.view.highestNumber) return heldAbove(ctx, n) ?? undefined;
+    const b = heldAbove(ctx, Number.parseInt(tag.slice(2), 16));
+    if (b !== null && atNewestState(ctx, b)) return b;
   }
   return undefined;
+}
+
+/**
+ * Whether held block `b`'s state is the newest executed state: it is the highest block, or the one below a highest
+ * block without transactions yet (what `pending` answers as then, see usablePending) — the state is the same.
+ */
+export function atNewestState(ctx: MethodContext, b: BlockView): boolean {
+  const top = ctx.view.highestNumber;
+  return b.number === top || (b.number === top - 1 && (ctx.view.block(top)?.txs.length ?? 0) === 0);
 }
 
 /** True when argument `i` names a held pending block (not the newest one) the node does not have yet. */
