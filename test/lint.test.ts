@@ -27,6 +27,8 @@ t.test('back arrows are lint errors; forward arrows are not', async (t) => {
     ['src/ingest/bad.ts', "import { mountRpc } from '../rpc/server.js';", true],
     ['src/rpc/methods/bad.ts', "import type { PendingState } from '../../state/pending.js';", true],
     ['src/stream/bad.ts', "import type { RawFrame } from '../state/block.js';", true],
+    ['src/exec/bad.ts', "import type { PendingView } from '../state/view.js';", true],
+    ['src/execution.ts', "import { Shapes } from './rpc/shapes/json.js';", true],
     ['src/metrics/bad.ts', "import type { PendingView } from '../state/view.js';", true],
     ['src/native.ts', "import './main.js';", true],
     ['src/state/bad.ts', "import type { Flashblock } from '../chain/flashblock.js';", false],

@@ -8,7 +8,7 @@ import type { NodeClient } from '../node/client.js';
 import type { StateEvents } from '../state/events.js';
 import type { BlockView, TxView } from '../state/view.js';
 import { logMatches, parseLogFilter, SUBSCRIPTION_FILTER, type LogFilter } from './filter.js';
-import type { PendingExecution } from './methods/types.js';
+import type { PendingExecution } from './execution.js';
 import type { Shapes } from './shapes/json.js';
 import { headOfBlock, notification, notificationPrefix, transactionWithReceipt } from './shapes/subscription.js';
 

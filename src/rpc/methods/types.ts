@@ -1,11 +1,11 @@
 // What a JSON-RPC method handler is and what it may return: a value, pre-serialised JSON, or "forward to the node".
 // Types and tiny value classes only; no transport, no state access.
-import type { ExecutionEngine } from '../../exec/engine.js';
 import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics/metrics.js';
 import type { NodeClient } from '../../node/client.js';
 import type { StateEvents } from '../../state/events.js';
-import type { BlockView, PendingView, SenderSource } from '../../state/view.js';
+import type { PendingView, SenderSource } from '../../state/view.js';
+import type { PendingExecution } from '../execution.js';
 import type { Shapes } from '../shapes/json.js';
 import type { SubscriberSink, Subscriptions } from '../subscriptions.js';
 
@@ -17,25 +17,7 @@ export interface MethodOptions {
   readonly sendRawSyncTimeoutMs: number;
 }
 
-/** The engine reads the RPC handlers use (answers at the newest executed flashblock). */
-export type ExecutionReads = Pick<
-  ExecutionEngine,
-  'call' | 'estimateGas' | 'createAccessList' | 'getCode' | 'getStorageAt' | 'getBalance' | 'getTransactionCount' | 'receipt' | 'blockReceipts'
->;
-
-/** Executed pending state (the daemon's execution feed over src/exec), for `pending` state reads. */
-export interface PendingExecution {
-  /**
-   * Whether reads may answer from executed state that includes flashblock `index` of block `number` (at once, or
-   * after a bounded wait while the engine executes it); false = answer as latest.
-   */
-  readyFor(number: number, index: number): Promise<boolean> | boolean;
-  readonly engine: ExecutionReads;
-  /** False when an executed flashblock of pending block `n` disagreed with its diff.receipts_root. */
-  receiptsVerified(n: number): boolean;
-  /** Called after each executed flashblock (its executed receipts are readable then); returns the unsubscribe. */
-  onExecuted(fn: (block: BlockView, index: number) => void): () => void;
-}
+export type { ExecutionReads, PendingExecution } from '../execution.js';
 
 /** What a handler may use: the read-only state view and its senders, the shapes, the node, metrics. */
 export interface MethodContext {
