@@ -77,7 +77,12 @@ t.test('standard read and submit methods are still forwarded', async (tt) => {
   const raw = await DEV.signTransaction({ chainId: 31337, type: 'eip1559', to: OTHER, value: parseEther('0.001'), nonce, gas: 21000n, maxFeePerGas: 10n ** 10n, maxPriorityFeePerGas: 1n });
   const sent = await h.call('eth_sendRawTransaction', [raw]);
   tt.match(sent.result, /^0x[0-9a-f]{64}$/, 'eth_sendRawTransaction (client-signed) is forwarded');
-  const receipt = (await h.call('eth_getTransactionReceipt', [sent.result])).result as { status?: string } | null;
+  // anvil's automine answers the send before the block is sealed: wait for the receipt (bounded), then check it.
+  let receipt: { status?: string } | null = null;
+  for (let i = 0; i < 200 && receipt === null; i++) {
+    receipt = (await h.call('eth_getTransactionReceipt', [sent.result])).result as { status?: string } | null;
+    if (receipt === null) await new Promise((r) => setTimeout(r, 10));
+  }
   tt.equal(receipt?.status, '0x1', 'and anvil mined it');
 });
 
