@@ -3,7 +3,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
-import { NodeError, type NodeClientOptions } from '../../src/node/client.js';
+import { NodeError, callOver, type NodeClientOptions } from '../../src/node/client.js';
 
 /** A pooled JSON-RPC client for one node URL. */
 export class NodeClient {
@@ -11,7 +11,6 @@ export class NodeClient {
   private readonly mod: typeof http | typeof https;
   private readonly target: URL;
   private readonly authHeader: string | null;
-  private nextId = 1;
 
   constructor(private readonly opts: NodeClientOptions) {
     this.target = new URL(opts.url);
@@ -76,20 +75,8 @@ export class NodeClient {
   }
 
   /** Calls one method and returns its `result`; a JSON-RPC error becomes NodeError('rpc') with code and data. */
-  async call<T = unknown>(method: string, params: unknown[], timeoutMs?: number): Promise<T> {
-    if (!this.enabled) throw new NodeError('disabled', 'no --node-rpc-url configured');
-    const id = this.nextId++;
-    const buf = await this.postRaw(JSON.stringify({ jsonrpc: '2.0', id, method, params }), timeoutMs);
-    let msg: { result?: unknown; error?: { code?: number; message?: string; data?: unknown } };
-    try {
-      msg = JSON.parse(buf.toString('utf8')) as typeof msg;
-    } catch {
-      throw new NodeError('http', 'node answered with invalid JSON');
-    }
-    if (msg.error !== undefined && msg.error !== null) {
-      throw new NodeError('rpc', msg.error.message ?? 'node error', msg.error.code, msg.error.data);
-    }
-    return msg.result as T;
+  call<T = unknown>(method: string, params: unknown[], timeoutMs?: number): Promise<T> {
+    return callOver<T>(this, method, params, timeoutMs);
   }
 
   /** Closes pooled sockets. */

@@ -19,6 +19,35 @@ export class NodeError extends Error {
   }
 }
 
+/** The `result` of one JSON-RPC reply body; a JSON-RPC error becomes NodeError('rpc') with code and data. */
+export function rpcResult<T>(buf: Buffer): T {
+  let msg: { result?: unknown; error?: { code?: number; message?: string; data?: unknown } };
+  try {
+    msg = JSON.parse(buf.toString('utf8')) as typeof msg;
+  } catch {
+    throw new NodeError('http', 'node answered with invalid JSON');
+  }
+  if (msg.error !== undefined && msg.error !== null) {
+    throw new NodeError('rpc', msg.error.message ?? 'node error', msg.error.code, msg.error.data);
+  }
+  return msg.result as T;
+}
+
+/** What {@link callOver} needs of a client: whether a node is configured, and one raw POST. */
+export interface RawPoster {
+  readonly enabled: boolean;
+  postRaw(body: string, timeoutMs?: number): Promise<Buffer>;
+}
+
+let nextCallId = 1;
+
+/** One JSON-RPC call over `client`: its `result`, or NodeError ('disabled' without a node, 'rpc' on an error reply). */
+export async function callOver<T>(client: RawPoster, method: string, params: unknown[], timeoutMs?: number): Promise<T> {
+  if (!client.enabled) throw new NodeError('disabled', 'no --node-rpc-url configured');
+  const id = nextCallId++;
+  return rpcResult<T>(await client.postRaw(JSON.stringify({ jsonrpc: '2.0', id, method, params }), timeoutMs));
+}
+
 export interface NodeClientOptions {
   /** The node's http(s) URL; '' = no node (every call fails with reason 'disabled'). */
   url: string;
@@ -101,7 +130,6 @@ export class NodeClient {
   private readonly pool: Pool | null;
   private readonly path: string;
   private readonly headers: Record<string, string>;
-  private nextId = 1;
 
   constructor(private readonly opts: NodeClientOptions) {
     if (opts.url === '') {
@@ -140,20 +168,8 @@ export class NodeClient {
   }
 
   /** Calls one method and returns its `result`; a JSON-RPC error becomes NodeError('rpc') with code and data. */
-  async call<T = unknown>(method: string, params: unknown[], timeoutMs?: number): Promise<T> {
-    if (!this.enabled) throw new NodeError('disabled', 'no --node-rpc-url configured');
-    const id = this.nextId++;
-    const buf = await this.postRaw(JSON.stringify({ jsonrpc: '2.0', id, method, params }), timeoutMs);
-    let msg: { result?: unknown; error?: { code?: number; message?: string; data?: unknown } };
-    try {
-      msg = JSON.parse(buf.toString('utf8')) as typeof msg;
-    } catch {
-      throw new NodeError('http', 'node answered with invalid JSON');
-    }
-    if (msg.error !== undefined && msg.error !== null) {
-      throw new NodeError('rpc', msg.error.message ?? 'node error', msg.error.code, msg.error.data);
-    }
-    return msg.result as T;
+  call<T = unknown>(method: string, params: unknown[], timeoutMs?: number): Promise<T> {
+    return callOver<T>(this, method, params, timeoutMs);
   }
 
   /** Closes pooled sockets; calls still in flight fail with reason 'connect'. */

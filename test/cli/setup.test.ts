@@ -192,15 +192,10 @@ t.test('interactive: standard input ending early is an error and writes nothing'
 });
 
 t.test('values are quoted for systemd and the shell only when needed', async (t) => {
-  const table: [string, string][] = [
-    ['wss://host.example/flashblocks', 'wss://host.example/flashblocks'],
-    ['http://127.0.0.1:8545', 'http://127.0.0.1:8545'],
-    ['wss://a/fb?key=x&y=1', '"wss://a/fb?key=x&y=1"'],
-    ['has space', '"has space"'],
-    ['q"uote$and`tick\\', '"q\\"uote\\$and\\`tick\\\\"'],
-    ['', ''],
-  ];
-  for (const [v, want] of table) t.equal(quoteEnvValue(v), want, v);
+  for (const v of ['wss://host.example/flashblocks', 'http://127.0.0.1:8545', '']) t.equal(quoteEnvValue(v), v, `${v} stays as it is`);
+  t.equal(quoteEnvValue('wss://a/fb?key=x&y=1'), '"wss://a/fb?key=x&y=1"', '& is quoted');
+  t.equal(quoteEnvValue('has space'), '"has space"', 'a space is quoted');
+  t.equal(quoteEnvValue('q"uote$and`tick\\'), '"q\\"uote\\$and\\`tick\\\\"', 'quote, dollar, backtick and backslash are escaped');
   t.throws(() => quoteEnvValue('a\nb'), /line break/);
   t.equal(formatEnvFile([['A', '1']], ['head']), '# head\n\nA=1\n');
 });

@@ -9,6 +9,7 @@ import { startTraffic, type SentTx, type TxKind } from '../../scripts/devnet/tra
 import { loadConfig } from '../../src/config.js';
 import { startDaemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
+import { firstDiff, strip } from '../helpers/compare.js';
 
 const TXS = Number(process.env.E2E_TXS ?? 120);
 const errors: string[] = [];
@@ -25,38 +26,6 @@ async function boot(t: Test, opts: DevnetOptions) {
   const daemon = await startDaemon(config, { log: silent });
   t.teardown(() => daemon.stop());
   return { devnet, daemon, rpc: `http://127.0.0.1:${daemon.rpcPort}` };
-}
-
-/** Fields that may differ between a pending and a canonical answer. */
-function strip(v: any): any {
-  if (Array.isArray(v)) return v.map(strip);
-  if (v === null || typeof v !== 'object') return v;
-  const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v)) {
-    if (k === 'blockHash') continue;
-    // anvil reports blobGasPrice on some non-blob receipts; op-reth sets it only for blob txs, and the flashblock
-    // metadata does not carry it. Compared only for type-0x3 receipts.
-    if (k === 'blobGasPrice' && v.type !== '0x3') continue;
-    // anvil 1.7 writes a receipt's blockTimestamp as a JSON number; geth (and flashblocksd) as a hex quantity.
-    if (k === 'blockTimestamp' && typeof x === 'number') {
-      out[k] = `0x${x.toString(16)}`;
-      continue;
-    }
-    out[k] = strip(x);
-  }
-  return out;
-}
-
-/** The first differing path between two JSON values, or null. */
-function firstDiff(a: any, b: any, path = ''): string | null {
-  if (typeof a !== 'object' || a === null || typeof b !== 'object' || b === null) {
-    return a === b ? null : `${path || '.'}: daemon ${JSON.stringify(a)} vs anvil ${JSON.stringify(b)}`;
-  }
-  for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
-    const d = firstDiff(a[k], b[k], `${path}.${k}`);
-    if (d) return d;
-  }
-  return null;
 }
 
 const pct = (xs: number[], p: number): number => {

@@ -17,6 +17,7 @@ import { loadConfig } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
 import { startReplayServer } from '../helpers/replay-server.js';
+import { firstDiff, strip } from '../helpers/compare.js';
 
 /** Runtime: with calldata, SSTORE(0, calldata[0:32]); always returns SLOAD(0). */
 const RUNTIME = '3615600b576000356000555b60005460005260206000f3';
@@ -78,36 +79,6 @@ function metric(text: string, name: string): number {
 }
 
 let accountIndex = 4;
-
-/** The first differing path between two JSON values, or null. */
-function firstDiff(a: any, b: any, path = ''): string | null {
-  if (typeof a !== 'object' || a === null || typeof b !== 'object' || b === null) {
-    return a === b ? null : `${path || '.'}: daemon ${JSON.stringify(a)} vs node ${JSON.stringify(b)}`;
-  }
-  for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
-    const d = firstDiff(a[k], b[k], `${path}.${k}`);
-    if (d) return d;
-  }
-  return null;
-}
-
-/** Fields that may differ between a pending and a canonical answer (as in test/e2e/devnet.test.ts). */
-function strip(v: any): any {
-  if (Array.isArray(v)) return v.map(strip);
-  if (v === null || typeof v !== 'object') return v;
-  const out: Record<string, unknown> = {};
-  for (const [k, x] of Object.entries(v)) {
-    if (k === 'blockHash') continue;
-    if (k === 'blobGasPrice' && v.type !== '0x3') continue;
-    // anvil 1.7 writes a receipt's blockTimestamp as a JSON number; geth (and flashblocksd) as a hex quantity.
-    if (k === 'blockTimestamp' && typeof x === 'number') {
-      out[k] = `0x${x.toString(16)}`;
-      continue;
-    }
-    out[k] = strip(x);
-  }
-  return out;
-}
 
 /**
  * Deploys the contract and writes `value` with two back-to-back preconfirmed transactions sent just after a block

@@ -111,25 +111,23 @@ function slot(params: unknown[], i: number): string {
   return v;
 }
 
+/** eth_call / eth_estimateGas params: the call object, the block, then geth's state and block overrides. */
+function checkCallParams(p: unknown[]): void {
+  arity(p, 1, 4);
+  callObject(p, 0);
+  optionalObject(p, 2);
+  optionalObject(p, 3);
+}
+
 export const eth_call: Handler = executedRead(
   1,
-  (p) => {
-    arity(p, 1, 4);
-    callObject(p, 0);
-    optionalObject(p, 2);
-    optionalObject(p, 3);
-  },
+  checkCallParams,
   (e, p) => e.call(callObject(p, 0), optionalObject(p, 2), optionalObject(p, 3)),
 );
 
 export const eth_estimateGas: Handler = executedRead(
   1,
-  (p) => {
-    arity(p, 1, 4);
-    callObject(p, 0);
-    optionalObject(p, 2);
-    optionalObject(p, 3);
-  },
+  checkCallParams,
   async (e, p) => toQuantity(await e.estimateGas(callObject(p, 0), optionalObject(p, 2), optionalObject(p, 3))),
 );
 

@@ -1,0 +1,34 @@
+// Comparing a daemon's pending answers with the node's canonical ones: the fields that may differ, and the first
+// differing path. Used by the devnet differential and execution end-to-end tests.
+
+/** Drops the fields that may differ between a pending and a canonical answer; normalises anvil's number forms. */
+export function strip(v: any): any {
+  if (Array.isArray(v)) return v.map(strip);
+  if (v === null || typeof v !== 'object') return v;
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v)) {
+    if (k === 'blockHash') continue;
+    // anvil reports blobGasPrice on some non-blob receipts; op-reth sets it only for blob txs, and the flashblock
+    // metadata does not carry it. Compared only for type-0x3 receipts.
+    if (k === 'blobGasPrice' && v.type !== '0x3') continue;
+    // anvil 1.7 writes a receipt's blockTimestamp as a JSON number; geth (and flashblocksd) as a hex quantity.
+    if (k === 'blockTimestamp' && typeof x === 'number') {
+      out[k] = `0x${x.toString(16)}`;
+      continue;
+    }
+    out[k] = strip(x);
+  }
+  return out;
+}
+
+/** The first differing path between two JSON values, or null. */
+export function firstDiff(a: any, b: any, path = ''): string | null {
+  if (typeof a !== 'object' || a === null || typeof b !== 'object' || b === null) {
+    return a === b ? null : `${path || '.'}: daemon ${JSON.stringify(a)} vs node ${JSON.stringify(b)}`;
+  }
+  for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
+    const d = firstDiff(a[k], b[k], `${path}.${k}`);
+    if (d) return d;
+  }
+  return null;
+}
