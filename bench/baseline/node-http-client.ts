@@ -12,6 +12,8 @@ export class NodeClient {
   private readonly target: URL;
   private readonly authHeader: string | null;
 
+  private nextId = 1;
+
   constructor(private readonly opts: NodeClientOptions) {
     this.target = new URL(opts.url);
     const isHttps = this.target.protocol === 'https:';
@@ -76,7 +78,7 @@ export class NodeClient {
 
   /** Calls one method and returns its `result`; a JSON-RPC error becomes NodeError('rpc') with code and data. */
   call<T = unknown>(method: string, params: unknown[], timeoutMs?: number): Promise<T> {
-    return callOver<T>(this, method, params, timeoutMs);
+    return callOver<T>(this, this.nextId++, method, params, timeoutMs);
   }
 
   /** Closes pooled sockets. */

@@ -39,12 +39,9 @@ export interface RawPoster {
   postRaw(body: string, timeoutMs?: number): Promise<Buffer>;
 }
 
-let nextCallId = 1;
-
-/** One JSON-RPC call over `client`: its `result`, or NodeError ('disabled' without a node, 'rpc' on an error reply). */
-export async function callOver<T>(client: RawPoster, method: string, params: unknown[], timeoutMs?: number): Promise<T> {
+/** JSON-RPC call `id` over `client`: its `result`, or NodeError ('disabled' without a node, 'rpc' on an error reply). */
+export async function callOver<T>(client: RawPoster, id: number, method: string, params: unknown[], timeoutMs?: number): Promise<T> {
   if (!client.enabled) throw new NodeError('disabled', 'no --node-rpc-url configured');
-  const id = nextCallId++;
   return rpcResult<T>(await client.postRaw(JSON.stringify({ jsonrpc: '2.0', id, method, params }), timeoutMs));
 }
 
@@ -131,6 +128,8 @@ export class NodeClient {
   private readonly path: string;
   private readonly headers: Record<string, string>;
 
+  private nextId = 1;
+
   constructor(private readonly opts: NodeClientOptions) {
     if (opts.url === '') {
       this.pool = null;
@@ -169,7 +168,7 @@ export class NodeClient {
 
   /** Calls one method and returns its `result`; a JSON-RPC error becomes NodeError('rpc') with code and data. */
   call<T = unknown>(method: string, params: unknown[], timeoutMs?: number): Promise<T> {
-    return callOver<T>(this, method, params, timeoutMs);
+    return callOver<T>(this, this.nextId++, method, params, timeoutMs);
   }
 
   /** Closes pooled sockets; calls still in flight fail with reason 'connect'. */
