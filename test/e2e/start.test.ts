@@ -44,10 +44,16 @@ function commOf(pid: number): string {
 
 const { NODE_OPTIONS: _tapLoaders, ...childEnv } = process.env;
 
+/** True while `pid` runs. A zombie has exited (its reaper, once npm is gone, may be slow to collect it): not alive. */
 const alive = (pid: number): boolean => {
   try {
     process.kill(pid, 0);
-    return true;
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
   } catch {
     return false;
   }
@@ -159,6 +165,6 @@ t.test('kill -9 of the `npm start` process: the daemon notices, stops, and leave
   t.ok(tree.length >= 2, `npm's tree: ${tree.map((p) => `${p} ${commOf(p)}`).join(', ')}`);
   d.proc.kill('SIGKILL');
   await d.exited;
-  t.same(await waitGone(tree, 15_000), [], 'the daemon and anvil exited after npm died');
+  t.same(await waitGone(tree, 30_000), [], 'the daemon and anvil exited after npm died');
   t.ok(d.logs().some((l) => l.msg === 'stopped cleanly'), 'the daemon stopped cleanly (its output still reaches us)');
 });
