@@ -14,6 +14,8 @@ const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const secp = require(workerData.binding);
 parentPort.on('message', (m) => {
+  // null = stop: sent after the last batch, so closing the port lets the thread end on its own.
+  if (m === null) return parentPort.close();
   const pubs = new Array(m.inputs.length);
   for (let i = 0; i < m.inputs.length; i++) {
     const x = m.inputs[i];
@@ -33,6 +35,7 @@ export class RecoveryWorker {
   private readonly waiting = new Map<number, { resolve(pubs: (Uint8Array | null)[]): void; reject(e: Error): void }>();
   private failed: Error | null = null;
   private closing = false;
+  private exited = false;
   /** Public keys recovered by the worker so far. */
   recovered = 0;
 
@@ -55,7 +58,10 @@ export class RecoveryWorker {
       this.waiting.clear();
     };
     worker.on('error', fail);
-    worker.on('exit', (code) => fail(new Error(`sender recovery worker exited (${code})`)));
+    worker.on('exit', (code) => {
+      this.exited = true;
+      fail(new Error(`sender recovery worker exited (${code})`));
+    });
     // Keeps the process alive only while a batch is out (ref'd in recover()).
     worker.unref();
   }
@@ -87,9 +93,20 @@ export class RecoveryWorker {
     });
   }
 
-  /** Stops the thread; pending batches reject. */
-  async close(): Promise<void> {
+  /**
+   * Stops the thread once it has finished what it was given (batches already sent still answer). It is asked to end
+   * rather than terminated: terminating a thread inside the native binding (loading it, or in ecdsaRecover) aborts
+   * the whole process ("terminate called after throwing an instance of 'Napi::Error'", seen in the watchdog test).
+   * Terminated only if it has not ended within `graceMs`.
+   */
+  async close(graceMs = 2000): Promise<void> {
     this.closing = true;
-    await this.worker.terminate();
+    if (this.exited) return;
+    const exited = new Promise<void>((resolve) => this.worker.once('exit', () => resolve()));
+    this.worker.ref();
+    this.worker.postMessage(null);
+    const timer = setTimeout(() => void this.worker.terminate(), graceMs);
+    await exited;
+    clearTimeout(timer);
   }
 }
