@@ -116,7 +116,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
               hardfork: config.executionHardfork,
               strategy: config.executionStrategy,
               ...(config.anvilBinary !== '' ? { anvilBinary: config.anvilBinary } : {}),
-              log: (msg, fields) => log.warn(msg, fields),
+              log: (msg, fields, level) => (level === 'info' ? log.info(msg, fields) : log.warn(msg, fields)),
             }),
             view: state,
             events,

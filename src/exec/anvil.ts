@@ -36,7 +36,8 @@ export interface AnvilEngineOptions {
   /** Restart backoff after a crash: first delay, doubled up to the max. */
   restartBackoffMs?: number;
   restartBackoffMaxMs?: number;
-  log?: (msg: string, fields?: Record<string, unknown>) => void;
+  /** Engine events; `level` is 'warn' unless given (an expected re-fork at start-up is 'info'). */
+  log?: (msg: string, fields?: Record<string, unknown>, level?: 'info' | 'warn') => void;
 }
 
 /** A pending block as the engine holds it: inputs (for replay) and executed receipts. */
@@ -110,7 +111,7 @@ export class AnvilEngine implements ExecutionEngine {
   /** address → its code may read NUMBER/BLOCKHASH (hybrid's fast-path check). */
   private readonly codeScan = new Map<string, boolean>();
   private readonly st = { restarts: 0, rebuilds: 0, divergences: 0, verified: 0, applied: 0, lastError: null as string | null };
-  private readonly log: (msg: string, fields?: Record<string, unknown>) => void;
+  private readonly log: (msg: string, fields?: Record<string, unknown>, level?: 'info' | 'warn') => void;
 
   constructor(private readonly o: AnvilEngineOptions) {
     this.log = o.log ?? (() => undefined);
@@ -502,7 +503,10 @@ export class AnvilEngine implements ExecutionEngine {
     if (this.o.strategy !== 'per-flashblock' && parent <= this.canonical && !(await this.parentMatchesNode(parent))) {
       // The engine's version of the parent is not the node's (flashblocks missed or dropped, a divergence, a
       // preconfirmation reorg): re-fork from the node's block instead of building on it.
-      this.log('execution engine: executed block differs from the canonical one; re-forking', { block: parent });
+      if (!this.blocks.has(parent) && !this.settled.has(parent)) {
+        // Never executed here (start-up, or the stream was joined mid-block): an expected re-fork, not a divergence.
+        this.log('execution engine: forking at the node\'s block before the first block it executes', { block: parent }, 'info');
+      } else this.log('execution engine: executed block differs from the canonical one; re-forking', { block: parent });
       this.st.rebuilds++;
       await this.warmStart(this.canonical, b.number);
       if (this.head !== parent) return `cannot place block ${b.number}: the engine is at ${this.head}`;
