@@ -209,6 +209,12 @@ export class AnvilEngine implements ExecutionEngine {
     };
   }
 
+  /** http URL of the anvil process reads answer from, or null; read-only (bench/execution-rpc.ts loads it directly). */
+  get readUrl(): string | null {
+    const side = this.visible?.side;
+    return side === undefined ? null : `http://127.0.0.1:${side.port}`;
+  }
+
   /** A JSON-RPC batch to the node (reads only: order of execution does not matter); answers in call order. */
   private async nodeBatch<T>(calls: [string, unknown[]][]): Promise<T[]> {
     if (calls.length === 0) return [];
