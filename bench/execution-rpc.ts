@@ -1,46 +1,182 @@
-// Pending execution through the daemon on the devnet (standalone, not in `npm run bench`): 20 s of traffic (30 tx/s,
-// 2 s blocks of 10 flashblocks), then send → receipt p50 as a client polling the daemon sees it (with `azul`: a
-// stream without receipts, so receipts come from execution), pending eth_call answered by the engine next to
-// eth_call latest forwarded to the node (same daemon, same load: 300 sequential calls each), and the engine's own
-// metrics (apply seconds, executed / verified / diverged flashblocks). Usage: npx tsx bench/execution-rpc.ts [azul]
+// Part (b) of suite `exec` (bench/exec.ts): the daemon with pending execution on the devnet, post-Azul stream (no
+// receipts or balances in metadata: receipts come from execution). Send → receipt as a client polling the daemon
+// sees it, next to the node's canonical receipt; then pending eth_call req/s and p99 through the daemon next to the
+// engine's own anvil sidecar answering eth_call at `latest` (the process and state the daemon answers from), same
+// load generator, same concurrency, same duration. Measures only; no assertion beyond "both answers are equal".
 import { performance } from 'node:perf_hooks';
-import { rpcCall } from '../scripts/devnet/anvil.js';
+import { getContractAddress, type Hex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { rpcBatch, rpcCall } from '../scripts/devnet/anvil.js';
 import { startDevnet } from '../scripts/devnet/sequencer.js';
 import { startTraffic } from '../scripts/devnet/traffic.js';
 import { loadConfig } from '../src/config.js';
-import { startDaemon } from '../src/daemon.js';
+import { startDaemon, type Daemon } from '../src/daemon.js';
+import { AnvilEngine } from '../src/exec/anvil.js';
 import { silentLogger } from '../src/log.js';
-const azul = process.argv[2] === 'azul';
-const devnet = await startDevnet({ blockTimeMs: 2000, flashblockMs: 200 });
-const config = loadConfig(['--flashblocks-url', devnet.flashblocksUrl + (azul ? '?azul=1' : ''), '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', '2000', '--log-level', 'error'], {});
-const d = await startDaemon(config, { log: silentLogger });
-const rpc = `http://127.0.0.1:${d.rpcPort}`;
-const sentAt = new Map<string, number>();
-const traffic = await startTraffic({ rpcUrl: rpc, chainId: devnet.chainId, accounts: devnet.accounts.slice(0, 4), txPerSec: 30, onSent: (x) => void sentAt.set(x.hash, x.sentAtMs) });
-const receiptMs: number[] = [];
-const end = performance.now() + 20_000;
-const seen = new Set<string>();
-while (performance.now() < end) {
-  for (const [h, t0] of sentAt) {
-    if (seen.has(h)) continue;
-    const r = await rpcCall<{ blockNumber: string } | null>(rpc, 'eth_getTransactionReceipt', [h]);
-    if (r !== null) { seen.add(h); receiptMs.push(performance.now() - t0); }
+import { fmt, percentile, postLoad, scrapeMetrics, sleep, type AutocannonResult, type BenchOptions, type BenchRow } from './lib.js';
+
+const TX_PER_S = 30;
+const POLL_MS = 10;
+const CONNECTIONS = 32;
+/** Largest receipt batch per poll (the daemon's --max-batch-items is 1000). */
+const BATCH = 100;
+
+/** Resolves once `ok()` holds; throws `what` after `ms`. */
+async function until(ok: () => boolean, ms: number, what: string): Promise<void> {
+  const end = performance.now() + ms;
+  while (!ok()) {
+    if (performance.now() > end) throw new Error(`${what} within ${ms} ms`);
+    await sleep(50);
   }
-  await new Promise((r) => setTimeout(r, 5));
 }
-await traffic.stop();
-const q = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.floor(p * s.length))]!; };
-const call = async (tag: string) => {
-  const ts: number[] = [];
-  for (let i = 0; i < 300; i++) { const t0 = performance.now(); await rpcCall(rpc, 'eth_call', [{ to: traffic.token, data: '0x18160ddd' }, tag]); ts.push(performance.now() - t0); }
-  return ts;
-};
-const p = await call('pending'); const l = await call('latest');
-const m = await (await fetch(`http://127.0.0.1:${d.metricsPort}/metrics`)).text();
-const pick = (n: string) => m.split('\n').filter((x) => x.startsWith(n)).join('\n');
-console.log(`stream ${azul ? 'azul' : 'receipts'}: receipts polled: ${receiptMs.length}, send→receipt p50 ${q(receiptMs, 0.5).toFixed(1)} ms p99 ${q(receiptMs, 0.99).toFixed(1)} ms`);
-console.log(`eth_call pending (engine) p50 ${q(p, 0.5).toFixed(2)} ms p99 ${q(p, 0.99).toFixed(2)} ms; latest (node) p50 ${q(l, 0.5).toFixed(2)} ms p99 ${q(l, 0.99).toFixed(2)} ms`);
-console.log(pick('flashblocksd_execution_apply_seconds_sum'), pick('flashblocksd_execution_apply_seconds_count'));
-console.log(pick('flashblocksd_execution_flashblocks_total'), '\n', pick('flashblocksd_execution_verified_total'), '\n', pick('flashblocksd_execution_divergences_total'), '\n', pick('flashblocksd_execution_rebuilds_total'), '\n', pick('flashblocksd_pending_fallbacks_total'));
-console.log(pick('flashblocksd_execution_apply_seconds_bucket'));
-await d.stop(); await devnet.stop();
+
+/** Polls `url` for the receipts of `sentAt`'s hashes every POLL_MS until all are seen or `until()` ends; ms from send. */
+class ReceiptPoller {
+  readonly ms: number[] = [];
+  private readonly seen = new Set<string>();
+  constructor(private readonly url: string, private readonly sentAt: Map<string, number>) {}
+  get missing(): number {
+    return this.sentAt.size - this.seen.size;
+  }
+  async poll(): Promise<void> {
+    const todo = [...this.sentAt.keys()].filter((h) => !this.seen.has(h));
+    for (let i = 0; i < todo.length; i += BATCH) {
+      const hashes = todo.slice(i, i + BATCH);
+      const res = await rpcBatch<{ blockNumber: string } | null>(this.url, hashes.map((h) => ['eth_getTransactionReceipt', [h]]));
+      const now = performance.now();
+      for (let k = 0; k < hashes.length; k++) {
+        const r = res[k];
+        if (r?.ok === true && r.value !== null) {
+          this.seen.add(hashes[k]!);
+          this.ms.push(now - this.sentAt.get(hashes[k]!)!);
+        }
+      }
+    }
+  }
+}
+
+/** Runtime returning BALANCE(`who`) as one word; its init code copies it (12-byte prefix) and returns it. */
+function readerInit(who: string): Hex {
+  const runtime = `73${who.slice(2).toLowerCase()}3160005260206000f3`;
+  const n = (runtime.length / 2).toString(16).padStart(2, '0');
+  return `0x60${n}600c60003960${n}6000f3${runtime}`;
+}
+
+const lat = (r: AutocannonResult): string => `p50 ${r.latency.p50} / p99 ${r.latency.p99} ms`;
+
+/** Runs part (b); about 30 s in `quick`, 60 s in full. */
+export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]; notes: string }> {
+  const trafficS = o.quick ? 6 : 15;
+  const loadS = o.quick ? 4 : 10;
+  const devnet = await startDevnet({ blockTimeMs: 2000, flashblockMs: 200 });
+  let d: Daemon | null = null;
+  try {
+    const config = loadConfig(['--flashblocks-url', `${devnet.flashblocksUrl}?azul=1`, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0',
+      '--block-time-ms', '2000', '--execution-strategy', 'rebuild', '--log-level', 'error'], {});
+    d = await startDaemon(config, { log: silentLogger });
+    const rpc = `http://127.0.0.1:${d.rpcPort}`;
+    const metricsUrl = `http://127.0.0.1:${d.metricsPort}/metrics`;
+    const feed = d.execution;
+    if (feed === null) throw new Error('the daemon runs without execution');
+    await until(() => feed.executed !== null, 30_000, 'the engine executed no flashblock');
+
+    // The contract the load calls: it reads the balance of a traffic sender (deployed from an account traffic does not use).
+    const deployer = privateKeyToAccount(devnet.accounts[4]!.privateKey);
+    const holder = devnet.accounts[1]!.address;
+    const nonce = Number(await rpcCall<string>(rpc, 'eth_getTransactionCount', [deployer.address, 'pending']));
+    const reader = getContractAddress({ from: deployer.address, nonce: BigInt(nonce) });
+    await rpcCall(rpc, 'eth_sendRawTransaction', [await deployer.signTransaction({ chainId: devnet.chainId, nonce, type: 'eip1559', maxFeePerGas: 3_000_000_000n, maxPriorityFeePerGas: 1n, gas: 100_000n, data: readerInit(holder) })]);
+
+    // Send → receipt: traffic submitted through the daemon, polled on the daemon and on the node side by side.
+    const sentAt = new Map<string, number>();
+    const traffic = await startTraffic({ rpcUrl: rpc, chainId: devnet.chainId, accounts: devnet.accounts.slice(0, 4), txPerSec: TX_PER_S, onSent: (x) => void sentAt.set(x.hash, x.sentAtMs) });
+    const viaDaemon = new ReceiptPoller(rpc, sentAt);
+    const viaNode = new ReceiptPoller(devnet.nodeRpcUrl, sentAt);
+    const stopAt = performance.now() + trafficS * 1000;
+    let stopped = false;
+    // After the traffic stops, up to two blocks for the last receipts to land on the node.
+    while (!stopped || ((viaDaemon.missing > 0 || viaNode.missing > 0) && performance.now() < stopAt + 4500)) {
+      if (!stopped && performance.now() >= stopAt) {
+        await traffic.stop();
+        stopped = true;
+      }
+      await Promise.all([viaDaemon.poll(), viaNode.poll()]);
+      await sleep(POLL_MS);
+    }
+    const m = await scrapeMetrics(metricsUrl);
+    const executed = m.get('flashblocksd_execution_flashblocks_total{outcome="executed"}') ?? 0;
+    const failedFb = m.get('flashblocksd_execution_flashblocks_total{outcome="failed"}') ?? 0;
+    const verified = m.get('flashblocksd_execution_verified_total') ?? 0;
+    const diverged = m.get('flashblocksd_execution_divergences_total{source="receipts_root"}') ?? 0;
+
+    // Pending eth_call throughput: the daemon at `pending` vs the engine's sidecar at `latest`, state unchanged since
+    // the traffic stopped (the stream goes on with empty flashblocks: the L1-info deposit only).
+    const engine = feed.engine;
+    const sidecar = engine instanceof AnvilEngine ? engine.readUrl : null;
+    if (sidecar === null) throw new Error('the engine has no visible anvil process');
+    const call = { to: reader };
+    const body = (tag: string): string => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_call', params: [call, tag] });
+    const [ours, theirs] = await Promise.all([rpcCall<string>(rpc, 'eth_call', [call, 'pending']), rpcCall<string>(sidecar, 'eth_call', [call, 'latest'])]);
+    if (ours !== theirs || BigInt(ours) === 0n) throw new Error(`pending eth_call ${ours} differs from the sidecar's latest ${theirs} (or is 0)`);
+    const fallbacks = (): Promise<number> => scrapeMetrics(metricsUrl).then((x) => x.get('flashblocksd_pending_fallbacks_total{reason="execution"}') ?? 0);
+    const fb0 = await fallbacks();
+    // Pipelining 1: uWS closes a connection that pipelines a request behind an asynchronous answer (bench/rpc.ts).
+    const daemonRun = await postLoad(rpc, body('pending'), loadS, CONNECTIONS, { workers: 1, pipelining: 1 });
+    const fellBack = (await fallbacks()) - fb0;
+    const sidecarRun = await postLoad(sidecar, body('latest'), loadS, CONNECTIONS, { workers: 1, pipelining: 1 });
+    const ours2 = await rpcCall<string>(rpc, 'eth_call', [call, 'pending']);
+    const same = ours2 === ours ? 'the answer was unchanged after the load' : `**the answer changed during the load** (${ours} → ${ours2})`;
+
+    const [r50, r99, n50, n99] = [percentile(viaDaemon.ms, 50), percentile(viaDaemon.ms, 99), percentile(viaNode.ms, 50), percentile(viaNode.ms, 99)];
+    const lost = `${viaDaemon.missing} of ${sentAt.size} never seen on the daemon, ${viaNode.missing} on the node`;
+    const rows: BenchRow[] = [
+      {
+        name: 'pending eth_call req/s through flashblocksd (answered by the engine)',
+        value: daemonRun.requests.average,
+        unit: 'req/s',
+        baseline: { label: "the engine's anvil sidecar, eth_call at latest", value: sidecarRun.requests.average },
+        verdict: `${fmt(daemonRun.requests.average / sidecarRun.requests.average)}× the sidecar; ${fellBack} answered as latest (engine unavailable)`,
+      },
+      {
+        name: 'pending eth_call p99 under that load, flashblocksd',
+        value: daemonRun.latency.p99,
+        unit: 'ms',
+        baseline: { label: 'anvil sidecar at latest', value: sidecarRun.latency.p99 },
+        verdict: `flashblocksd ${lat(daemonRun)}, sidecar ${lat(sidecarRun)}`,
+      },
+      {
+        name: 'send → receipt via flashblocksd, post-Azul stream (receipts from execution), p50',
+        value: r50,
+        unit: 'ms',
+        baseline: { label: "the node's canonical receipt", value: n50 },
+        verdict: `${fmt(n50 - r50)} ms sooner; ${lost}`,
+      },
+      {
+        name: 'send → receipt via flashblocksd, post-Azul stream (receipts from execution), p99',
+        value: r99,
+        unit: 'ms',
+        baseline: { label: "the node's canonical receipt", value: n99 },
+        verdict: `${viaDaemon.ms.length} receipts`,
+      },
+      {
+        name: 'devnet flashblocks executed by the daemon whose receipts root = diff.receipts_root',
+        value: executed === 0 ? NaN : (verified / executed) * 100,
+        unit: '%',
+        display: `${verified}/${executed} (${fmt(executed === 0 ? NaN : (verified / executed) * 100)} %)`,
+        verdict: `${diverged} receipts-root divergences, ${failedFb} flashblocks failed to apply`,
+      },
+    ];
+    const notes =
+      `**(b) The daemon on the devnet.** devnet sequencer (2 s blocks, 10 flashblocks), the daemon in process with --execution-strategy rebuild on ` +
+      `the post-Azul stream (?azul=1). ${trafficS} s of traffic at ${TX_PER_S} tx/s (all devnet tx types) sent through the daemon; receipts polled ` +
+      `every ${POLL_MS} ms on the daemon and on the node (batched; latency from submission to the poll answer that held it). Then eth_call ` +
+      `of a contract returning a traffic sender's balance: autocannon ${CONNECTIONS} connections, pipelining 1, ${loadS} s, in a worker thread, first at \`pending\` ` +
+      `through the daemon, then at \`latest\` on the engine's anvil sidecar (the process the daemon's pending reads answer from; its URL from ` +
+      `AnvilEngine.readUrl); both answers equal before the load, ${same}. The daemon adds its RPC hop and the pending block env (block overrides) ` +
+      `to every call; the stream goes on during the load (empty flashblocks, executed by the engine on the same anvil).`;
+    return { rows, notes };
+  } finally {
+    await d?.stop();
+    await devnet.stop();
+  }
+}

@@ -9,13 +9,14 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { fmt, optionsFromArgv, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
 
-const SUITES = ['ingest', 'keccak', 'recover', 'rpc', 'fanout', 'combined', 'saturation', 'memory'];
+const SUITES = ['ingest', 'keccak', 'recover', 'rpc', 'fanout', 'combined', 'saturation', 'memory', 'exec'];
 
 /** DESIGN §9, in order; each suite tags its rows with one of these (by prefix) in `design`. */
 const DESIGN_ROWS = [
   'parse + apply of a 150 KB / 200-tx flashblock ≤ 1.5× bare JSON.parse',
   'parse + apply of a 150 KB / 200-tx flashblock: p99 < 5 ms',
   'frame arrival → receipt visible over RPC',
+  'frame arrival → executed state visible (eth_call pending), 200-tx flashblock',
   'pending receipt lookups ≥ 80 % of a uWS static response',
   'pending receipt lookups ≥ 2× node:http',
   'fan-out to 1,000 subscribers',
