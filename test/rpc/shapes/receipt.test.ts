@@ -11,8 +11,7 @@ import { headOfBlock, notification, notificationPrefix, transactionWithReceipt }
 import { toRpcTransaction } from '../../../src/rpc/shapes/transaction.js';
 import { l1FeeFacts } from '../../../src/rpc/shapes/l1fee.js';
 import { executionReceiptSource } from '../../../src/rpc/methods/executed.js';
-import type { ExecutionReads, PendingExecution } from '../../../src/rpc/execution.js';
-import type { ExecutedReceipt } from '../../../src/exec/receipts.js';
+import { captureExecution } from '../../helpers/capture-execution.js';
 import { keccak256 } from 'viem';
 import { TX_DEPOSIT } from '../../../src/chain/types.js';
 import { unichainMessages } from '../../helpers/fixtures.js';
@@ -156,35 +155,6 @@ t.test('a receipt source stands in for the stream: a post-Azul block gets the sa
   }
 });
 
-/**
- * The Unichain block's receipts as the execution engine reports them (ExecutedReceipt), read from the capture's
- * metadata: the captured chain's state is not here to execute, so this stands in for anvil's answers.
- */
-function engineFromCapture(): PendingExecution {
-  const TYPES: Record<string, number> = { Legacy: 0, Eip2930: 1, Eip1559: 2, Eip7702: 4, Deposit: 0x7e };
-  const receipts: ExecutedReceipt[] = [];
-  let prev = 0n;
-  for (const m of unichainMessages()) {
-    const meta = (m.metadata as { receipts: Record<string, Record<string, Record<string, any>>> }).receipts;
-    for (const raw of (m.diff as { transactions: string[] }).transactions) {
-      const hash = keccak256(raw as `0x${string}`);
-      const [tag, r] = Object.entries(meta[hash]!)[0]!;
-      const cum = BigInt(r.cumulativeGasUsed);
-      receipts.push({
-        transactionHash: hash, type: TYPES[tag]!, status: r.status === '0x1', cumulativeGasUsed: cum, gasUsed: cum - prev, logs: r.logs,
-        // The engine reports a deposit's post-execution nonce.
-        depositNonce: r.depositNonce === undefined ? null : BigInt(r.depositNonce) + 1n,
-        depositReceiptVersion: r.depositReceiptVersion === undefined ? null : BigInt(r.depositReceiptVersion),
-        contractAddress: null, effectiveGasPrice: 0n, from: '0x' + '00'.repeat(20), to: null,
-      });
-      prev = cum;
-    }
-  }
-  const byHash = new Map(receipts.map((r) => [r.transactionHash, r]));
-  const engine = { receipt: (h: string) => byHash.get(h) ?? null, blockReceipts: (n: number) => (n === 35535698 ? receipts : null) } as unknown as ExecutionReads;
-  return { readyFor: () => true, engine, receiptsVerified: () => true, onExecuted: () => () => {} };
-}
-
 /** A post-Azul run of `msgs`: the same flashblocks with metadata reduced to `{block_number}`. */
 function azulPending(msgs: Record<string, unknown>[]) {
   const azul = makePipeline();
@@ -201,7 +171,7 @@ t.test('OP fee fields: a receipt from execution and one from stream metadata are
   const withMeta = pending();
   const azul = azulPending(unichainMessages());
   const fromStream = new Shapes(withMeta.senders);
-  const fromExecution = new Shapes(azul.senders, executionReceiptSource(engineFromCapture()));
+  const fromExecution = new Shapes(azul.senders, executionReceiptSource(captureExecution()));
   const strip = (json: string | undefined) => json?.replaceAll(withMeta.block.hash, 'H').replaceAll(azul.block.hash, 'H');
   for (let i = 0; i < azul.block.txs.length; i++) {
     const a = fromStream.receiptJson(withMeta.block.txs[i]!)?.json;
