@@ -225,7 +225,9 @@ export function fjordL1Cost(fastLzSize: number, p: L1FeeParams): L1Cost {
  * Which fields, per op-geth `receipt_opstack.go` and op-reth `OpReceiptFieldsBuilder` (they agree): l1GasPrice,
  * l1GasUsed, l1Fee, l1BaseFeeScalar, l1BlobBaseFee, l1BlobBaseFeeScalar from Ecotone on (l1FeeScalar only before);
  * operatorFeeScalar and operatorFeeConstant from the Isthmus layout on, and only when one of them is non-zero;
- * daFootprintGasScalar and blobGasUsed (the DA footprint) from Jovian on (op-geth PR #710, specs PR #839).
+ * daFootprintGasScalar and blobGasUsed (the DA footprint) from Jovian on (op-geth PR #710, specs PR #839; op-reth
+ * the same). Edge: with a zero DA scalar op-geth omits blobGasUsed (omitempty) while op-reth shows 0x0; this follows
+ * op-reth (op-node never sends 0: it substitutes the default 400).
  */
 export function txL1Fee(raw: Uint8Array, attrs: Readonly<L1Attributes>, fjord = true): TxL1Fee {
   const onFjord = fjord || attrs.layout !== 'ecotone';
