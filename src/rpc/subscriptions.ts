@@ -48,7 +48,10 @@ export interface SubscriptionDeps {
   shapes: Shapes;
   metrics: Metrics;
   log: Logger;
-  /** Executed pending state: pendingLogs of transactions the stream gave no receipt for follow their execution. */
+  /**
+   * Executed pending state: pendingLogs of transactions the stream gave no receipt for follow their execution, and
+   * newFlashblockTransactions with full objects wait for it (bounded by readyFor) to include their receipts.
+   */
   execution?: PendingExecution | null;
 }
 
@@ -73,6 +76,9 @@ export class Subscriptions {
     logs: new Set(),
   };
   private readonly stops: (() => void)[];
+  /** Full newFlashblockTransactions notifications waiting for execution, chained so they leave in stream order. */
+  private fullTxQueue: Promise<void> = Promise.resolve();
+  private fullTxWaiting = 0;
 
   constructor(
     private readonly ctx: SubscriptionDeps,
@@ -159,9 +165,9 @@ export class Subscriptions {
     if (k.newFlashblockTransactions.size === 0 && k.newPendingTransactions.size === 0 && k.pendingLogs.size === 0) return;
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] ?? 0);
     const to = block.txCountAt[index] ?? block.txs.length;
+    if (k.newFlashblockTransactions.size > 0) this.notifyFlashblockTxs(block, index, from, to);
     for (let i = from; i < to; i++) {
       const rec = block.txs[i]!;
-      if (k.newFlashblockTransactions.size > 0) this.notifyTx(rec, index);
       if (k.newPendingTransactions.size > 0) this.notifyPendingTx(rec, index);
       if (k.pendingLogs.size > 0 && (this.ctx.shapes.rawLogs(rec)?.length ?? 0) > 0) this.notifyLogs(k.pendingLogs, this.ctx.shapes.logObjects(rec, index)!);
     }
@@ -182,18 +188,47 @@ export class Subscriptions {
     }
   }
 
-  private notifyTx(rec: TxView, index: number): void {
-    let hashJson: string | null = null;
-    let fullJson: string | null = null;
+  /**
+   * newFlashblockTransactions for transactions [from, to) of flashblock `index`: hashes at once; full objects with
+   * their receipts — at once when the stream carried every receipt (or execution is off), else once the engine has
+   * executed the flashblock or readyFor gave up (receipt null then), after any earlier flashblock still waiting.
+   */
+  private notifyFlashblockTxs(block: BlockView, index: number, from: number, to: number): void {
+    let full = false;
     for (const s of this.byKind.newFlashblockTransactions) {
       if (s.fullTx) {
-        if (fullJson === null) {
-          fullJson = JSON.stringify(transactionWithReceipt(this.ctx.shapes.txObject(rec, index), this.ctx.shapes.receiptObject(rec, index)));
-        }
-        s.sink.send(notification(s.prefix, fullJson));
-      } else {
-        if (hashJson === null) hashJson = '"' + rec.tx.hash + '"';
-        s.sink.send(notification(s.prefix, hashJson));
+        full = true;
+        continue;
+      }
+      for (let i = from; i < to; i++) s.sink.send(notification(s.prefix, '"' + block.txs[i]!.tx.hash + '"'));
+    }
+    if (!full) return;
+    const ex = this.ctx.execution;
+    let wait = false;
+    if (ex != null) for (let i = from; i < to && !wait; i++) wait = block.txs[i]!.receipt === null;
+    if (!wait && this.fullTxWaiting === 0) {
+      this.sendFullTxs(block, index, from, to);
+      return;
+    }
+    // Asked now, so each flashblock's bounded wait starts at its apply; only the sending is chained.
+    const ready = wait ? ex!.readyFor(block.number, index) : true;
+    this.fullTxWaiting++;
+    this.fullTxQueue = this.fullTxQueue
+      .then(() => ready)
+      .then(() => this.sendFullTxs(block, index, from, to))
+      .catch((e: unknown) => this.ctx.log.error('newFlashblockTransactions notification failed', { block: block.number, index, error: (e as Error).message }))
+      .finally(() => this.fullTxWaiting--);
+  }
+
+  /** Full transaction objects with their receipts (as of flashblock `index`), each serialised once for all. */
+  private sendFullTxs(block: BlockView, index: number, from: number, to: number): void {
+    for (let i = from; i < to; i++) {
+      const rec = block.txs[i]!;
+      let json: string | null = null;
+      for (const s of this.byKind.newFlashblockTransactions) {
+        if (!s.fullTx) continue;
+        json ??= JSON.stringify(transactionWithReceipt(this.ctx.shapes.txObject(rec, index), this.ctx.shapes.receiptObject(rec, index)));
+        s.sink.send(notification(s.prefix, json));
       }
     }
   }

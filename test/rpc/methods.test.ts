@@ -17,9 +17,12 @@ for (const m of doc.methods) validators.set(m.name, ajv.compile(m.result.schema 
 
 /**
  * Fields the schemas do not list (they say additionalProperties: false), removed before validation: the OP-stack
- * deposit fields, and the receipt `blockTimestamp` that geth and anvil return.
+ * deposit and fee fields, and the receipt `blockTimestamp` that geth and anvil return.
  */
-const OP_ONLY = ['depositNonce', 'depositReceiptVersion', 'sourceHash', 'mint', 'isSystemTx'];
+const OP_ONLY = [
+  'depositNonce', 'depositReceiptVersion', 'sourceHash', 'mint', 'isSystemTx', 'l1GasPrice', 'l1GasUsed', 'l1Fee',
+  'l1BaseFeeScalar', 'l1BlobBaseFee', 'l1BlobBaseFeeScalar', 'operatorFeeScalar', 'operatorFeeConstant',
+];
 const RECEIPT_EXTRAS = ['blockTimestamp'];
 function stripOp(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(stripOp);
@@ -143,6 +146,9 @@ t.test('eth_getTransactionReceipt from the flashblock metadata', async (tt) => {
   const dep = (await ok('eth_getTransactionReceipt', [txHashes[0]])) as Record<string, unknown>;
   tt.equal(dep.type, '0x7e');
   tt.type(dep.depositNonce, 'string', 'deposit receipts keep their OP fields');
+  const user = (await ok('eth_getTransactionReceipt', [userTx.hash])) as Record<string, unknown>;
+  tt.match(user, { l1GasPrice: '0x9', l1GasUsed: '0x640', l1BaseFeeScalar: '0x7d0', l1BlobBaseFee: '0x1', l1BlobBaseFeeScalar: '0xdbba0' }, 'OP fee fields from the block\'s L1-info deposit');
+  tt.type(user.l1Fee, 'string');
 });
 
 t.test('pending balance and nonce', async (tt) => {

@@ -13,6 +13,8 @@ import { createMetrics } from '../../src/metrics/metrics.js';
 import { NodeClient } from '../../src/node/client.js';
 import { Shapes } from '../../src/rpc/shapes/json.js';
 import { Subscriptions, type SubscriberSink } from '../../src/rpc/subscriptions.js';
+import { executionReceiptSource } from '../../src/rpc/methods/executed.js';
+import { captureExecution } from '../helpers/capture-execution.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
 import { unichainMessages } from '../helpers/fixtures.js';
 
@@ -296,4 +298,76 @@ t.test('newPendingTransactions: the hash of each transaction as it is preconfirm
   t.ok(full.every((x) => typeof x.blockNumber === 'string'));
   await ethersSaw;
   t.same(viaEthers, expected, "ethers' 'pending' event fires for each preconfirmed transaction");
+});
+
+t.test('newFlashblockTransactions with full objects on a post-Azul stream: receipts from execution, in stream order', async (t) => {
+  // With metadata: receipts from the stream (the reference payloads).
+  const ref = hub();
+  const refSink = new Sink();
+  const refId = ref.subs.subscribe(refSink, ['newFlashblockTransactions', true]);
+  for (const m of uni) feed(ref.pipeline, m);
+  const want = refSink.texts;
+
+  // Post-Azul (metadata `{block_number}` only) with an engine that executes flashblocks when the test says so.
+  const gates = new Map<number, (ok: boolean) => void>();
+  const ex = captureExecution((_n, index) => new Promise<boolean>((resolve) => gates.set(index, resolve)));
+  const { pipeline, senders } = makePipeline();
+  const metrics = createMetrics({ version: 'test', commit: 'test' });
+  const node = new NodeClient({ url: 'http://127.0.0.1:9', timeoutMs: 2000, maxSockets: 2 });
+  const subs = new Subscriptions({ events: pipeline.events, node, shapes: new Shapes(senders, executionReceiptSource(ex)), metrics, log: silentLogger, execution: ex });
+  t.teardown(() => subs.close());
+  const full = new Sink();
+  const hashes = new Sink();
+  const fullId = subs.subscribe(full, ['newFlashblockTransactions', true]);
+  subs.subscribe(hashes, ['newFlashblockTransactions']);
+  for (const m of uni) {
+    const c = structuredClone(m) as { metadata: Record<string, unknown> };
+    c.metadata = { block_number: c.metadata.block_number };
+    feed(pipeline, c as unknown as Record<string, unknown>);
+  }
+  t.equal(hashes.texts.length, want.length, 'hashes are notified at once');
+  await new Promise((r) => setImmediate(r));
+  t.equal(full.texts.length, 0, 'full objects wait for the engine');
+
+  const counts = uni.map((m) => (m.diff as { transactions: unknown[] }).transactions.length);
+  // Flashblock 1 executes before 0 has answered: nothing leaves out of order.
+  gates.get(1)!(true);
+  await new Promise((r) => setImmediate(r));
+  t.equal(full.texts.length, 0, 'flashblock 1 waits behind flashblock 0');
+  gates.get(0)!(true);
+  await full.received(counts[0]! + counts[1]!);
+  for (let i = 2; i < uni.length; i++) {
+    await new Promise((r) => setImmediate(r));
+    gates.get(i)!(true);
+  }
+  await full.received(want.length);
+  type Payload = { hash: string; type: string; nonce?: string; depositReceiptVersion?: string; receipt: Record<string, unknown> | null };
+  const got = full.notes(fullId).map((n) => n.params.result as Payload);
+  const ref2 = refSink.notes(refId).map((n) => n.params.result as Payload);
+  t.same(got.map((x) => x.hash), ref2.map((x) => x.hash), 'the same transactions in the same order');
+  t.same(got.map((x) => JSON.stringify(x.receipt)), ref2.map((x) => JSON.stringify(x.receipt)), 'receipts byte-identical to those of the stream with receipts');
+  // The deposit's transaction object takes nonce/depositReceiptVersion from the stream's receipt only (context.ts).
+  const plain = (x: Payload) => ({ ...x, receipt: null, ...(x.type === '0x7e' ? { nonce: null, depositReceiptVersion: null } : {}) });
+  t.same(got.map(plain), ref2.map(plain), 'transaction objects identical (deposit nonce aside)');
+  const receipts = got.map((x) => x.receipt);
+  t.ok(receipts.every((r) => r !== null), 'every transaction with its receipt');
+  t.ok(receipts.slice(1).every((r) => typeof r!.l1Fee === 'string'), 'user transactions carry the OP fee fields');
+});
+
+t.test('newFlashblockTransactions full: an engine that cannot answer (readyFor false) leaves the receipt null', async (t) => {
+  const ex = captureExecution(() => false);
+  const { pipeline, senders } = makePipeline();
+  const node = new NodeClient({ url: 'http://127.0.0.1:9', timeoutMs: 2000, maxSockets: 2 });
+  // The shapes' source sees no executed receipts (the engine is not there).
+  const down = { ...ex, engine: { receipt: () => null, blockReceipts: () => null } as unknown as typeof ex.engine };
+  const subs = new Subscriptions({ events: pipeline.events, node, shapes: new Shapes(senders, executionReceiptSource(down)), metrics: createMetrics({ version: 't', commit: 't' }), log: silentLogger, execution: down });
+  t.teardown(() => subs.close());
+  const full = new Sink();
+  const id = subs.subscribe(full, ['newFlashblockTransactions', true]);
+  const m = structuredClone(uni[0]!) as { metadata: Record<string, unknown> };
+  m.metadata = { block_number: m.metadata.block_number };
+  feed(pipeline, m as unknown as Record<string, unknown>);
+  const n = (uni[0]!.diff as { transactions: unknown[] }).transactions.length;
+  await full.received(n);
+  t.ok(full.notes(id).every((x) => (x.params.result as { receipt: unknown }).receipt === null), 'sent without receipts, not held back');
 });

@@ -9,6 +9,7 @@ import { RpcReplyError } from '../../exec/pipe.js';
 import { toQuantity } from '../../chain/hex.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView, TxView } from '../../state/view.js';
+import { l1FeeFacts } from '../shapes/l1fee.js';
 import { STREAM_RECEIPTS, type ReceiptFacts, type ReceiptSource } from '../shapes/receipt.js';
 import { heldAbove, usablePending } from './pending.js';
 import { address, arity, checkBlockTag, withLatest } from './params.js';
@@ -199,7 +200,8 @@ function executedFacts(e: ExecutionReads, rec: TxView): ReceiptFacts | null {
     contractAddress: ex.contractAddress,
     depositNonce: ex.depositNonce === null ? null : ex.depositNonce > 0n ? ex.depositNonce - 1n : 0n,
     depositReceiptVersion: ex.depositReceiptVersion,
-    l1Fee: null,
+    // The engine (anvil) reports no OP fee fields; the same computation as for stream receipts fills them.
+    l1Fee: l1FeeFacts(rec),
   };
 }
 

@@ -5,27 +5,21 @@ import type { FlashLog } from '../../chain/flashblock.js';
 import { logsBloom } from '../../chain/bloom.js';
 import { toQuantity } from '../../chain/hex.js';
 import { contractAddress } from '../../chain/sender.js';
+import type { TxL1Fee } from '../../chain/l1fee.js';
 import { TX_DEPOSIT, type DecodedTx } from '../../chain/types.js';
 import type { TxView } from '../../state/view.js';
 import { txContext, type TxContext } from './context.js';
+import { l1FeeFacts } from './l1fee.js';
 import { logsToRpc } from './log.js';
 import { effectiveGasPrice } from './transaction.js';
 
 const q = toQuantity;
 
-/** OP-stack L1 data-fee fields as op-geth/op-reth show them on non-deposit receipts; absent ones are omitted. */
-export interface OpL1Fee {
-  l1GasPrice: bigint | null;
-  l1GasUsed: bigint | null;
-  l1Fee: bigint | null;
-  /** Pre-Ecotone decimal scalar string (e.g. "0.684"); null after Ecotone. */
-  l1FeeScalar: string | null;
-  l1BaseFeeScalar: bigint | null;
-  l1BlobBaseFee: bigint | null;
-  l1BlobBaseFeeScalar: bigint | null;
-  operatorFeeScalar: bigint | null;
-  operatorFeeConstant: bigint | null;
-}
+/**
+ * OP-stack fee fields as op-geth/op-reth show them on non-deposit receipts (chain/l1fee.ts says which per fork);
+ * null ones are omitted.
+ */
+export type OpL1Fee = TxL1Fee;
 
 /** What a receipt says beyond where its transaction sits: the output of whichever producer ran the transaction. */
 export interface ReceiptFacts {
@@ -41,7 +35,10 @@ export interface ReceiptFacts {
   contractAddress: string | null;
   depositNonce: bigint | null;
   depositReceiptVersion: bigint | null;
-  /** OP L1 fee fields; null when the producer does not know them (stream metadata never carries them). */
+  /**
+   * OP fee fields; every producer takes them from l1FeeFacts (the block's L1-info deposit), so receipts of the
+   * same transaction agree; null for deposits and blocks without an L1-info deposit.
+   */
   l1Fee: OpL1Fee | null;
 }
 
@@ -87,11 +84,14 @@ export function streamReceiptFacts(rec: TxView): ReceiptFacts | null {
     contractAddress: createdAddress(rec.tx, from, r.depositNonce),
     depositNonce: r.depositNonce,
     depositReceiptVersion: r.depositReceiptVersion,
-    l1Fee: null,
+    l1Fee: l1FeeFacts(rec),
   };
 }
 
-const L1_FIELDS = ['l1GasPrice', 'l1GasUsed', 'l1Fee', 'l1FeeScalar', 'l1BaseFeeScalar', 'l1BlobBaseFee', 'l1BlobBaseFeeScalar', 'operatorFeeScalar', 'operatorFeeConstant'] as const;
+const L1_FIELDS = [
+  'l1GasPrice', 'l1GasUsed', 'l1Fee', 'l1FeeScalar', 'l1BaseFeeScalar', 'l1BlobBaseFee', 'l1BlobBaseFeeScalar',
+  'operatorFeeScalar', 'operatorFeeConstant', 'daFootprintGasScalar', 'blobGasUsed',
+] as const;
 
 /**
  * The JSON-RPC receipt of `tx` (sent by `from`) at `ctx` with `facts`. Field order is fixed here, so two producers
