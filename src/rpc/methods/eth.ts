@@ -135,8 +135,7 @@ const eth_getTransactionReceipt: Handler = (ctx, params) => {
     if (ex !== null) {
       // The stream carried no receipt (post-Azul): the executed one, once the engine has run its flashblock.
       return Promise.resolve(ex.readyFor(rec.block.number, rec.flashblockIndex)).then((ok) => {
-        // Not cached: the cache may hold the answer from before the engine had executed it.
-        const x = ok ? ctx.shapes.receiptObject(rec) : null;
+        const x = ok ? ctx.shapes.receiptJson(rec) : null;
         if (x === null) ctx.metrics.pendingFallbacks.execution.inc();
         return x === null ? FORWARD_AS_IS : new FromState(x);
       });
@@ -250,7 +249,8 @@ function nonceAt(ctx: MethodContext, a: string, n: number): bigint | null {
       const rec = b.txs[i]!;
       if (rec.tx.from === null) ctx.senders.recover([rec]); // newest first: stops at the sender's last transaction
       if (rec.tx.from !== a) continue;
-      const nonce = rec.tx.type === TX_DEPOSIT ? (rec.receipt?.depositNonce ?? null) : rec.tx.nonce;
+      // A deposit's nonce is in its receipt: the stream's, else the executed one (when the engine has it).
+      const nonce = rec.tx.type === TX_DEPOSIT ? ((rec.receipt ?? ctx.shapes.receipts.facts(rec))?.depositNonce ?? null) : rec.tx.nonce;
       if (nonce !== null) return nonce + 1n;
     }
   }

@@ -209,10 +209,17 @@ function executedFacts(e: ExecutionReads, rec: TxView): ReceiptFacts | null {
  * Receipts and logs for the shapes: the stream's where it carried them (served at once), else the executed ones
  * (same builder, so byte-identical for the same facts) unless the block's execution disagreed with its
  * diff.receipts_root (then none: the node answers once the block is canonical). The sender comes from the shapes (they recover it first).
+ * Its epoch moves with every executed flashblock (new receipts readable, or a block's found diverging), so the
+ * shapes' cached answers built from execution are rebuilt then. The source lives as long as the shapes using it.
  */
 export function executionReceiptSource(ex: PendingExecution): ReceiptSource {
   const e = ex.engine;
+  let epoch = 0;
+  ex.onExecuted(() => {
+    epoch++;
+  });
   return {
+    epoch: () => epoch,
     facts: (rec) => {
       const s = STREAM_RECEIPTS.facts(rec);
       if (s !== null || rec.receipt !== null || rec.tx.from === null || !ex.receiptsVerified(rec.block.number)) return s;
@@ -240,16 +247,9 @@ export async function receiptsWithExecution(ctx: MethodContext, block: BlockView
   }
   const out: string[] = new Array(count);
   for (let i = 0; i < count; i++) {
-    const rec = block.txs[i]!;
-    const s = ctx.shapes.receiptJson(rec, index);
-    if (s !== null) {
-      out[i] = s.json;
-      continue;
-    }
-    // Not cached: the cache may hold the answer from before the engine had executed it.
-    const r = ctx.shapes.receiptObject(rec, index);
-    if (r === null) return null;
-    out[i] = JSON.stringify(r);
+    const s = ctx.shapes.receiptJson(block.txs[i]!, index);
+    if (s === null) return null;
+    out[i] = s.json;
   }
   return out;
 }

@@ -5,7 +5,7 @@ import { blockSize, EMPTY_OMMERS_HASH, headerRlp, requestsHashFor } from '../../
 import { keccak256Hex } from '../../chain/keccak.js';
 import { EMPTY_TRIE_ROOT, orderedTrieRootOf, TrieCache } from '../../chain/trie.js';
 import type { BlockView } from '../../state/view.js';
-import { txContext } from './context.js';
+import { STREAM_DEPOSIT_EXTRAS, txContext, type DepositExtrasSource } from './context.js';
 import { toRpcTransaction } from './transaction.js';
 
 export { EMPTY_OMMERS_HASH, EMPTY_REQUESTS_HASH } from '../../chain/header.js';
@@ -76,9 +76,9 @@ export function computedBlockHash(block: BlockView, index: number): string {
 
 /**
  * The JSON-RPC block object of `block` as of flashblock `index` (default: latest). With `fullTx`, transactions are
- * objects (their senders must be known: see SenderSource); otherwise hashes.
+ * objects (their senders must be known: see SenderSource; deposits' receipt extras from `deposit`); otherwise hashes.
  */
-export function blockToRpc(block: BlockView, fullTx: boolean, index: number = block.lastIndex): Record<string, unknown> {
+export function blockToRpc(block: BlockView, fullTx: boolean, index: number = block.lastIndex, deposit: DepositExtrasSource = STREAM_DEPOSIT_EXTRAS): Record<string, unknown> {
   const d = block.diffs[index];
   if (d === undefined) throw new Error(`block ${block.number} has no flashblock ${index}`);
   const hp = headerParts(block, index);
@@ -87,7 +87,7 @@ export function blockToRpc(block: BlockView, fullTx: boolean, index: number = bl
   const txs: unknown[] = new Array(count);
   for (let i = 0; i < count; i++) {
     const rec = block.txs[i]!;
-    txs[i] = fullTx ? toRpcTransaction(rec.tx, txContext(rec, index)) : rec.tx.hash;
+    txs[i] = fullTx ? toRpcTransaction(rec.tx, txContext(rec, index, deposit)) : rec.tx.hash;
   }
   const out: Record<string, unknown> = {
     hash: d.blockHash,

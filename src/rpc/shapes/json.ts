@@ -1,10 +1,14 @@
 // Serialised JSON of pending blocks, transactions and receipts, cached per block version (a new flashblock bumps
 // the version, which invalidates everything of that block: its hash, and so every blockHash field, changes).
+// An answer built from execution (a receipt the stream lacked, a deposit's nonce in its transaction object) is
+// cached only for the receipt source's epoch it was built at; a null receipt is never cached (the engine may have
+// it at the next read).
 // The entry point readers use: it asks SenderSource for the senders an answer shows, then builds it with the pure
 // shapes beside it. Never mutates state.
 import type { BlockView, SenderSource, TxView } from '../../state/view.js';
 import { blockToRpc } from './block.js';
-import { txContext } from './context.js';
+import { TX_DEPOSIT } from '../../chain/types.js';
+import { txContext, type DepositExtrasSource } from './context.js';
 import { pendingLogs, receiptToRpc, STREAM_RECEIPTS, type ReceiptSource, type TxLogs } from './receipt.js';
 import { toRpcTransaction } from './transaction.js';
 
@@ -13,19 +17,37 @@ export class RawJson {
   constructor(readonly json: string) {}
 }
 
+/** The epoch of a cached answer built from the stream alone: valid for as long as its block version. */
+const STABLE = -1;
+
+/** Cached JSON and the receipt source's epoch it depends on (STABLE: none). */
+class Cached {
+  constructor(
+    readonly raw: RawJson,
+    readonly epoch: number,
+  ) {}
+}
+
 class BlockJson {
   /** Key: flashblock index × 2 + (fullTx ? 1 : 0). */
-  readonly blocks = new Map<number, RawJson>();
-  /** By transaction position, as of the latest flashblock; null = no usable receipt in the stream. */
-  readonly receipts: (RawJson | null | undefined)[] = [];
+  readonly blocks = new Map<number, Cached>();
+  /** By transaction position, as of the latest flashblock; receipts found only. */
+  readonly receipts: (Cached | undefined)[] = [];
   /** By transaction position, as of the latest flashblock. */
-  readonly txs: (RawJson | undefined)[] = [];
+  readonly txs: (Cached | undefined)[] = [];
   constructor(readonly version: number) {}
+}
+
+/** Whether `rec`'s transaction object shows receipt extras the stream did not give (a deposit, post-Azul). */
+function txNeedsExecution(rec: TxView): boolean {
+  return rec.tx.type === TX_DEPOSIT && rec.receipt === null;
 }
 
 /** The RPC objects of pending data, as objects or as cached JSON. */
 export class Shapes {
   private readonly caches = new WeakMap<BlockView, BlockJson>();
+  /** A deposit's receipt extras: the stream's receipt, else the receipt source's (execution), as receipts are. */
+  private readonly depositExtras: DepositExtrasSource = (rec) => rec.receipt ?? this.receipts.facts(rec);
 
   constructor(
     private readonly senders: SenderSource,
@@ -42,6 +64,16 @@ export class Shapes {
     return c;
   }
 
+  /** The receipt source's epoch now (see ReceiptSource.epoch). */
+  private epoch(): number {
+    return this.receipts.epoch?.() ?? 0;
+  }
+
+  /** Whether a cached answer still holds: built from the stream alone, or at the receipt source's current epoch. */
+  private fresh(c: Cached | undefined): c is Cached {
+    return c !== undefined && (c.epoch === STABLE || c.epoch === this.epoch());
+  }
+
   /** The transactions of `block` up to flashblock `index`, with their senders recovered. */
   private withSenders(block: BlockView, index: number): void {
     this.senders.recover(block.txs.slice(0, block.txCountAt[index]));
@@ -50,36 +82,40 @@ export class Shapes {
   /** The block object as of flashblock `index` (default latest), with hashes or full transactions. */
   blockObject(block: BlockView, fullTx: boolean, index: number = block.lastIndex): Record<string, unknown> {
     if (fullTx) this.withSenders(block, index);
-    return blockToRpc(block, fullTx, index);
+    return blockToRpc(block, fullTx, index, this.depositExtras);
   }
 
   /** blockObject as cached JSON. */
   blockJson(block: BlockView, fullTx: boolean, index: number = block.lastIndex): RawJson {
     const c = this.entry(block);
     const key = index * 2 + (fullTx ? 1 : 0);
-    let r = c.blocks.get(key);
-    if (r === undefined) {
-      r = new RawJson(JSON.stringify(this.blockObject(block, fullTx, index)));
-      c.blocks.set(key, r);
+    const hit = c.blocks.get(key);
+    if (this.fresh(hit)) return hit.raw;
+    let epoch = STABLE;
+    if (fullTx) {
+      const count = block.txCountAt[index] as number;
+      for (let i = 0; i < count && epoch === STABLE; i++) if (txNeedsExecution(block.txs[i]!)) epoch = this.epoch();
     }
+    const r = new RawJson(JSON.stringify(this.blockObject(block, fullTx, index)));
+    c.blocks.set(key, new Cached(r, epoch));
     return r;
   }
 
   /** The transaction object as of flashblock `index` of its block (default latest). */
   txObject(rec: TxView, index: number = rec.block.lastIndex): Record<string, unknown> {
     this.senders.recover([rec]);
-    return toRpcTransaction(rec.tx, txContext(rec, index));
+    return toRpcTransaction(rec.tx, txContext(rec, index, this.depositExtras));
   }
 
   /** txObject as JSON (cached as of the latest flashblock). */
   txJson(rec: TxView, index: number = rec.block.lastIndex): RawJson {
     if (index !== rec.block.lastIndex) return new RawJson(JSON.stringify(this.txObject(rec, index)));
     const c = this.entry(rec.block);
-    let r = c.txs[rec.position];
-    if (r === undefined) {
-      r = new RawJson(JSON.stringify(this.txObject(rec)));
-      c.txs[rec.position] = r;
-    }
+    const hit = c.txs[rec.position];
+    if (this.fresh(hit)) return hit.raw;
+    const epoch = txNeedsExecution(rec) ? this.epoch() : STABLE;
+    const r = new RawJson(JSON.stringify(this.txObject(rec)));
+    c.txs[rec.position] = new Cached(r, epoch);
     return r;
   }
 
@@ -99,19 +135,24 @@ export class Shapes {
     return pendingLogs(rec, index, this.receipts);
   }
 
-  /** receiptObject as JSON (cached as of the latest flashblock), or null (the caller forwards to the node). */
+  /**
+   * receiptObject as JSON (cached as of the latest flashblock), or null (the caller forwards to the node, or waits
+   * for execution). A null is never cached: on a stream without receipts it means "not executed yet", and the
+   * next read must see the engine's receipt as soon as it exists.
+   */
   receiptJson(rec: TxView, index: number = rec.block.lastIndex): RawJson | null {
     if (index !== rec.block.lastIndex) {
       const o = this.receiptObject(rec, index);
       return o === null ? null : new RawJson(JSON.stringify(o));
     }
     const c = this.entry(rec.block);
-    let r = c.receipts[rec.position];
-    if (r === undefined) {
-      const obj = this.receiptObject(rec);
-      r = obj === null ? null : new RawJson(JSON.stringify(obj));
-      c.receipts[rec.position] = r;
-    }
+    const hit = c.receipts[rec.position];
+    if (this.fresh(hit)) return hit.raw;
+    const epoch = rec.receipt === null ? this.epoch() : STABLE;
+    const obj = this.receiptObject(rec);
+    if (obj === null) return null;
+    const r = new RawJson(JSON.stringify(obj));
+    c.receipts[rec.position] = new Cached(r, epoch);
     return r;
   }
 }

@@ -64,6 +64,12 @@ export interface ReceiptSource {
   facts(rec: TxView): ReceiptFacts | null;
   /** `rec`'s logs in emission order and the block logIndex of the first (no sender needed); null when unknown. */
   logs(rec: TxView): TxLogs | null;
+  /**
+   * A number that changes whenever this source may answer differently for a transaction the stream carried no
+   * receipt for (execution moved on: a flashblock executed, a block's receipts found diverging). Answers built
+   * from such facts are cached only while it stays the same. Absent: never changes (the stream's metadata).
+   */
+  epoch?(): number;
 }
 
 /**
