@@ -167,4 +167,9 @@ t.test('deposits: tx object, full block and receipts byte-identical on both stre
     t.not(a, 'null', `${method}: answered from pending state`);
     t.equal(b, a, `${method}(${params.join(', ')}): byte-identical`);
   }
+  // The nonce after the pending block at its height: a deposit's nonce comes from its receipt, executed or streamed.
+  const height = toHex(fb.blockNumber);
+  const [na, nb] = await Promise.all([rpcCall(withReceipts.rpc, 'eth_getTransactionCount', [repeat, height]), rpcCall(azul.rpc, 'eth_getTransactionCount', [repeat, height])]);
+  t.equal(na, '0x2', "with receipts: the deposit sender's nonce after its second deposit");
+  t.equal(nb, na, 'post-Azul: the same, from the executed receipt');
 });
