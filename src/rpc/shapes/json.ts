@@ -5,9 +5,9 @@
 // it at the next read).
 // The entry point readers use: it asks SenderSource for the senders an answer shows, then builds it with the pure
 // shapes beside it. Never mutates state.
+import { TX_DEPOSIT } from '../../chain/types.js';
 import type { BlockView, SenderSource, TxView } from '../../state/view.js';
 import { blockToRpc } from './block.js';
-import { TX_DEPOSIT } from '../../chain/types.js';
 import { txContext, type DepositExtrasSource } from './context.js';
 import { pendingLogs, receiptToRpc, STREAM_RECEIPTS, type ReceiptSource, type TxLogs } from './receipt.js';
 import { toRpcTransaction } from './transaction.js';
