@@ -11,6 +11,16 @@ export function strip(v: any): any {
     // anvil reports blobGasPrice on some non-blob receipts; op-reth sets it only for blob txs, and the flashblock
     // metadata does not carry it. Compared only for type-0x3 receipts.
     if (k === 'blobGasPrice' && v.type !== '0x3') continue;
+    // anvil 1.7 writes a deposit receipt's type as "0x7E"; JSON-RPC quantities (geth, flashblocksd) are lower case.
+    if (k === 'type' && typeof x === 'string') {
+      out[k] = x.toLowerCase();
+      continue;
+    }
+    // anvil 1.7 writes a deposit's r and s as 32-byte zero words; geth and op-geth (and flashblocksd) as quantities.
+    if ((k === 'r' || k === 's') && typeof x === 'string' && /^0x[0-9a-fA-F]+$/.test(x)) {
+      out[k] = `0x${BigInt(x).toString(16)}`;
+      continue;
+    }
     // anvil 1.7 writes a receipt's blockTimestamp as a JSON number; geth (and flashblocksd) as a hex quantity.
     if (k === 'blockTimestamp' && typeof x === 'number') {
       out[k] = `0x${x.toString(16)}`;
