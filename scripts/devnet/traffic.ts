@@ -74,6 +74,8 @@ export interface Traffic {
   readonly refund: Hex;
   /** Addresses deposits come from (each gets a share of them). */
   readonly depositors: readonly Hex[];
+  /** The key-less 7702 authority every 'eip7702' tx delegates to the token. */
+  readonly authority: Hex;
   stats(): TrafficStats;
   /** Stops sending and waits for in-flight submissions. */
   stop(): Promise<void>;
@@ -313,6 +315,7 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
     env: envContract,
     refund: refundContract,
     depositors,
+    authority: authority.address,
     stats: () => ({ ...st, byKind: { ...st.byKind } }),
     async stop() {
       stopped = true;
