@@ -41,6 +41,12 @@ export interface TrafficOptions {
   /** Stop after this many txs (the setup txs included); default unbounded. */
   maxTxs?: number;
   mix?: TxKind[];
+  /**
+   * Sends an extra 'env' call whenever none went out for this long (0: only where the mix puts them). Default 150 ms:
+   * with the devnet's 200 ms flashblocks one lands in (nearly) every flashblock even at rates where the mix alone
+   * gives one every other flashblock (`npm start`'s 5 tx/s); at 10 tx/s and more the mix alone does it.
+   */
+  envEveryMs?: number;
   /** Called for every accepted submission. */
   onSent?: (tx: SentTx) => void;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
@@ -144,6 +150,8 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
   const depositors = Array.from({ length: DEPOSITORS }, (_, i) => keccak256(toHex(`devnet-depositor-${opts.chainId}-${i}`)).slice(0, 42) as Hex);
   let deposits = 0;
   let envCalls = 0;
+  /** performance.now() of the last 'env' submission (see envEveryMs). */
+  let lastEnvMs = 0;
   const st: TrafficStats = {
     sent: 0,
     byKind: Object.fromEntries(TX_KINDS.map((k) => [k, 0])) as Record<TxKind, number>,
@@ -210,6 +218,7 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
         signed = await s.signTransaction({ ...base, type: 'eip1559', ...fees, gas: 200_000n, data: TOKEN_INIT });
         break;
       case 'env':
+        lastEnvMs = performance.now();
         // Alternating tx types: legacy and 1559 gas pricing both see the env.
         signed = envCalls++ % 3 === 0
           ? await s.signTransaction({ ...base, type: 'legacy', gasPrice: 2n * GWEI, gas: 150_000n, to: envContract })
@@ -277,9 +286,11 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
 
   let resolveDone: () => void = () => undefined;
   const donePromise = new Promise<void>((r) => (resolveDone = r));
-  const tickMs = Math.max(10, Math.min(200, 1000 / rate));
+  const envEveryMs = opts.envEveryMs ?? 150;
+  const tickMs = Math.max(10, Math.min(200, 1000 / rate, envEveryMs > 0 ? envEveryMs / 3 : Infinity));
   let credit = 0;
   let ticks = 0;
+  let extraEnv = 0;
   let last = performance.now();
   let busy = false;
   const timer = setInterval(() => {
@@ -287,10 +298,12 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
     const now = performance.now();
     credit += ((now - last) * rate) / 1000;
     last = now;
-    if (credit < 1) return;
+    const envDue = envEveryMs > 0 && now - lastEnvMs >= envEveryMs;
+    if (credit < 1 && !envDue) return;
     busy = true;
     const run = (async () => {
       // Sequential per tick: one sender's nonces must reach the pool in order.
+      if (envDue && !stopped && st.sent + st.errors < maxTxs) await send('env', extraEnv++ % signers.length);
       while (credit >= 1 && !stopped && st.sent + st.errors < maxTxs) {
         credit--;
         // The kinds follow the mix exactly (so its spacing holds, 'env' every other tx); the senders shift by one
