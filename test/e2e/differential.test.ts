@@ -25,7 +25,7 @@ const TX_PER_SEC = Number(process.env.DIFF_TX_PER_SEC ?? 30);
 const SENDERS = 8;
 /**
  * The daemon polls the node's head this slowly: the devnet's node shows block N the moment it is sealed, and the
- * daemon must still hold N (not settled) while the state at N's last flashblock is read (see Relay).
+ * daemon must still hold N (not settled) while the state at N's last flashblock is read (see the relay in differential()).
  */
 const CANONICAL_POLL_MS = 1000;
 /** The longest the relay holds a block's index 0 back for the previous block's snapshot. */
