@@ -4,38 +4,21 @@
 // flashblock's receipts_root is the root of the canonical block's receipts so far. Devnet only.
 import { getContractAddress, toHex, type Hex } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import { bigIntToBytes, hexToBytes } from '../../src/chain/hex.js';
-import { encodeRlp } from '../../src/chain/rlp.js';
 import type { BlockEnv, FlashblockWork } from '../../src/exec/engine.js';
 import { receiptFromRpc, receiptsRoot } from '../../src/exec/receipts.js';
 import { PipelinedRpc } from '../../src/exec/pipe.js';
 import type { Anvil } from './anvil.js';
+import { depositTx, initOf, REFUND_RUNTIME } from './contracts.js';
 import { devAccounts } from './sequencer.js';
 
 /** Stores NUMBER, TIMESTAMP, BASEFEE, COINBASE, BLOCKHASH(NUMBER-1), PREVRANDAO in slots 0..5. */
 const PROBE_RUNTIME = '4360005542600155486002554160035560014303406004554460055500';
-/** Sets slots 0..2 to 1, then clears them (refunds). */
-const REFUND_RUNTIME = '600160005560016001556001600255600060005560006001556000600255' + '00';
 /** Returns the balance of SINK (the bench's visibility check: every flashblock pays SINK). */
 export const SINK = '0x00000000000000000000000000000000005e1e55';
 const READER_RUNTIME = `73${SINK.slice(2)}3160005260206000f3`;
 const L1_BLOCK = '0x4200000000000000000000000000000000000015';
 const DEPOSITOR = '0xdeaddeaddeaddeaddeaddeaddeaddeaddead0001';
 const GWEI = 1_000_000_000n;
-
-function initOf(runtime: string): Hex {
-  const n = (runtime.length / 2).toString(16).padStart(2, '0');
-  return `0x60${n}600c60003960${n}6000f3${runtime}` as Hex;
-}
-
-/** A deposit (0x7e) as EIP-2718 hex; `mint` is credited to `from`, which sends `value` to `to`. */
-export function depositTx(sourceHash: string, from: string, to: string, mint: bigint, value: bigint, gas: bigint, data = '0x'): string {
-  const body = encodeRlp([
-    hexToBytes(sourceHash), hexToBytes(from), hexToBytes(to), bigIntToBytes(mint), bigIntToBytes(value), bigIntToBytes(gas),
-    Buffer.alloc(0), hexToBytes(data),
-  ]);
-  return '0x7e' + body.toString('hex');
-}
 
 /** Contracts deployed by {@link setupContracts}. */
 export interface ExecContracts {

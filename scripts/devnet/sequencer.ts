@@ -9,6 +9,8 @@ import { brotliCompressSync, constants as zlibConstants } from 'node:zlib';
 import { mnemonicToAccount } from 'viem/accounts';
 import { toHex } from 'viem';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { TX_DEPOSIT } from '../../src/chain/types.js';
+import { encodeDepositFromRpc } from '../../src/exec/anvil.js';
 import { DEV_MNEMONIC, rpcBatch, rpcCall, startAnvil, type Anvil, type AnvilOptions } from './anvil.js';
 
 /*
@@ -442,17 +444,22 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       receipts = await rpcCall<any[]>(url, 'eth_getBlockReceipts', [toHex(b.number)]);
       for (const r of receipts) if (r.contractAddress) b.touched.add(String(r.contractAddress).toLowerCase());
       const addrs = [...b.touched];
+      // Deposits are encoded from their fields: anvil 1.7.1 aborts on eth_getRawTransactionByHash of a 0x7e tx.
+      const signed = newTxs.filter((t) => Number(t.type) !== TX_DEPOSIT);
       const res = await rpcBatch(url, [
-        ...newTxs.map((t): [string, unknown[]] => ['eth_getRawTransactionByHash', [t.hash]]),
+        ...signed.map((t): [string, unknown[]] => ['eth_getRawTransactionByHash', [t.hash]]),
         ...addrs.map((a): [string, unknown[]] => ['eth_getBalance', [a, toHex(b.number)]]),
       ]);
-      newRaws = res.slice(0, newTxs.length).map((r, i) => {
-        if (!r.ok || typeof r.value !== 'string') throw new Error(`no raw bytes for ${newTxs[i].hash}`);
-        return r.value;
+      const rawByHash = new Map<string, string>();
+      signed.forEach((t, i) => {
+        const r = res[i];
+        if (!r?.ok || typeof r.value !== 'string') throw new Error(`no raw bytes for ${t.hash}`);
+        rawByHash.set(String(t.hash), r.value);
       });
+      newRaws = newTxs.map((t) => (Number(t.type) === TX_DEPOSIT ? encodeDepositFromRpc(t) : rawByHash.get(String(t.hash))!));
       balances = {};
       addrs.forEach((a, i) => {
-        const r = res[newTxs.length + i];
+        const r = res[signed.length + i];
         if (r?.ok) balances[a] = r.value as string;
       });
     } finally {

@@ -1,28 +1,52 @@
-// Devnet traffic generator: signs a steady mix of every tx type with anvil's dev accounts (viem, local nonces) and
-// submits them to one JSON-RPC URL. Must not wait for mining (anvil mines only when the sequencer seals).
+// Devnet traffic generator: signs a steady mix of every tx type with anvil's dev accounts (viem, local nonces), adds
+// user deposits (0x7e), and submits them to one JSON-RPC URL. Must not wait for mining (anvil mines only when the
+// sequencer seals).
+import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { concatHex, getContractAddress, keccak256, numberToHex, pad, toHex, type Hex } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { rpcCall } from './anvil.js';
+import { depositTx, ENV_RUNTIME, initOf, REFUND_RUNTIME } from './contracts.js';
 import type { DevAccount } from './sequencer.js';
 
-/** What a generated transaction does; the EIP-2718 type follows from it. */
-export type TxKind = 'legacy' | 'eip2930' | 'eip1559' | 'eip7702' | 'deploy' | 'transfer' | 'revert';
+/**
+ * What a generated transaction does; the EIP-2718 type follows from it. 'env' calls a contract that stores and logs
+ * NUMBER, TIMESTAMP, BASEFEE, COINBASE and BLOCKHASH(NUMBER-1); 'refund' sets storage and clears it again; 'deposit'
+ * is a user deposit (0x7e) minting ETH to a depositor that sends part of it on.
+ */
+export type TxKind = 'legacy' | 'eip2930' | 'eip1559' | 'eip7702' | 'deploy' | 'transfer' | 'revert' | 'env' | 'refund' | 'deposit';
 
-/** The default order of kinds, repeated: every kind appears within any 10 consecutive txs. */
-export const DEFAULT_MIX: TxKind[] = ['eip1559', 'transfer', 'legacy', 'eip2930', 'transfer', 'eip7702', 'revert', 'eip1559', 'deploy', 'legacy'];
+/** Every kind, in a stable order (for per-kind tables). */
+export const TX_KINDS: readonly TxKind[] = ['legacy', 'eip2930', 'eip1559', 'eip7702', 'deploy', 'transfer', 'revert', 'env', 'refund', 'deposit'];
+
+/**
+ * The default order of kinds, repeated: every kind appears within any 24 consecutive txs, and every other tx is an
+ * 'env' call, so that at 10 tx/s or more one lands in (nearly) every 200 ms flashblock.
+ */
+export const DEFAULT_MIX: TxKind[] = [
+  'eip1559', 'transfer', 'legacy', 'eip2930', 'refund', 'transfer', 'eip7702', 'revert', 'eip1559', 'deploy', 'legacy', 'deposit',
+].flatMap((k): TxKind[] => ['env', k as TxKind]);
 
 export interface TrafficOptions {
   /** Where to submit (anvil, the devnet's nodeRpcUrl, or flashblocksd). */
   rpcUrl: string;
   chainId: number;
-  /** Senders; the first deploys the token and funds the others with it. Use accounts nobody else signs for. */
+  /**
+   * Senders; the first deploys the token, env and refund contracts and funds the others with the token. Use accounts
+   * nobody else signs for.
+   */
   accounts: DevAccount[];
   /** Target rate in transactions per second. */
   txPerSec?: number;
   /** Stop after this many txs (the setup txs included); default unbounded. */
   maxTxs?: number;
   mix?: TxKind[];
+  /**
+   * Sends an extra 'env' call whenever none went out for this long (0: only where the mix puts them). Default 150 ms:
+   * with the devnet's 200 ms flashblocks one lands in (nearly) every flashblock even at rates where the mix alone
+   * gives one every other flashblock (`npm start`'s 5 tx/s); at 10 tx/s and more the mix alone does it.
+   */
+  envEveryMs?: number;
   /** Called for every accepted submission. */
   onSent?: (tx: SentTx) => void;
   log?: (msg: string, fields?: Record<string, unknown>) => void;
@@ -32,7 +56,9 @@ export interface TrafficOptions {
 export interface SentTx {
   hash: Hex;
   kind: TxKind;
+  /** The signer, or for a deposit its depositor. */
   from: Hex;
+  /** The signed nonce; -1 for a deposit (it takes the depositor's account nonce when it executes). */
   nonce: number;
   /** performance.now() when the submission was started. */
   sentAtMs: number;
@@ -49,6 +75,13 @@ export interface TrafficStats {
 export interface Traffic {
   /** The token every 'transfer'/'revert' tx calls. */
   readonly token: Hex;
+  /** The env contract every 'env' tx calls, and the refund contract every 'refund' tx calls. */
+  readonly env: Hex;
+  readonly refund: Hex;
+  /** Addresses deposits come from (each gets a share of them). */
+  readonly depositors: readonly Hex[];
+  /** The key-less 7702 authority every 'eip7702' tx delegates to the token. */
+  readonly authority: Hex;
   stats(): TrafficStats;
   /** Stops sending and waits for in-flight submissions. */
   stop(): Promise<void>;
@@ -87,6 +120,14 @@ export const tokenInitCode: Hex = TOKEN_INIT;
 const GWEI = 1_000_000_000n;
 
 /**
+ * Depositors deposits rotate over. anvil 1.7 pools every deposit under nonce 0 of its `from`, so two pooled deposits
+ * from one address collide ("replacement transaction underpriced"); a depositor comes back only after 63 others,
+ * by then its earlier deposit has been sealed (at 200 tx/s that is 7 s, several blocks). Deposits never come from a
+ * signer: a deposit bumps its sender's nonce and would strand the signer's pooled txs.
+ */
+const DEPOSITORS = 64;
+
+/**
  * Starts submitting signed transactions at `txPerSec`. The first account deploys the token and gives every other
  * account a share, so transfers from any sender succeed and 'revert' txs fail only for the amount they ask.
  */
@@ -102,9 +143,18 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
   );
   const deployer = signers[0]!;
   const token = getContractAddress({ from: deployer.address, nonce: BigInt(nonces[0]!) });
+  const envContract = getContractAddress({ from: deployer.address, nonce: BigInt(nonces[0]! + 1) });
+  const refundContract = getContractAddress({ from: deployer.address, nonce: BigInt(nonces[0]! + 2) });
+  // A fresh salt per generator: deposit hashes (from sourceHash) never repeat across runs on one chain.
+  const salt = randomBytes(8).toString('hex');
+  const depositors = Array.from({ length: DEPOSITORS }, (_, i) => keccak256(toHex(`devnet-depositor-${opts.chainId}-${i}`)).slice(0, 42) as Hex);
+  let deposits = 0;
+  let envCalls = 0;
+  /** performance.now() of the last 'env' submission (see envEveryMs). */
+  let lastEnvMs = 0;
   const st: TrafficStats = {
     sent: 0,
-    byKind: { legacy: 0, eip2930: 0, eip1559: 0, eip7702: 0, deploy: 0, transfer: 0, revert: 0 },
+    byKind: Object.fromEntries(TX_KINDS.map((k) => [k, 0])) as Record<TxKind, number>,
     errors: 0,
     lastError: null,
   };
@@ -116,7 +166,28 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
 
   const sink = (i: number): Hex => keccak256(toHex(`sink-${i}`)).slice(0, 42) as Hex;
 
+  /** A user deposit: mints to a depositor, which pays part of it to a sink. */
+  async function sendDeposit(): Promise<void> {
+    const from = depositors[deposits % depositors.length]!;
+    const sourceHash = keccak256(toHex(`devnet-deposit-${salt}-${deposits}`));
+    const raw = depositTx(sourceHash, from, sink(seq), 10n ** 15n + BigInt(seq), 10n ** 14n + BigInt(seq), 100_000n);
+    deposits++;
+    seq++;
+    const sentAtMs = performance.now();
+    try {
+      const hash = await rpcCall<Hex>(opts.rpcUrl, 'eth_sendRawTransaction', [raw]);
+      st.sent++;
+      st.byKind.deposit++;
+      opts.onSent?.({ hash, kind: 'deposit', from, nonce: -1, sentAtMs });
+    } catch (e) {
+      st.errors++;
+      st.lastError = e instanceof Error ? e.message : String(e);
+      log('traffic: submission failed', { kind: 'deposit', from, error: st.lastError });
+    }
+  }
+
   async function send(kind: TxKind, who: number): Promise<void> {
+    if (kind === 'deposit') return sendDeposit();
     const s = signers[who]!;
     const nonce = nonces[who]!;
     const fees = { maxFeePerGas: 3n * GWEI, maxPriorityFeePerGas: BigInt(1 + (seq % 1000)) };
@@ -145,6 +216,16 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
       }
       case 'deploy':
         signed = await s.signTransaction({ ...base, type: 'eip1559', ...fees, gas: 200_000n, data: TOKEN_INIT });
+        break;
+      case 'env':
+        lastEnvMs = performance.now();
+        // Alternating tx types: legacy and 1559 gas pricing both see the env.
+        signed = envCalls++ % 3 === 0
+          ? await s.signTransaction({ ...base, type: 'legacy', gasPrice: 2n * GWEI, gas: 150_000n, to: envContract })
+          : await s.signTransaction({ ...base, type: 'eip1559', ...fees, gas: 150_000n, to: envContract });
+        break;
+      case 'refund':
+        signed = await s.signTransaction({ ...base, type: 'eip1559', ...fees, gas: 150_000n, to: refundContract });
         break;
       case 'transfer':
         signed = await s.signTransaction({ ...base, type: 'eip1559', ...fees, gas: 60_000n, to: token, data: transferData(peer, BigInt(1 + (seq % 97))) });
@@ -177,6 +258,18 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
     void p.finally(() => inflight.delete(p));
   };
   await send('deploy', 0);
+  for (const runtime of [ENV_RUNTIME, REFUND_RUNTIME]) {
+    const nonce = nonces[0]!;
+    const signed = await deployer.signTransaction({
+      chainId: opts.chainId, nonce, type: 'eip1559', maxFeePerGas: 3n * GWEI, maxPriorityFeePerGas: 1n, gas: 200_000n, data: initOf(runtime),
+    });
+    nonces[0] = nonce + 1;
+    const sentAtMs = performance.now();
+    const hash = await rpcCall<Hex>(opts.rpcUrl, 'eth_sendRawTransaction', [signed]);
+    st.sent++;
+    st.byKind.deploy++;
+    opts.onSent?.({ hash, kind: 'deploy', from: deployer.address, nonce, sentAtMs });
+  }
   for (let i = 1; i < signers.length; i++) {
     const nonce = nonces[0]!;
     const signed = await deployer.signTransaction({
@@ -193,9 +286,11 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
 
   let resolveDone: () => void = () => undefined;
   const donePromise = new Promise<void>((r) => (resolveDone = r));
-  const tickMs = Math.max(10, Math.min(200, 1000 / rate));
+  const envEveryMs = opts.envEveryMs ?? 150;
+  const tickMs = Math.max(10, Math.min(200, 1000 / rate, envEveryMs > 0 ? envEveryMs / 3 : Infinity));
   let credit = 0;
-  let who = 0;
+  let ticks = 0;
+  let extraEnv = 0;
   let last = performance.now();
   let busy = false;
   const timer = setInterval(() => {
@@ -203,16 +298,21 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
     const now = performance.now();
     credit += ((now - last) * rate) / 1000;
     last = now;
-    if (credit < 1) return;
+    const envDue = envEveryMs > 0 && now - lastEnvMs >= envEveryMs;
+    if (credit < 1 && !envDue) return;
     busy = true;
     const run = (async () => {
       // Sequential per tick: one sender's nonces must reach the pool in order.
+      if (envDue && !stopped && st.sent + st.errors < maxTxs) await send('env', extraEnv++ % signers.length);
       while (credit >= 1 && !stopped && st.sent + st.errors < maxTxs) {
         credit--;
-        // Shift the mix by one every round of senders so that every sender sends every kind.
-        const kind = mix[(seq + Math.floor(seq / signers.length)) % mix.length]!;
+        // The kinds follow the mix exactly (so its spacing holds, 'env' every other tx); the senders shift by one
+        // every round of the mix so that every sender sends every kind. (Shifting the mix instead skipped some
+        // positions for good whenever the mix length was a multiple of senders + 1.)
+        const kind = mix[ticks % mix.length]!;
+        const who = ((ticks % mix.length) + Math.floor(ticks / mix.length)) % signers.length;
+        ticks++;
         await send(kind, who);
-        who = (who + 1) % signers.length;
       }
       if (st.sent + st.errors >= maxTxs) {
         stopped = true;
@@ -225,6 +325,10 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
 
   return {
     token,
+    env: envContract,
+    refund: refundContract,
+    depositors,
+    authority: authority.address,
     stats: () => ({ ...st, byKind: { ...st.byKind } }),
     async stop() {
       stopped = true;

@@ -218,8 +218,13 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
   const { a, bp, top } = accountQuery(ctx, params);
   if (top === undefined) return FORWARD_AS_IS;
   if (bp.kind === 'number' && top !== null) {
-    const n = nonceAt(ctx, a, top.number);
-    return n === null ? new Forward(withLatest(params, 1)) : toQuantity(n);
+    // The newest held height: the executed state's nonce when execution answers (see below), else the stream's.
+    const fromStream = (): unknown => {
+      const n = nonceAt(ctx, a, top.number);
+      return n === null ? new Forward(withLatest(params, 1)) : toQuantity(n);
+    };
+    if (ctx.execution === null || !atNewestState(ctx, top)) return fromStream();
+    return executedAccount(ctx, top, (e) => e.getTransactionCount(a)).then((x) => (x === null ? fromStream() : new FromState(toQuantity(x))));
   }
   // The node's `pending` count includes its mempool: a wallet's back-to-back sends that no flashblock holds yet.
   const fromNode = ctx.node.call<string>('eth_getTransactionCount', [a, 'pending']);
@@ -227,12 +232,14 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
   // Senders still with the recovery worker: wait for its answer rather than recover them on the event loop.
   const settled = ctx.senders.settled(a);
   const fromState = settled === null ? ctx.view.nextNonce(a) : settled.then(() => ctx.view.nextNonce(a));
-  // The executed state's nonce (exact for deposits and senders recovery has not reached), when execution answers.
+  // The executed state's nonce (exact for deposits and senders recovery has not reached), when execution answers. It
+  // replaces the stream's: that one takes a deposit's receipt depositNonce as op-geth's pre-execution value, and a
+  // chain that commits anvil's post-execution value (the devnet) made it one too high for depositors.
   const fromEngine = executedAccount(ctx, top, (e) => e.getTransactionCount(a));
   return Promise.all([fromNode, fromState, fromEngine]).then(([n, s, x]) => {
     let best = BigInt(n);
-    if (s !== null && s > best) best = s;
-    if (x !== null && x > best) best = x;
+    const mine = x ?? s;
+    if (mine !== null && mine > best) best = mine;
     return toQuantity(best);
   });
 };

@@ -1,0 +1,406 @@
+// The devnet differential of pending execution (issue 13's acceptance), on a stream with receipts and on a post-Azul
+// stream (`?azul=1`, no receipts, no balances): over ≥ 1,000 transactions of every kind the devnet sends (legacy,
+// 2930, 1559, 7702, deploys, token transfers, reverts, env-reading calls in every flashblock, refund-heavy calls,
+// user deposits), every receipt the daemon served while the tx was only preconfirmed, and every log, balance, nonce,
+// code and storage value it answered with `pending` at the last flashblock of block N, equals the node's canonical
+// answer for block N once it lands (block-hash fields excepted). Counts per kind and field go to the test comments.
+import t, { type Test } from 'tap';
+import { appendFileSync } from 'node:fs';
+import { performance } from 'node:perf_hooks';
+import { getContractAddress, pad, toHex, type Hex } from 'viem';
+import { rpcBatch, type BatchResult } from '../../scripts/devnet/anvil.js';
+import { ENV_SLOTS, REFUND_SLOTS } from '../../scripts/devnet/contracts.js';
+import { encodeFlashblock, startDevnet } from '../../scripts/devnet/sequencer.js';
+import { startTraffic, type SentTx, type Traffic, type TxKind } from '../../scripts/devnet/traffic.js';
+import { loadConfig } from '../../src/config.js';
+import { startDaemon, type Daemon } from '../../src/daemon.js';
+import { createLogger } from '../../src/log.js';
+import { firstDiff, strip } from '../helpers/compare.js';
+import { startReplayServer } from '../helpers/replay-server.js';
+import { Tally } from '../helpers/tally.js';
+
+/** Transactions per stream kind (setup included), their rate and the senders (several: nonces stay in order per sender). */
+const TXS = Number(process.env.DIFF_TXS ?? 1040);
+const TX_PER_SEC = Number(process.env.DIFF_TX_PER_SEC ?? 30);
+const SENDERS = 8;
+/**
+ * The daemon polls the node's head this slowly: the devnet's node shows block N the moment it is sealed, and the
+ * daemon must still hold N (not settled) while the state at N's last flashblock is read (see the relay in differential()).
+ */
+const CANONICAL_POLL_MS = 1000;
+/** The longest the relay holds a block's index 0 back for the previous block's snapshot. */
+const HOLD_MAX_MS = 800;
+const BLOCK_TIME_MS = 2000;
+const FLASHBLOCK_MS = 200;
+/** OP fee vaults (every tx pays some of them). */
+const VAULTS = ['0x4200000000000000000000000000000000000011', '0x4200000000000000000000000000000000000019', '0x420000000000000000000000000000000000001a', '0x420000000000000000000000000000000000001b'];
+
+const logLines: string[] = [];
+const log = createLogger({ level: 'warn', write: (line) => void logLines.push(line) });
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+// Two runs of ≥ 1,000 txs each (about 45 s apiece) do not fit the runner's default 120 s.
+t.setTimeout(300_000);
+
+const devnet = await startDevnet({ blockTimeMs: BLOCK_TIME_MS, flashblockMs: FLASHBLOCK_MS, anvil: { accounts: 2 * SENDERS + 1 } });
+t.teardown(() => devnet.stop());
+
+/** What the devnet published: flashblocks per block, each tx's block, cumulative tx counts, and when N was sealed. */
+const fbCount = new Map<number, number>();
+const txCountAt = new Map<string, number>();
+const txBlock = new Map<string, number>();
+/** Tx hash → index of its flashblock. */
+const txIndex = new Map<string, number>();
+/** Block N → performance.now() when index 0 of N + 1 was published: N is sealed, and the node shows it from then on. */
+const sealedAt = new Map<number, number>();
+/** "N/i" → performance.now() when the devnet published it. */
+const publishedAt = new Map<string, number>();
+/** "N/i" → hashes of its transactions. */
+const fbTxs = new Map<string, string[]>();
+devnet.onFlashblock((fb) => {
+  fbCount.set(fb.blockNumber, fb.index + 1);
+  const before = fb.index === 0 ? 0 : (txCountAt.get(`${fb.blockNumber}/${fb.index - 1}`) ?? NaN);
+  txCountAt.set(`${fb.blockNumber}/${fb.index}`, before + fb.diff.transactions.length);
+  for (const r of fb.receipts) {
+    txBlock.set(r.hash, fb.blockNumber);
+    txIndex.set(r.hash, fb.index);
+  }
+  if (fb.index === 0) sealedAt.set(fb.blockNumber - 1, performance.now());
+  publishedAt.set(`${fb.blockNumber}/${fb.index}`, performance.now());
+  fbTxs.set(`${fb.blockNumber}/${fb.index}`, fb.receipts.map((r) => r.hash));
+});
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+
+async function boot(t: Test, streamUrl: string): Promise<{ daemon: Daemon; rpc: string }> {
+  const config = loadConfig(
+    [
+      '--flashblocks-url', streamUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', String(BLOCK_TIME_MS),
+      '--log-level', 'warn', '--canonical-poll-ms', String(CANONICAL_POLL_MS),
+    ],
+    {},
+  );
+  const daemon = await startDaemon(config, { log });
+  t.teardown(() => daemon.stop());
+  const end = Date.now() + 30_000;
+  while (daemon.execution?.executed == null) {
+    if (Date.now() > end) throw new Error('the engine executed no flashblock within 30 s');
+    await sleep(20);
+  }
+  return { daemon, rpc: `http://127.0.0.1:${daemon.rpcPort}` };
+}
+
+/** One state read, asked of the daemon at `pending` and of the node at block N. */
+interface Probe {
+  /** Row and column of the tally: the account class and the field. */
+  row: string;
+  field: 'balance' | 'nonce' | 'nonce(pending tag)' | 'code' | 'storage';
+  /** The call with its block argument last. */
+  method: string;
+  args: unknown[];
+  /** 'ge': the daemon's `pending` nonce includes the node's mempool (documented), so it may only be higher. */
+  cmp: 'eq' | 'ge';
+}
+
+/** A JSON-RPC batch answered while the engine's executed position stayed at `number`/`index`. */
+interface Snapshot {
+  number: number;
+  index: number;
+  probes: Probe[];
+  answers: BatchResult[];
+  logs: BatchResult;
+  blockReceipts: BatchResult;
+}
+
+const fallbackCounts = (d: Daemon): Record<string, number> => Object.fromEntries(Object.entries(d.metrics.pendingFallbacks).map(([k, c]) => [k, c.value]));
+
+const posOf = (d: Daemon): string => {
+  const p = d.execution?.executed;
+  return p == null ? '' : `${p.number}/${p.index}`;
+};
+
+/** The state reads for the pending block `blk` (full txs): every account it touched plus the traffic's fixtures. */
+function probesFor(blk: any, traffic: Traffic, senders: Hex[], sent: Map<string, SentTx>): Probe[] {
+  const probes: Probe[] = [];
+  const accounts = new Map<string, string>();
+  const note = (a: string | null | undefined, row: string): void => {
+    if (a && !accounts.has(a.toLowerCase())) accounts.set(a.toLowerCase(), row);
+  };
+  for (const s of senders) note(s, 'sender');
+  note(traffic.authority, 'authority');
+  for (const v of VAULTS) note(v, 'fee vault');
+  note(blk.miner, 'fee vault');
+  // The traffic's contracts, and those deployed in this block (a token: its deployer's balance sits at its slot).
+  const contracts = new Map<string, Hex | null>([[traffic.token.toLowerCase(), null], [traffic.env.toLowerCase(), null], [traffic.refund.toLowerCase(), null]]);
+  for (const x of blk.transactions as any[]) {
+    note(x.from, sent.get(x.hash)?.kind === 'deposit' ? 'depositor' : 'sender');
+    if (x.to == null) contracts.set(getContractAddress({ from: x.from, nonce: BigInt(x.nonce) }).toLowerCase(), x.from);
+    else note(x.to, 'recipient');
+  }
+  for (const [a, deployer] of contracts) note(a, deployer === null ? 'contract' : 'deployed');
+  for (const [a, row] of accounts) {
+    probes.push({ row, field: 'balance', method: 'eth_getBalance', args: [a], cmp: 'eq' });
+    // The pending height as a number: the nonce after the block's own txs. The `pending` tag also counts the node's
+    // mempool (a wallet's back-to-back sends) for the traffic's senders, so there it may only be higher.
+    probes.push({ row, field: 'nonce', method: 'eth_getTransactionCount', args: [a], cmp: 'eq' });
+    probes.push({ row, field: 'nonce(pending tag)', method: 'eth_getTransactionCount', args: [a], cmp: row === 'sender' ? 'ge' : 'eq' });
+  }
+  for (const [a, deployer] of contracts) {
+    probes.push({ row: deployer === null ? 'contract' : 'deployed', field: 'code', method: 'eth_getCode', args: [a], cmp: 'eq' });
+    if (deployer !== null) probes.push({ row: 'deployed', field: 'storage', method: 'eth_getStorageAt', args: [a, pad(deployer)], cmp: 'eq' });
+  }
+  // The 7702 authority's code is its delegation designator.
+  probes.push({ row: 'authority', field: 'code', method: 'eth_getCode', args: [traffic.authority], cmp: 'eq' });
+  const slot = (n: number): Hex => toHex(n, { size: 32 });
+  for (let i = 0; i < ENV_SLOTS; i++) probes.push({ row: 'env', field: 'storage', method: 'eth_getStorageAt', args: [traffic.env, slot(i)], cmp: 'eq' });
+  for (let i = 0; i < REFUND_SLOTS; i++) probes.push({ row: 'refund', field: 'storage', method: 'eth_getStorageAt', args: [traffic.refund, slot(i)], cmp: 'eq' });
+  for (const s of [...senders, traffic.authority]) probes.push({ row: 'token', field: 'storage', method: 'eth_getStorageAt', args: [traffic.token, pad(s)], cmp: 'eq' });
+  return probes;
+}
+
+/** The block argument a probe is asked with: `pending` for the daemon (or its height, for the height nonce), N for the node. */
+function callOf(p: Probe, tag: string, height: string): [string, unknown[]] {
+  return [p.method, [...p.args, p.field === 'nonce' ? height : tag]];
+}
+
+async function differential(t: Test, azul: boolean, senderAccounts: typeof devnet.accounts): Promise<void> {
+  // The relay passes the devnet's flashblocks on, holding each block's index 0 until the previous block's last
+  // flashblock has been executed and read (finalSnapshot): the devnet builds index 0 of N + 1 some 30-60 ms after N's
+  // last flashblock, too soon to read a few hundred values at it.
+  let running = true;
+  let finalSnapshot: (n: number, index: number) => Promise<void> = async () => undefined;
+  const relay = await startReplayServer();
+  t.teardown(() => relay.close());
+  const queue: { n: number; index: number; frame: string }[] = [];
+  let pumping = false;
+  const pump = async (): Promise<void> => {
+    if (pumping) return;
+    pumping = true;
+    while (queue.length > 0) {
+      const f = queue[0]!;
+      const count = fbCount.get(f.n - 1);
+      if (f.index === 0 && running && count !== undefined) await finalSnapshot(f.n - 1, count - 1);
+      relay.send(queue.shift()!.frame);
+    }
+    pumping = false;
+  };
+  const off = devnet.onFlashblock((fb) => {
+    queue.push({ n: fb.blockNumber, index: fb.index, frame: encodeFlashblock(fb, { receipts: 'external', azul }) });
+    void pump();
+  });
+  t.teardown(off);
+  const logFrom = logLines.length;
+  const { daemon, rpc } = await boot(t, relay.url);
+  const senders = senderAccounts.map((a) => a.address);
+  const sent = new Map<string, SentTx>();
+  const traffic = await startTraffic({ rpcUrl: rpc, chainId: devnet.chainId, accounts: senderAccounts, txPerSec: TX_PER_SEC, maxTxs: TXS, onSent: (s) => void sent.set(s.hash, s) });
+  t.teardown(() => traffic.stop());
+  const startBlock = Math.max(...fbCount.keys());
+
+  // Receipts: polled from the daemon until it serves them; "pending" when it did before the devnet sealed the block.
+  const daemonReceipts = new Map<string, { receipt: any; pending: boolean }>();
+  const receiptPoller = (async () => {
+    while (running) {
+      // Only txs already in a published flashblock: the daemon holds those, while one it does not hold yet is forwarded
+      // to the node, whose answer waits while the devnet builds a flashblock (and would hold up the whole batch).
+      // Without receipts in the stream, a receipt exists once its flashblock was executed: asked for earlier, the
+      // daemon forwards too.
+      const at = daemon.execution?.executed;
+      const ready = (h: string): boolean => {
+        const n = txBlock.get(h);
+        if (n === undefined) return false;
+        return !azul || (at != null && (at.number > n || (at.number === n && at.index >= txIndex.get(h)!)));
+      };
+      const open = [...sent.keys()].filter((h) => !daemonReceipts.has(h) && ready(h));
+      if (open.length > 0) {
+        const res = await rpcBatch(rpc, open.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]]));
+        open.forEach((h, i) => {
+          const r = res[i];
+          if (!r?.ok || r.value === null) return;
+          const n = txBlock.get(h);
+          daemonReceipts.set(h, { receipt: r.value, pending: n !== undefined && !sealedAt.has(n) });
+        });
+      }
+      await sleep(10);
+    }
+  })();
+
+  // State: snapshots at each block's last flashblock, taken while the relay holds the next block back.
+  const snapshots = new Map<string, Snapshot>();
+  const skipped: Record<string, number> = { moved: 0, settled: 0, unreached: 0 };
+  const skip = (why: string): void => void (skipped[why] = (skipped[why] ?? 0) + 1);
+  /** Per block, from its last flashblock's publication: ms until the daemon had executed it, and until the seal. */
+  const lastFlashblockMs: { executed: number; sealed: number }[] = [];
+  finalSnapshot = async (n: number, index: number): Promise<void> => {
+    const pos = `${n}/${index}`;
+    // The whole stream waits behind the held frame: a lagging engine costs this block's comparison, not the next
+    // block's preconfirmations.
+    const end = performance.now() + HOLD_MAX_MS;
+    while (posOf(daemon) !== pos) {
+      if (performance.now() > end || !running) {
+        skip('unreached');
+        return;
+      }
+      await sleep(2);
+    }
+    const published = publishedAt.get(pos);
+    const sealed = sealedAt.get(n);
+    if (published !== undefined && sealed !== undefined) lastFlashblockMs.push({ executed: performance.now() - published, sealed: sealed - published });
+    for (let attempt = 0; attempt < 3 && running && performance.now() < end; attempt++) {
+      const fallbacks = fallbackCounts(daemon);
+      const [blk] = await rpcBatch(rpc, [['eth_getBlockByNumber', ['pending', true]]]);
+      if (!blk?.ok || blk.value === null || Number(blk.value.number) !== n || blk.value.transactions.length !== txCountAt.get(pos)) {
+        skip('moved');
+        continue;
+      }
+      const probes = probesFor(blk.value, traffic, senders, sent);
+      const height = toHex(n);
+      const res = await rpcBatch(rpc, [
+        ...probes.map((q) => callOf(q, 'pending', height)),
+        ['eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }]],
+        ['eth_getBlockReceipts', ['pending']],
+      ]);
+      // Kept only when every answer came from the pending state at this flashblock: no fallback to the node, the
+      // block not settled meanwhile, the executed position unchanged.
+      const now = fallbackCounts(daemon);
+      const moved = Object.keys(now).filter((k) => now[k] !== fallbacks[k]);
+      if (moved.length > 0) for (const k of moved) skip(`fallback ${k}`);
+      else if (daemon.view.canonical >= n) skip('settled');
+      else if (posOf(daemon) !== pos) skip('moved');
+      else {
+        snapshots.set(pos, { number: n, index, probes, answers: res.slice(0, probes.length), logs: res[probes.length]!, blockReceipts: res[probes.length + 1]! });
+        return;
+      }
+    }
+  };
+
+  await traffic.done();
+  const lastSent = Math.max(...fbCount.keys());
+  // Every sent tx in a flashblock, and its block sealed.
+  const deadline = Date.now() + 20_000;
+  while (Date.now() < deadline && ([...sent.keys()].some((h) => !daemonReceipts.has(h) || !sealedAt.has(txBlock.get(h) ?? Infinity)) || !sealedAt.has(lastSent))) await sleep(50);
+  running = false;
+  await receiptPoller;
+  const stats = traffic.stats();
+  t.equal(stats.errors, 0, `every submission accepted (${stats.lastError ?? 'no error'})`);
+  t.ok(sent.size >= 1000, `${sent.size} txs sent through the daemon`);
+
+  const kindOf = (h: string): TxKind | 'other' => sent.get(h)?.kind ?? 'other';
+  const cmp = (a: unknown, b: unknown): string | null => firstDiff(strip(a), strip(b));
+
+  // Receipts served while pending, field by field, against the node's canonical receipts.
+  const receipts = new Tally();
+  const hashes = [...sent.keys()];
+  const canon = await rpcBatch(devnet.nodeRpcUrl, hashes.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]]));
+  let pendingSeen = 0;
+  const pendingByKind: Record<string, number> = {};
+  /** Receipts not served before the seal, by where their tx sat: the block's last flashblock (built at the seal) or earlier. */
+  const late = { lastFlashblock: 0, earlier: 0 };
+  hashes.forEach((h, i) => {
+    const d = daemonReceipts.get(h);
+    const c = canon[i];
+    if (d === undefined || !c?.ok || c.value === null) {
+      receipts.add(kindOf(h), 'served', `daemon ${d === undefined ? 'none' : 'some'}, node ${c?.ok ? 'none' : 'error'}`);
+      return;
+    }
+    if (!d.pending) {
+      const n = txBlock.get(h);
+      if (n !== undefined && txIndex.get(h) === (fbCount.get(n) ?? 0) - 1) late.lastFlashblock++;
+      else late.earlier++;
+      return;
+    }
+    pendingSeen++;
+    pendingByKind[kindOf(h)] = (pendingByKind[kindOf(h)] ?? 0) + 1;
+    const a = strip(d.receipt);
+    const b = strip(c.value);
+    for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) receipts.add(kindOf(h), k, firstDiff(a[k], b[k], k));
+  });
+
+  // State, logs and block receipts at the last flashblock of each block, against the node at that block.
+  const state = new Tally();
+  const logs = new Tally();
+  const blockReceipts = new Tally();
+  let blocksCompared = 0;
+  let blocksMissed = 0;
+  for (let n = startBlock + 1; n < lastSent; n++) {
+    const count = fbCount.get(n);
+    const s = count === undefined ? undefined : snapshots.get(`${n}/${count - 1}`);
+    if (s === undefined) {
+      blocksMissed++;
+      continue;
+    }
+    blocksCompared++;
+    const at = toHex(n);
+    const want = await rpcBatch(devnet.nodeRpcUrl, [
+      ...s.probes.map((q) => callOf(q, at, at)),
+      ['eth_getLogs', [{ fromBlock: at, toBlock: at }]],
+      ['eth_getBlockReceipts', [at]],
+    ]);
+    s.probes.forEach((q, i) => {
+      const got = s.answers[i]!;
+      const w = want[i]!;
+      let d: string | null = null;
+      if (!got.ok || !w.ok) d = `daemon ${got.ok ? JSON.stringify(got.value) : got.error.message} vs node ${w.ok ? JSON.stringify(w.value) : w.error.message}`;
+      else if (q.cmp === 'ge' ? BigInt(got.value) < BigInt(w.value) : (q.field === 'code' || q.field === 'storage' ? got.value !== w.value : BigInt(got.value) !== BigInt(w.value))) {
+        d = `block ${n} ${q.method}(${q.args.join(', ')}): daemon ${got.value} vs node ${w.value}`;
+      }
+      state.add(q.row, q.field, d);
+    });
+    const pairUp = (tally: Tally, got: BatchResult, w: BatchResult, what: string): void => {
+      if (!got.ok || !w.ok || !Array.isArray(got.value) || !Array.isArray(w.value)) {
+        tally.add('all', what, `block ${n}: daemon ${JSON.stringify(got)} vs node ${JSON.stringify(w)}`);
+        return;
+      }
+      if (got.value.length !== w.value.length) tally.add('all', `${what} count`, `block ${n}: daemon ${got.value.length} vs node ${w.value.length}`);
+      for (let i = 0; i < Math.max(got.value.length, w.value.length); i++) {
+        const c = w.value[i];
+        const x = got.value[i];
+        tally.add(kindOf(c?.transactionHash ?? x?.transactionHash), what, x === undefined || c === undefined ? `block ${n} #${i}: missing` : cmp(x, c));
+      }
+    };
+    pairUp(logs, s.logs, want[s.probes.length]!, 'log');
+    pairUp(blockReceipts, s.blockReceipts, want[s.probes.length + 1]!, 'receipt');
+  }
+
+  // The env contract in every flashblock: those of the run's full blocks that hold any tx, and how many hold an env call.
+  let withTxs = 0;
+  let withEnv = 0;
+  for (let n = startBlock + 1; n < lastSent; n++) {
+    for (let i = 0; i < (fbCount.get(n) ?? 0); i++) {
+      const hs = fbTxs.get(`${n}/${i}`) ?? [];
+      if (hs.length === 0) continue;
+      withTxs++;
+      if (hs.some((h) => kindOf(h) === 'env')) withEnv++;
+    }
+  }
+  t.ok(withEnv >= 0.9 * withTxs, `${withEnv} of ${withTxs} flashblocks with transactions hold an env call (NUMBER, TIMESTAMP, BASEFEE, COINBASE, BLOCKHASH)`);
+  const byKind: Record<string, number> = {};
+  for (const x of sent.values()) byKind[x.kind] = (byKind[x.kind] ?? 0) + 1;
+  t.comment(`sent by kind ${JSON.stringify(byKind)}; receipts seen pending ${pendingSeen}/${sent.size} by kind ${JSON.stringify(pendingByKind)}; not seen pending: ${late.lastFlashblock} in their block's last flashblock, ${late.earlier} earlier`);
+  t.comment(
+    `a block's last flashblock (built at the seal): executed by the daemon ${median(lastFlashblockMs.map((x) => x.executed)).toFixed(0)} ms after its publication (median), ` +
+      `the block sealed ${median(lastFlashblockMs.map((x) => x.sealed)).toFixed(0)} ms after it (median of ${lastFlashblockMs.length} blocks)`,
+  );
+  t.comment(receipts.format('receipts served while pending vs canonical (kind: field compared/differed)'));
+  t.comment(blockReceipts.format(`eth_getBlockReceipts(pending) at the last flashblock vs canonical, ${blocksCompared} blocks (kind: compared/differed)`));
+  t.comment(logs.format(`eth_getLogs(pending) at the last flashblock vs canonical, ${blocksCompared} blocks (kind: compared/differed)`));
+  t.comment(state.format(`state with pending at the last flashblock vs the node at that block, ${blocksCompared} blocks, ${blocksMissed} without a clean snapshot (attempts discarded: ${JSON.stringify(skipped)}) (account class: field compared/differed)`));
+  const ex = [...receipts.examples, ...blockReceipts.examples, ...logs.examples, ...state.examples];
+  for (const [name, tally] of [['receipts', receipts], ['block receipts', blockReceipts], ['logs', logs], ['state', state]] as const) {
+    t.equal(tally.differed, 0, `${name}: ${tally.compared} values compared, ${tally.differed} differ ${JSON.stringify(tally.differences())}`);
+  }
+  t.same(ex.slice(0, 10), [], 'first differences');
+  t.ok(pendingSeen >= 0.95 * sent.size, `${pendingSeen} of ${sent.size} receipts (${((100 * pendingSeen) / sent.size).toFixed(1)} %) served before the block was sealed`);
+  t.ok(blocksCompared >= 0.5 * (lastSent - startBlock - 1), `${blocksCompared} blocks' state compared (of ${lastSent - startBlock - 1})`);
+  for (const k of ['env', 'refund', 'deposit', 'eip7702', 'deploy', 'legacy', 'eip2930', 'eip1559', 'transfer', 'revert']) t.ok((pendingByKind[k] ?? 0) > 0, `${k} receipts compared while pending`);
+  const warnings = logLines.slice(logFrom);
+  if (process.env.DIFF_LOG) appendFileSync(process.env.DIFF_LOG, warnings.join('\n') + '\n');
+  t.same(warnings.filter((l) => /divergen|differs/.test(l)).slice(0, 3), [], `no divergence logged (${warnings.length} warnings)`);
+  t.equal(devnet.stats().hashMismatches, 0, 'every sealed block equals its last flashblock');
+}
+
+t.test('differential, stream with receipts: pending answers equal the canonical ones over ≥ 1,000 txs of every kind', (t) =>
+  differential(t, false, devnet.accounts.slice(0, SENDERS)));
+
+t.test('differential, post-Azul stream (?azul=1, no receipts, no balances): pending answers from execution equal the canonical ones', (t) =>
+  differential(t, true, devnet.accounts.slice(SENDERS, 2 * SENDERS)));
