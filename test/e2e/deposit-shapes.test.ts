@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import { toHex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { rpcCall, startAnvil } from '../../scripts/devnet/anvil.js';
-import { depositTx } from '../../scripts/devnet/exec-blocks.js';
+import { depositTx } from '../../scripts/devnet/contracts.js';
 import { devAccounts, encodeFlashblock, type BuiltFlashblock } from '../../scripts/devnet/sequencer.js';
 import { receiptFromRpc, receiptsRoot } from '../../src/exec/receipts.js';
 import { TX_DEPOSIT } from '../../src/chain/types.js';
