@@ -20,6 +20,7 @@ import { delegateOf, readsBlockNumber } from './envscan.js';
 import { PipelinedRpc, RpcReplyError } from './pipe.js';
 import { receiptFromRpc, receiptsRootOf, type ExecutedReceipt } from './receipts.js';
 import { Sidecar, type SidecarOptions } from './sidecar.js';
+import { Standby } from './standby.js';
 
 /** How flashblocks i > 0 are executed (see engine.ts). */
 export type ExecStrategy = 'per-flashblock' | 'reorg' | 'rebuild' | 'hybrid';
@@ -110,7 +111,12 @@ export class AnvilEngine implements ExecutionEngine {
   private depositNonceMode: 'reported' | 'pre' = 'pre';
   /** address → its code may read NUMBER/BLOCKHASH (hybrid's fast-path check). */
   private readonly codeScan = new Map<string, boolean>();
-  private readonly st = { restarts: 0, rebuilds: 0, divergences: 0, verified: 0, applied: 0, lastError: null as string | null };
+  private readonly st = { restarts: 0, rebuilds: 0, divergences: 0, verified: 0, applied: 0, swaps: 0, lastSwapMs: null as number | null, lastError: null as string | null };
+  /** The standby fork being prepared (see standby.ts), or null. */
+  private standby: Standby | null = null;
+  private standbyBusy = false;
+  /** Addresses the recent blocks touched: read through a standby's fork before its first snapshot. */
+  private readonly recentAddrs = new Set<string>();
   private readonly log: (msg: string, fields?: Record<string, unknown>, level?: 'info' | 'warn') => void;
 
   constructor(private readonly o: AnvilEngineOptions) {
@@ -125,12 +131,14 @@ export class AnvilEngine implements ExecutionEngine {
   }
 
   /**
-   * Forks at canonical - 1 and re-executes the node's canonical block itself (its raw txs, its env): anvil_reorg
-   * cannot replace the first block after a fork (its parent is not stored locally), so every pending block must sit
-   * on a block anvil mined. Also warms the fork cache. Then replays the held pending blocks.
+   * Forks at the canonical block and replays the held pending blocks above it. For 'reorg' only: forks at
+   * canonical - 1 and re-executes the node's canonical block itself (its raw txs, its env), since anvil_reorg cannot
+   * replace the first block after a fork (its parent is not stored locally).
    */
   private async warmStart(canonical: number, replayBelow = Infinity): Promise<void> {
-    if (canonical < 1) {
+    if (canonical < 1 || this.o.strategy !== 'reorg') {
+      // Forked at the canonical block itself: BLOCKHASH(k ≤ canonical) comes from the node. Only anvil_reorg needs
+      // the first pending block to sit on a block anvil mined; the other strategies re-mine from evm_snapshot.
       this.adopt(await this.spawn(canonical), canonical);
       await this.replayAbove(canonical, replayBelow);
       return;
@@ -175,6 +183,9 @@ export class AnvilEngine implements ExecutionEngine {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    const sb = this.standby;
+    this.standby = null;
+    if (sb !== null) void sb.side.stop();
     const s = this.side;
     const shown = this.visible?.side;
     this.side = null;
@@ -192,10 +203,122 @@ export class AnvilEngine implements ExecutionEngine {
       if (n >= blockNumber) continue;
       this.blocks.delete(n);
       for (const r of b.receipts) this.byHash.delete(r.transactionHash);
+      this.noteAddresses(b.receipts);
       // What the engine executed for it, checked against the node's block before the next block builds on it.
       this.settled.set(n, b.broken || b.receipts.length !== b.raws.length ? 'broken' : this.rootOf(b, this.depositNonceMode, b.receipts.length));
     }
     for (const n of this.settled.keys()) if (n < blockNumber - 8) this.settled.delete(n);
+    this.kickStandby();
+  }
+
+  private noteAddresses(rs: readonly ExecutedReceipt[]): void {
+    if (this.recentAddrs.size > 4096) this.recentAddrs.clear();
+    for (const r of rs) {
+      this.recentAddrs.add(r.from);
+      if (r.to !== null) this.recentAddrs.add(r.to);
+      if (r.contractAddress !== null) this.recentAddrs.add(r.contractAddress);
+      for (const l of r.logs) this.recentAddrs.add(l.address);
+    }
+  }
+
+  /**
+   * The node's canonical head moved past the block the active process is forked at: prepare a standby forked at
+   * the new head in the background (exact BLOCKHASH of every canonical ancestor), bring it to the held blocks while
+   * the active process keeps applying, and swap it in between two applies. The apply path never waits for the
+   * spawn or the replay; only a last catch-up (flashblocks that kept arriving) may run in the apply queue.
+   */
+  private kickStandby(): void {
+    if (this.o.strategy !== 'rebuild' && this.o.strategy !== 'hybrid') return;
+    if (this.standbyBusy || this.stopped || this.restarting || this.side === null || this.side.forkBlock >= this.canonical) return;
+    this.standbyBusy = true;
+    void this.prepareStandby().finally(() => {
+      this.standbyBusy = false;
+      // A newer head arrived meanwhile: go again (a failed attempt waits for the next head instead).
+      if (this.side !== null && this.standbyFailedAt !== this.canonical) this.kickStandby();
+    });
+  }
+
+  private standbyFailedAt = -1;
+
+  /** Held blocks above `fork`, ascending. */
+  private heldAbove(fork: number): HeldBlock[] {
+    return [...this.blocks.values()].filter((b) => b.number > fork).sort((a, b) => a.number - b.number);
+  }
+
+  private async prepareStandby(): Promise<void> {
+    const t0 = performance.now();
+    const fork = this.canonical;
+    const active = this.side!;
+    const warm = new Set(this.recentAddrs);
+    for (const b of this.heldAbove(fork)) {
+      for (const r of b.receipts) {
+        warm.add(r.from);
+        if (r.to !== null) warm.add(r.to);
+      }
+    }
+    let sb: Standby | null = null;
+    let adopted = false;
+    try {
+      sb = new Standby(await this.spawn(fork), [...warm]);
+      this.standby = sb;
+      for (let attempt = 0; ; attempt++) {
+        if (this.stopped || this.side !== active || this.standby !== sb) return;
+        await sb.sync(this.heldAbove(fork));
+        // Between two applies: nothing is half-applied on either process here.
+        const verdict = await this.enqueue(async (): Promise<'done' | 'again' | 'abandon'> => {
+          if (this.stopped || this.restarting || this.side !== active || this.standby !== sb || !sb!.side.alive) return 'abandon';
+          const held = this.heldAbove(fork);
+          if (!sb!.matches(held)) {
+            // Flashblocks were applied during the replay: catch up in the background again, then here at last.
+            if (attempt < 3) return 'again';
+            await sb!.sync(held);
+          }
+          this.swapTo(sb!, held);
+          return 'done';
+        });
+        if (verdict === 'abandon') return;
+        if (verdict === 'done') {
+          adopted = true;
+          this.st.swaps++;
+          this.st.lastSwapMs = performance.now() - t0;
+          this.log('execution engine: swapped to a fork at the canonical head', { fork, pending: this.head - fork, ms: Math.round(this.st.lastSwapMs) }, 'info');
+          return;
+        }
+      }
+    } catch (e) {
+      this.standbyFailedAt = fork;
+      if (!this.stopped) this.log('execution engine: standby fork not swapped in; the active process keeps serving', { fork, error: (e as Error).message }, 'info');
+    } finally {
+      if (this.standby === sb) this.standby = null;
+      if (sb !== null && !adopted) await sb.side.stop();
+    }
+  }
+
+  /** Makes the standby the active process: held blocks take its snapshots, heights and receipts. Synchronous. */
+  private swapTo(sb: Standby, held: HeldBlock[]): void {
+    const fork = sb.fork;
+    for (const [n, b] of [...this.blocks]) {
+      if (n > fork) continue;
+      // The standby holds the node's block here: late flashblocks of it are not applied any more.
+      this.blocks.delete(n);
+      for (const r of b.receipts) this.byHash.delete(r.transactionHash);
+    }
+    for (let k = 0; k < held.length; k++) {
+      const b = held[k]!;
+      const r = sb.done[k]!;
+      for (const x of b.receipts) this.byHash.delete(x.transactionHash);
+      b.receipts = r.receipts;
+      for (const x of b.receipts) this.byHash.set(x.transactionHash, x);
+      b.snap = r.snap;
+      b.baseHeight = fork + 1 + k;
+      b.topHeight = b.baseHeight;
+      b.folded = true;
+      b.trie = new TrieCache();
+    }
+    this.adopt(sb.side, fork + held.length);
+    const last = held[held.length - 1];
+    // With nothing held above the fork, the old process keeps answering reads until the first apply on the new one.
+    if (last !== undefined) this.show({ side: sb.side, height: this.head, block: last, index: last.flashblocks.length - 1, count: last.receipts.length });
   }
 
   status(): EngineStatus {
@@ -500,7 +623,9 @@ export class AnvilEngine implements ExecutionEngine {
    */
   private async openBlock(b: HeldBlock, txs: readonly string[]): Promise<string | null> {
     const parent = b.number - 1;
-    if (this.o.strategy !== 'per-flashblock' && parent <= this.canonical && !(await this.parentMatchesNode(parent))) {
+    // The block the process is forked at is the node's own: nothing to check.
+    const forked = parent === this.side!.forkBlock && this.head === parent;
+    if (this.o.strategy !== 'per-flashblock' && parent <= this.canonical && !forked && !(await this.parentMatchesNode(parent))) {
       // The engine's version of the parent is not the node's (flashblocks missed or dropped, a divergence, a
       // preconfirmation reorg): re-fork from the node's block instead of building on it.
       if (!this.blocks.has(parent) && !this.settled.has(parent)) {

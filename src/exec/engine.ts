@@ -121,6 +121,9 @@ export interface EngineStatus {
   divergences: number;
   verified: number;
   applied: number;
+  /** Swaps to a standby forked at the canonical head (exact BLOCKHASH of canonical ancestors), and the last one's ms. */
+  swaps: number;
+  lastSwapMs: number | null;
   lastError: string | null;
 }
 

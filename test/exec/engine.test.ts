@@ -201,3 +201,42 @@ t.test('a block the engine executed only in part is not built on once the node h
   t.equal(BigInt(await e.call({ to: c.reader })), b2.sinkBalances[b2.sinkBalances.length - 1], 'state includes the whole first block');
   t.ok(e.status().rebuilds >= 1, 'the re-fork is counted');
 });
+
+for (const strategy of ['rebuild', 'hybrid'] as const) {
+  t.test(`${strategy}: BLOCKHASH of the canonical parent inside a pending block is the node's, in index 0 and later flashblocks`, async (t) => {
+    const { node, c, blocks } = await net(t, 3, 3, 8);
+    const e = engineFor(t, node, strategy);
+    await e.start(blocks[0]!.number - 1);
+    for (const fb of blocks[0]!.flashblocks) t.ok((await e.applyFlashblock(fb)).ok, `${fb.blockNumber}/${fb.index} applied`);
+    // Two blocks on top of blocks the engine executed itself: the node reports each parent canonical right before
+    // (or, for the second, right after) the block's index 0, so the old process may execute index 0 first.
+    for (const [k, b] of [blocks[1]!, blocks[2]!].entries()) {
+      const swaps = e.status().swaps;
+      if (k === 0) e.noteCanonical(b.number - 1);
+      const wantHash = await nodeCall(node, 'eth_getStorageAt', [c.probe, '0x4', toHex(b.number)]);
+      const parent = (await fetch(node.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getBlockByNumber', params: [toHex(b.number - 1), false] }),
+      }).then((r) => r.json())) as { result: { hash: string } };
+      t.equal(wantHash, parent.result.hash, 'the node stored its own parent hash (the truth)');
+      const out0 = await e.applyFlashblock(b.flashblocks[0]!);
+      t.ok(out0.ok, `${b.number}/0 applied`);
+      if (k === 1) e.noteCanonical(b.number - 1);
+      // The swap to a fork at the canonical parent runs in the background; wait for it (bounded).
+      for (let i = 0; i < 300 && e.status().swaps === swaps; i++) await new Promise((r) => setTimeout(r, 50));
+      t.ok(e.status().swaps > swaps, `swapped to a fork at block ${b.number - 1}`);
+      t.equal(await e.getStorageAt(c.probe, '0x4'), wantHash, `${b.number}/0: BLOCKHASH(NUMBER-1) equals the node's`);
+      for (let i = 1; i < b.flashblocks.length; i++) {
+        const out = await e.applyFlashblock(b.flashblocks[i]!);
+        t.ok(out.ok && out.verified === true, `${b.number}/${i} verified`);
+        t.equal(await e.getStorageAt(c.probe, '0x4'), wantHash, `${b.number}/${i}: BLOCKHASH(NUMBER-1) equals the node's`);
+        t.equal(BigInt(await e.getStorageAt(c.probe, '0x0')), BigInt(b.number), `${b.number}/${i}: NUMBER exact`);
+        t.equal(BigInt(await e.call({ to: c.reader })), b.sinkBalances[i], `${b.number}/${i}: state visible`);
+      }
+      const full = await nodeCall(node, 'eth_getStorageAt', [c.probe, '0x4', toHex(b.number)]);
+      t.equal(await e.getStorageAt(c.probe, '0x4'), full, 'equal to the node\'s canonical storage once the block landed');
+    }
+    t.equal(e.status().divergences, 0, 'no divergence');
+  });
+}
