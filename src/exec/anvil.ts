@@ -877,14 +877,14 @@ export class AnvilEngine implements ExecutionEngine {
         if (e instanceof RpcReplyError) {
           // The visible height is being re-mined (evm_revert → mine of the first block after the fork): wait for
           // the apply in progress, then ask again at the new visible height.
-          if (attempt < 2 && /BlockOutOfRange|not found/i.test(e.rpcMessage)) {
+          if (attempt < 8 && /BlockOutOfRange|not found/i.test(e.rpcMessage)) {
             await this.queue;
             continue;
           }
           throw e;
         }
         // The process was swapped for a newer fork (or restarted) while the call was in flight: ask the new one.
-        if (this.visible !== null && this.visible.side !== side && attempt < 2) continue;
+        if (this.visible !== null && this.visible.side !== side && attempt < 8) continue;
         throw new EngineUnavailableError(`execution engine unavailable: ${(e as Error).message}`);
       }
     }
