@@ -6,6 +6,7 @@ import { bigIntToBytes, hexToBytes, toQuantity } from '../chain/hex.js';
 import { encodeRlp } from '../chain/rlp.js';
 import { keccak256Hex } from '../chain/keccak.js';
 import { TrieCache } from '../chain/trie.js';
+import { decodeTransaction } from '../chain/tx.js';
 import { TX_DEPOSIT } from '../chain/types.js';
 import {
   EngineUnavailableError,
@@ -62,6 +63,10 @@ interface HeldBlock {
 }
 
 const ZERO = 0n;
+/** How many txs of the canonical block a standby runs as eth_call to warm its fork cache (see warmCalls). */
+const WARM_TXS = 300;
+/** Background catch-ups a standby gets before it is dropped (the next canonical head starts another). */
+const STANDBY_ATTEMPTS = 6;
 
 /** EIP-2718 bytes of a deposit from its JSON-RPC fields (0x7e ‖ rlp[sourceHash, from, to, mint, value, gas, isSystemTx, data]). */
 export function encodeDepositFromRpc(t: Record<string, any>): string {
@@ -241,6 +246,30 @@ export class AnvilEngine implements ExecutionEngine {
 
   private standbyFailedAt = -1;
 
+  /**
+   * Reads that fill a fresh fork's cache with what the next rebuilds will touch: the accounts of recent receipts,
+   * and an eth_call of the newest WARM_TXS txs of the canonical block and the held blocks above it, so the storage
+   * slots they touch are cached too. Decoded here; a tx that does not decode is skipped.
+   */
+  private warmCalls(fork: number): [string, unknown[]][] {
+    const calls: [string, unknown[]][] = [];
+    for (const a of this.recentAddrs) calls.push(['eth_getBalance', [a, 'latest']]);
+    const txs: [HeldBlock, number][] = [];
+    for (const b of [...this.blocks.values()].filter((x) => x.number >= fork).sort((x, y) => x.number - y.number)) {
+      for (let i = 0; i < b.receipts.length && i < b.raws.length; i++) txs.push([b, i]);
+    }
+    for (const [b, i] of txs.slice(-WARM_TXS)) {
+      const d = decodeTransaction(b.raws[i]!, { signingHash: false });
+      if (!d.ok) continue;
+      const t = d.tx;
+      const call: Record<string, unknown> = { from: b.receipts[i]!.from, gas: toQuantity(t.gas), value: toQuantity(t.value), input: t.input };
+      if (t.to !== null) call.to = t.to;
+      if (t.accessList !== null && t.accessList.length > 0) call.accessList = t.accessList;
+      calls.push(['eth_call', [call, 'latest']]);
+    }
+    return calls;
+  }
+
   /** Held blocks above `fork`, ascending. */
   private heldAbove(fork: number): HeldBlock[] {
     return [...this.blocks.values()].filter((b) => b.number > fork).sort((a, b) => a.number - b.number);
@@ -250,28 +279,25 @@ export class AnvilEngine implements ExecutionEngine {
     const t0 = performance.now();
     const fork = this.canonical;
     const active = this.side!;
-    const warm = new Set(this.recentAddrs);
-    for (const b of this.heldAbove(fork)) {
-      for (const r of b.receipts) {
-        warm.add(r.from);
-        if (r.to !== null) warm.add(r.to);
-      }
-    }
+    const warm = this.warmCalls(fork);
     let sb: Standby | null = null;
     let adopted = false;
     try {
-      sb = new Standby(await this.spawn(fork), [...warm]);
+      sb = new Standby(await this.spawn(fork), warm);
       this.standby = sb;
+      await sb.warmUp();
       for (let attempt = 0; ; attempt++) {
-        if (this.stopped || this.side !== active || this.standby !== sb) return;
+        // A newer head arrived: a standby forked there replays less and makes one more ancestor exact (re-kicked).
+        if (this.stopped || this.side !== active || this.standby !== sb || this.canonical > fork || attempt >= STANDBY_ATTEMPTS) return;
         await sb.sync(this.heldAbove(fork));
         // Between two applies: nothing is half-applied on either process here.
         const verdict = await this.enqueue(async (): Promise<'done' | 'again' | 'abandon'> => {
           if (this.stopped || this.restarting || this.side !== active || this.standby !== sb || !sb!.side.alive) return 'abandon';
           const held = this.heldAbove(fork);
           if (!sb!.matches(held)) {
-            // Flashblocks were applied during the replay: catch up in the background again, then here at last.
-            if (attempt < 3) return 'again';
+            // Flashblocks were applied during the replay: catch up in the background again; here only when just the
+            // newest block grew (one incremental re-mine on the standby, the cost of one apply) after two tries.
+            if (attempt < 2 || !sb!.onlyLastGrew(held)) return 'again';
             await sb!.sync(held);
           }
           this.swapTo(sb!, held);

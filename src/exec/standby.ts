@@ -2,7 +2,8 @@
 // (> C) in the background, so the engine can swap it in: BLOCKHASH(k ≤ C) inside pending blocks then comes from the
 // node, not from blocks the engine mined itself. Owns the standby process until the engine adopts it; knows nothing
 // of the apply queue, verification or reads.
-import { toQuantity } from '../chain/hex.js';
+import { hexToBytes, toQuantity } from '../chain/hex.js';
+import { keccak256Hex } from '../chain/keccak.js';
 import type { BlockEnv } from './engine.js';
 import { receiptFromRpc, type ExecutedReceipt } from './receipts.js';
 import type { Sidecar } from './sidecar.js';
@@ -43,21 +44,35 @@ export class Standby {
   readonly done: Replayed[] = [];
 
   /**
-   * @param warm addresses read through the fork before the first snapshot: evm_revert restores the fork cache of
-   *   the snapshot, so accounts cached before it are not fetched from the node again on every rebuild.
+   * @param warm reads (eth_getBalance, eth_call of recent txs) run through the fork before the first snapshot:
+   *   evm_revert restores the fork cache the snapshot holds, so accounts and slots cached before it are not fetched
+   *   from the node again on every rebuild of the first block after the fork.
    */
   constructor(
     readonly side: Sidecar,
-    private warm: readonly string[],
+    private warm: readonly [string, unknown[]][],
   ) {}
 
   get fork(): number {
     return this.side.forkBlock;
   }
 
+  /** Runs the warm-up reads (before anything is mined or snapshotted); their failures (a call reverting) are ignored. */
+  async warmUp(): Promise<void> {
+    const calls = this.warm;
+    this.warm = [];
+    if (calls.length > 0 && this.done.length === 0) await this.side.ctl.callMany(calls);
+  }
+
   /** True when the standby holds exactly `held` (ascending, all > fork), every tx of each. */
   matches(held: readonly ReplayInput[]): boolean {
     return this.firstDifference(held) === held.length && held.length === this.done.length;
+  }
+
+  /** True when `held` differs from what the standby holds only in more txs of its newest block. */
+  onlyLastGrew(held: readonly ReplayInput[]): boolean {
+    const k = this.firstDifference(held);
+    return k === held.length - 1 && k === this.done.length - 1 && this.done[k]!.block === held[k];
   }
 
   private firstDifference(held: readonly ReplayInput[]): number {
@@ -74,11 +89,9 @@ export class Standby {
     const k = this.firstDifference(held);
     if (k === held.length && k === this.done.length) return;
     let prefix: [string, unknown[]][] = [];
+    // The same block with more txs: its earlier receipts stay (same txs, same env, same parent state).
+    const kept = k < this.done.length && k < held.length && this.done[k]!.block === held[k] ? this.done[k]!.receipts : [];
     if (k < this.done.length) prefix.push(['evm_revert', [this.done[k]!.snap]]);
-    else if (this.done.length === 0 && this.warm.length > 0) {
-      for (const a of this.warm) prefix.push(['eth_getBalance', [a, 'latest']]);
-      this.warm = [];
-    }
     this.done.length = k;
     for (let i = k; i < held.length; i++) {
       const b = held[i]!;
@@ -86,19 +99,26 @@ export class Standby {
       if (b.number !== height) throw new Error(`standby: held block ${b.number} is not at height ${height}`);
       if (b.broken) throw new Error(`standby: held block ${b.number} is broken`);
       const count = b.raws.length;
-      const calls = mineCalls([...prefix, ['evm_snapshot', []]], b.env, b.raws.slice(0, count));
+      const raws = b.raws.slice(0, count);
+      const calls = mineCalls([...prefix, ['evm_snapshot', []]], b.env, raws);
       const snapAt = prefix.length;
       prefix = [];
+      // Receipts of the txs not known yet, by hash in the same write (eth_getBlockReceipts is O(n²) on anvil 1.7.1).
+      const keep = i === k && kept.length < count ? kept.length : 0;
+      const mined = calls.length;
+      for (let j = keep; j < count; j++) calls.push(['eth_getTransactionReceipt', [keccak256Hex(hexToBytes(raws[j]!))]]);
       const res = await this.side.ctl.callMany(calls);
-      if (snapAt > 0 && calls[0]![0] === 'evm_revert' && !(res[0]?.status === 'fulfilled' && res[0].value === true)) {
-        throw new Error(`standby: evm_revert refused`);
-      }
-      const bad = res.findIndex((r, j) => r.status === 'rejected' && calls[j]![0] !== 'eth_getBalance');
+      if (snapAt > 0 && !(res[0]?.status === 'fulfilled' && res[0].value === true)) throw new Error('standby: evm_revert refused');
+      const bad = res.findIndex((r) => r.status === 'rejected');
       if (bad >= 0) throw new Error(`standby: replay of block ${b.number}: ${calls[bad]![0]}: ${((res[bad] as PromiseRejectedResult).reason as Error).message}`);
       const snap = String((res[snapAt] as PromiseFulfilledResult<unknown>).value);
-      const rs = (await this.side.ctl.call<Record<string, unknown>[]>('eth_getBlockReceipts', [toQuantity(height)])) ?? [];
-      if (rs.length !== count) throw new Error(`standby: block ${b.number} holds ${rs.length} of ${count} txs`);
-      this.done.push({ block: b, count, snap, receipts: rs.map(receiptFromRpc) });
+      const receipts = kept.slice(0, keep);
+      for (let j = mined; j < res.length; j++) {
+        const v = (res[j] as PromiseFulfilledResult<Record<string, unknown> | null>).value;
+        if (v === null || Number(v.blockNumber) !== height) throw new Error(`standby: block ${b.number} does not hold tx ${keep + j - mined} of ${count}`);
+        receipts.push(receiptFromRpc(v));
+      }
+      this.done.push({ block: b, count, snap, receipts });
     }
   }
 }
