@@ -925,14 +925,19 @@ export class AnvilEngine implements ExecutionEngine {
   }
 
   private blockEnvOverrides(env: BlockEnv, user?: Record<string, unknown>): Record<string, unknown> {
-    return {
+    const o: Record<string, unknown> = {
       number: toQuantity(env.number),
       time: toQuantity(env.timestamp),
       baseFeePerGas: toQuantity(env.baseFeePerGas),
       feeRecipient: env.feeRecipient,
       gasLimit: toQuantity(env.gasLimit),
+      // Calls see the pending block's own PREVRANDAO (anvil 1.7.1 honours the override; mined txs cannot, see engine.ts).
+      prevRandao: env.prevRandao,
       ...(user ?? {}),
     };
+    // `random` is the same field under its other name: both at once is a duplicate-field error.
+    if (user !== undefined && 'random' in user && !('prevRandao' in user)) delete o.prevRandao;
+    return o;
   }
 
   private async read<T>(method: string, params: (tag: string, env: BlockEnv) => unknown[]): Promise<T> {

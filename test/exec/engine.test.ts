@@ -83,6 +83,9 @@ for (const strategy of ['rebuild', 'hybrid'] as const) {
     const code = { [numret]: { code: '0x4360005260206000f3' } };
     t.equal(BigInt(await e.call({ to: numret }, code)), BigInt(last.number), 'NUMBER in eth_call is the pending block');
     t.equal(BigInt(await e.call({ to: numret }, code, { number: '0x99' })), 0x99n, 'block overrides win');
+    const randao = '0x' + '88'.repeat(20);
+    const randaoCode = { [randao]: { code: '0x4460005260206000f3' } };
+    t.equal(await e.call({ to: randao }, randaoCode), last.env.prevRandao, 'PREVRANDAO in eth_call is the pending block\'s prev_randao');
     const st = e.status();
     t.equal(st.divergences, 0, 'no divergence counted');
     t.equal(st.verified, 8, 'every flashblock counted as verified');
