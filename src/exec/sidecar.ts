@@ -121,7 +121,7 @@ export class Sidecar {
     child.stdout!.resume();
     child.stderr!.resume();
     try {
-      const [ctl, query] = await Promise.all([PipelinedRpc.open('127.0.0.1', port), PipelinedRpc.open('127.0.0.1', port)]);
+      const [ctl, query] = await Promise.all([PipelinedRpc.open('127.0.0.1', port, 5000, true), PipelinedRpc.open('127.0.0.1', port, 5000, true)]);
       return new Sidecar(child, port, o.forkBlock, ctl, query, exited);
     } catch (e) {
       child.kill('SIGKILL');
