@@ -288,7 +288,11 @@ export class AnvilEngine implements ExecutionEngine {
       await sb.warmUp();
       for (let attempt = 0; ; attempt++) {
         // A newer head arrived: a standby forked there replays less and makes one more ancestor exact (re-kicked).
-        if (this.stopped || this.side !== active || this.standby !== sb || this.canonical > fork || attempt >= STANDBY_ATTEMPTS) return;
+        if (this.stopped || this.side !== active || this.standby !== sb) return;
+        if (this.canonical > fork || attempt >= STANDBY_ATTEMPTS) {
+          this.log('execution engine: standby fork dropped before it caught up (the engine is behind the stream)', { fork, canonical: this.canonical, attempt }, 'info');
+          return;
+        }
         await sb.sync(this.heldAbove(fork));
         // Between two applies: nothing is half-applied on either process here.
         const verdict = await this.enqueue(async (): Promise<'done' | 'again' | 'abandon'> => {
