@@ -120,7 +120,8 @@ export class AnvilEngine implements ExecutionEngine {
   private readonly st = { restarts: 0, rebuilds: 0, divergences: 0, verified: 0, applied: 0, swaps: 0, lastSwapMs: null as number | null, lastError: null as string | null };
   /** The standby fork being prepared (see standby.ts), or null. */
   private standby: Standby | null = null;
-  private standbyBusy = false;
+  /** The standby preparation in progress (stop() waits for it: its process must not outlive the engine). */
+  private standbyTask: Promise<void> | null = null;
   /** Addresses the recent blocks touched: read through a standby's fork before its first snapshot. */
   private readonly recentAddrs = new Set<string>();
   private readonly log: (msg: string, fields?: Record<string, unknown>, level?: 'info' | 'warn') => void;
@@ -198,6 +199,8 @@ export class AnvilEngine implements ExecutionEngine {
     this.visible = null;
     if (shown !== undefined && shown !== s) void shown.stop();
     await s?.stop();
+    // A standby still starting is stopped by its own task once it sees `stopped`.
+    await this.standbyTask;
   }
 
   noteCanonical(blockNumber: number): void {
@@ -235,10 +238,9 @@ export class AnvilEngine implements ExecutionEngine {
    */
   private kickStandby(): void {
     if (this.o.strategy !== 'rebuild' && this.o.strategy !== 'hybrid') return;
-    if (this.standbyBusy || this.stopped || this.restarting || this.side === null || this.side.forkBlock >= this.canonical) return;
-    this.standbyBusy = true;
-    void this.prepareStandby().finally(() => {
-      this.standbyBusy = false;
+    if (this.standbyTask !== null || this.stopped || this.restarting || this.side === null || this.side.forkBlock >= this.canonical) return;
+    this.standbyTask = this.prepareStandby().finally(() => {
+      this.standbyTask = null;
       // A newer head arrived meanwhile: go again (a failed attempt waits for the next head instead).
       if (this.side !== null && this.standbyFailedAt !== this.canonical) this.kickStandby();
     });
@@ -432,6 +434,11 @@ export class AnvilEngine implements ExecutionEngine {
   }
 
   private adopt(side: Sidecar, head: number): void {
+    if (this.stopped) {
+      // A (re)start finished after stop(): its process must not outlive the engine.
+      void side.stop();
+      throw new Error('execution engine stopped');
+    }
     const old = this.side;
     this.side = side;
     this.head = head;

@@ -1,6 +1,7 @@
 // The anvil execution engine against a real anvil node: executed receipts roots equal every flashblock's
 // diff.receipts_root, NUMBER inside flashblocks 1…N is the block's own number, a killed engine is restarted and
 // rebuilt without serving a wrong answer, an unreachable node gives a clear error.
+import { execFileSync } from 'node:child_process';
 import t, { type Test } from 'tap';
 import { toHex } from 'viem';
 import { startAnvil, type Anvil } from '../../scripts/devnet/anvil.js';
@@ -30,6 +31,15 @@ async function net(t: Test, count: number, flashblocks: number, perFlashblock: n
 async function nodeCall(node: Anvil, method: string, params: unknown[]): Promise<string> {
   const r = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
   return ((await r.json()) as { result: string }).result;
+}
+
+/** pids of this process's children that are anvils forked by an engine. */
+function forkedChildren(): number[] {
+  try {
+    return execFileSync('pgrep', ['-P', String(process.pid), '-f', 'fork-block-number'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
 }
 
 function engineFor(t: Test, node: Anvil, strategy: ExecStrategy): AnvilEngine {
@@ -241,5 +251,9 @@ for (const strategy of ['rebuild', 'hybrid'] as const) {
       t.equal(await e.getStorageAt(c.probe, '0x4'), full, 'equal to the node\'s canonical storage once the block landed');
     }
     t.equal(e.status().divergences, 0, 'no divergence');
+    // A standby being prepared when the engine stops is stopped too: no anvil forked by this engine outlives it.
+    e.noteCanonical(blocks[2]!.number);
+    await e.stop();
+    t.same(forkedChildren(), [], 'no engine process left after stop()');
   });
 }
