@@ -25,8 +25,8 @@
  * re-mine done in the queue. Windows where BLOCKHASH(parent) is anvil's, not the chain's:
  *  - flashblocks of C+1 applied before the node reports C (always index 0 on a real chain, whose node imports C
  *    about when C+1 starts): executed on the old process, then corrected by the swap's replay — swap measured
- *    160–240 ms after the head at 20 tx/flashblock, 1.2–1.5 s at 100 (4 blocks; /tmp bench, as bench/exec.ts plus
- *    a BLOCKHASH check). Outcomes already handed out are not re-sent; receipt()/blockReceipts() answer the corrected
+ *    118–123 ms after the head at 20 tx/flashblock (spawn ~40 ms, warm-up ~60 ms over 4 connections, replay), 0.5–1.5 s
+ *    at 100 (4 blocks; /tmp bench, as bench/exec.ts plus a BLOCKHASH check; 37/40 reads exact at 20 tx). Outcomes already handed out are not re-sent; receipt()/blockReceipts() answer the corrected
  *    receipts after the swap.
  *  - the engine behind the stream (overload: 200 tx/flashblock here): a standby that has not caught up when the
  *    next head arrives is dropped and another one started; none catches up, so BLOCKHASH(parent) stays anvil's
