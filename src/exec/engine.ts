@@ -40,12 +40,13 @@
  * pending shows it, queueing included; `bench/exec.ts --quick`, after the changes below):
  *
  *   tx/flashblock            per-flashblock     reorg                rebuild             hybrid
- *   20, probe every fb       8.9 / 26 ms        43 / 231 ms          54 / 95 ms          86 / 136 ms
- *   100, probe every fb      35 / 108 ms        507 / 1,552 ms       193 / 1,110 ms      585 / 1,123 ms
- *   200, probe every fb      68 / 241 ms        2.0 / 4.5 s          805 / 1,497 ms      2.1 / 3.6 s
- *   200, no env-reading tx   65 / 302 ms        2.2 / 3.5 s          1.3 / 2.5 s         280 / 3,146 ms
+ *   20, probe every fb       8.6 / 30 ms        41 / 229 ms          55 / 121 ms         65 / 110 ms
+ *   100, probe every fb      33 / 101 ms        434 / 1,434 ms       319 / 1,209 ms      558 / 1,181 ms
+ *   200, probe every fb      68 / 215 ms        2.0 / 4.8 s          703 / 1,373 ms      1.8 / 2.8 s
+ *   200, no env-reading tx   61 / 282 ms        1.9 / 3.3 s          1.4 / 2.6 s         305 / 3,017 ms
  *   receipts roots verified  2/20 (20/20 w/o)   2–20/20              20/20               20/20
- *   (before: rebuild 49 / 98 ms, 256 / 720 ms, 2.2 / 3.8 s, 2.1 / 3.5 s — same bench, earlier session, 3 blocks)
+ *   (commit d388cd7, 96 s. Before this session's changes: rebuild 49 / 98 ms, 256 / 720 ms, 2.2 / 3.8 s, 2.1 / 3.5 s —
+ *   same bench, earlier session, 3 blocks; the run-to-run spread here is ±30 %, the 200-tx rows are overloaded.)
  *
  *  - 'per-flashblock' (inexact baseline): one anvil block per flashblock, timestamp/base fee/coinbase/gas limit
  *    pinned. Fast, but NUMBER is N + i (1/20 probe reads right) and env-reading txs fail the receipts root.
@@ -81,11 +82,11 @@
  *  - eth_getBlockReceipts builds each receipt by cloning all the block's receipts (O(n²)): 820 ms for a 2,000-tx
  *    block, more than the re-mine (465–570 ms). A rebuild keeps the earlier receipts (same txs, same env, same
  *    parent state: same receipts) and reads only the new txs' by hash in the same write (136 ms for the newest 200).
- *    rebuild at 200 tx: 2.2 s → 1.0–1.1 s p50 before the ACK fix, 805 ms after.
+ *    rebuild at 200 tx: 2.2 s → 1.0–1.1 s p50 before the ACK fix, 0.7–0.8 s after.
  *  - What is left is O(block): eth_sendRawTransaction costs ~0.25 ms a tx in anvil (2,000 sends: 511 ms; the
  *    HTTP/JSON layer is ~14 µs of it: 200 pipelined eth_chainId in 2.8 ms), and exactness re-sends every tx of the
  *    block per flashblock because anvil cannot keep the pending block's NUMBER while appending txs.
- *  Budget (§9: p50 ≤ 30 ms, p99 ≤ 100 ms at 200 tx) is NOT met by any exact strategy (805 / 1,497 ms), nor by the
+ *  Budget (§9: p50 ≤ 30 ms, p99 ≤ 100 ms at 200 tx) is NOT met by any exact strategy (703 / 1,373 ms), nor by the
  *  inexact one at p99. Meeting it needs an EVM that appends to an open block (in-process revm over cached state, as
  *  Base's node does: 17.6 ms for 500 txs).
  *
