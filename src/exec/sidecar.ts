@@ -73,6 +73,10 @@ export class Sidecar {
       // No fork retries: a node outage must surface as an error here, not as a hung request.
       '--retries', '0',
       '--no-rate-limit',
+      // No on-disk fork cache (~/.foundry/cache/rpc/<chain>/<block>, written when a fork flushes): with a fork per
+      // canonical head it could grow by a directory per block, and hand a restarted devnet (same chain id, same
+      // heights) another chain's state. The in-memory cache stays.
+      '--no-storage-caching',
       '--timeout', String(o.startTimeoutMs),
       ...(o.gasLimit !== undefined ? ['--gas-limit', o.gasLimit.toString()] : []),
     ];
