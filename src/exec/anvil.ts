@@ -292,6 +292,8 @@ export class AnvilEngine implements ExecutionEngine {
         // A newer head arrived: a standby forked there replays less and makes one more ancestor exact (re-kicked).
         if (this.stopped || this.side !== active || this.standby !== sb) return;
         if (this.canonical > fork || attempt >= STANDBY_ATTEMPTS) {
+          // Out of tries at this head: wait for the next one rather than spawn again at once.
+          if (this.canonical === fork) this.standbyFailedAt = fork;
           this.log('execution engine: standby fork dropped before it caught up (the engine is behind the stream)', { fork, canonical: this.canonical, attempt }, 'info');
           return;
         }
