@@ -4,7 +4,9 @@
 import { performance } from 'node:perf_hooks';
 import { bigIntToBytes, hexToBytes, toQuantity } from '../chain/hex.js';
 import { encodeRlp } from '../chain/rlp.js';
+import { keccak256Hex } from '../chain/keccak.js';
 import { TrieCache } from '../chain/trie.js';
+import { decodeTransaction } from '../chain/tx.js';
 import { TX_DEPOSIT } from '../chain/types.js';
 import {
   EngineUnavailableError,
@@ -20,6 +22,7 @@ import { delegateOf, readsBlockNumber } from './envscan.js';
 import { PipelinedRpc, RpcReplyError } from './pipe.js';
 import { receiptFromRpc, receiptsRootOf, type ExecutedReceipt } from './receipts.js';
 import { Sidecar, type SidecarOptions } from './sidecar.js';
+import { Standby } from './standby.js';
 
 /** How flashblocks i > 0 are executed (see engine.ts). */
 export type ExecStrategy = 'per-flashblock' | 'reorg' | 'rebuild' | 'hybrid';
@@ -60,6 +63,10 @@ interface HeldBlock {
 }
 
 const ZERO = 0n;
+/** How many txs of the canonical block a standby runs as eth_call to warm its fork cache (see warmCalls). */
+const WARM_TXS = 300;
+/** Background catch-ups a standby gets before it is dropped (the next canonical head starts another). */
+const STANDBY_ATTEMPTS = 6;
 
 /** EIP-2718 bytes of a deposit from its JSON-RPC fields (0x7e ‖ rlp[sourceHash, from, to, mint, value, gas, isSystemTx, data]). */
 export function encodeDepositFromRpc(t: Record<string, any>): string {
@@ -110,7 +117,13 @@ export class AnvilEngine implements ExecutionEngine {
   private depositNonceMode: 'reported' | 'pre' = 'pre';
   /** address → its code may read NUMBER/BLOCKHASH (hybrid's fast-path check). */
   private readonly codeScan = new Map<string, boolean>();
-  private readonly st = { restarts: 0, rebuilds: 0, divergences: 0, verified: 0, applied: 0, lastError: null as string | null };
+  private readonly st = { restarts: 0, rebuilds: 0, divergences: 0, verified: 0, applied: 0, swaps: 0, lastSwapMs: null as number | null, lastError: null as string | null };
+  /** The standby fork being prepared (see standby.ts), or null. */
+  private standby: Standby | null = null;
+  /** The standby preparation in progress (stop() waits for it: its process must not outlive the engine). */
+  private standbyTask: Promise<void> | null = null;
+  /** Addresses the recent blocks touched: read through a standby's fork before its first snapshot. */
+  private readonly recentAddrs = new Set<string>();
   private readonly log: (msg: string, fields?: Record<string, unknown>, level?: 'info' | 'warn') => void;
 
   constructor(private readonly o: AnvilEngineOptions) {
@@ -125,12 +138,14 @@ export class AnvilEngine implements ExecutionEngine {
   }
 
   /**
-   * Forks at canonical - 1 and re-executes the node's canonical block itself (its raw txs, its env): anvil_reorg
-   * cannot replace the first block after a fork (its parent is not stored locally), so every pending block must sit
-   * on a block anvil mined. Also warms the fork cache. Then replays the held pending blocks.
+   * Forks at the canonical block and replays the held pending blocks above it. For 'reorg' only: forks at
+   * canonical - 1 and re-executes the node's canonical block itself (its raw txs, its env), since anvil_reorg cannot
+   * replace the first block after a fork (its parent is not stored locally).
    */
   private async warmStart(canonical: number, replayBelow = Infinity): Promise<void> {
-    if (canonical < 1) {
+    if (canonical < 1 || this.o.strategy !== 'reorg') {
+      // Forked at the canonical block itself: BLOCKHASH(k ≤ canonical) comes from the node. Only anvil_reorg needs
+      // the first pending block to sit on a block anvil mined; the other strategies re-mine from evm_snapshot.
       this.adopt(await this.spawn(canonical), canonical);
       await this.replayAbove(canonical, replayBelow);
       return;
@@ -175,12 +190,17 @@ export class AnvilEngine implements ExecutionEngine {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    const sb = this.standby;
+    this.standby = null;
+    if (sb !== null) void sb.side.stop();
     const s = this.side;
     const shown = this.visible?.side;
     this.side = null;
     this.visible = null;
     if (shown !== undefined && shown !== s) void shown.stop();
     await s?.stop();
+    // A standby still starting is stopped by its own task once it sees `stopped`.
+    await this.standbyTask;
   }
 
   noteCanonical(blockNumber: number): void {
@@ -192,10 +212,148 @@ export class AnvilEngine implements ExecutionEngine {
       if (n >= blockNumber) continue;
       this.blocks.delete(n);
       for (const r of b.receipts) this.byHash.delete(r.transactionHash);
+      this.noteAddresses(b.receipts);
       // What the engine executed for it, checked against the node's block before the next block builds on it.
       this.settled.set(n, b.broken || b.receipts.length !== b.raws.length ? 'broken' : this.rootOf(b, this.depositNonceMode, b.receipts.length));
     }
     for (const n of this.settled.keys()) if (n < blockNumber - 8) this.settled.delete(n);
+    this.kickStandby();
+  }
+
+  private noteAddresses(rs: readonly ExecutedReceipt[]): void {
+    if (this.recentAddrs.size > 4096) this.recentAddrs.clear();
+    for (const r of rs) {
+      this.recentAddrs.add(r.from);
+      if (r.to !== null) this.recentAddrs.add(r.to);
+      if (r.contractAddress !== null) this.recentAddrs.add(r.contractAddress);
+      for (const l of r.logs) this.recentAddrs.add(l.address);
+    }
+  }
+
+  /**
+   * The node's canonical head moved past the block the active process is forked at: prepare a standby forked at
+   * the new head in the background (exact BLOCKHASH of every canonical ancestor), bring it to the held blocks while
+   * the active process keeps applying, and swap it in between two applies. The apply path never waits for the
+   * spawn or the replay; only a last catch-up (flashblocks that kept arriving) may run in the apply queue.
+   */
+  private kickStandby(): void {
+    if (this.o.strategy !== 'rebuild' && this.o.strategy !== 'hybrid') return;
+    if (this.standbyTask !== null || this.stopped || this.restarting || this.side === null || this.side.forkBlock >= this.canonical) return;
+    this.standbyTask = this.prepareStandby().finally(() => {
+      this.standbyTask = null;
+      // A newer head arrived meanwhile: go again (a failed attempt waits for the next head instead).
+      if (this.side !== null && this.standbyFailedAt !== this.canonical) this.kickStandby();
+    });
+  }
+
+  private standbyFailedAt = -1;
+
+  /**
+   * Reads that fill a fresh fork's cache with what the next rebuilds will touch: the accounts of recent receipts,
+   * and an eth_call of the newest WARM_TXS txs of the canonical block and the held blocks above it, so the storage
+   * slots they touch are cached too. Decoded here; a tx that does not decode is skipped.
+   */
+  private warmCalls(fork: number): [string, unknown[]][] {
+    const calls: [string, unknown[]][] = [];
+    for (const a of this.recentAddrs) calls.push(['eth_getBalance', [a, 'latest']]);
+    const txs: [HeldBlock, number][] = [];
+    for (const b of [...this.blocks.values()].filter((x) => x.number >= fork).sort((x, y) => x.number - y.number)) {
+      for (let i = 0; i < b.receipts.length && i < b.raws.length; i++) txs.push([b, i]);
+    }
+    for (const [b, i] of txs.slice(-WARM_TXS)) {
+      const d = decodeTransaction(b.raws[i]!, { signingHash: false });
+      if (!d.ok) continue;
+      const t = d.tx;
+      const call: Record<string, unknown> = { from: b.receipts[i]!.from, gas: toQuantity(t.gas), value: toQuantity(t.value), input: t.input };
+      if (t.to !== null) call.to = t.to;
+      if (t.accessList !== null && t.accessList.length > 0) call.accessList = t.accessList;
+      calls.push(['eth_call', [call, 'latest']]);
+    }
+    return calls;
+  }
+
+  /** Held blocks above `fork`, ascending. */
+  private heldAbove(fork: number): HeldBlock[] {
+    return [...this.blocks.values()].filter((b) => b.number > fork).sort((a, b) => a.number - b.number);
+  }
+
+  private async prepareStandby(): Promise<void> {
+    const t0 = performance.now();
+    const fork = this.canonical;
+    const active = this.side!;
+    const warm = this.warmCalls(fork);
+    let sb: Standby | null = null;
+    let adopted = false;
+    try {
+      sb = new Standby(await this.spawn(fork), warm);
+      this.standby = sb;
+      await sb.warmUp();
+      for (let attempt = 0; ; attempt++) {
+        // A newer head arrived: a standby forked there replays less and makes one more ancestor exact (re-kicked).
+        if (this.stopped || this.side !== active || this.standby !== sb) return;
+        if (this.canonical > fork || attempt >= STANDBY_ATTEMPTS) {
+          // Out of tries at this head: wait for the next one rather than spawn again at once.
+          if (this.canonical === fork) this.standbyFailedAt = fork;
+          this.log('execution engine: standby fork dropped before it caught up (the engine is behind the stream)', { fork, canonical: this.canonical, attempt }, 'info');
+          return;
+        }
+        await sb.sync(this.heldAbove(fork));
+        // Between two applies: nothing is half-applied on either process here.
+        const verdict = await this.enqueue(async (): Promise<'done' | 'again' | 'abandon'> => {
+          if (this.stopped || this.restarting || this.side !== active || this.standby !== sb || !sb!.side.alive) return 'abandon';
+          const held = this.heldAbove(fork);
+          if (!sb!.matches(held)) {
+            // Flashblocks were applied during the replay: catch up in the background again; here only when just the
+            // newest block grew (one incremental re-mine on the standby, the cost of one apply) after two tries.
+            if (attempt < 2 || !sb!.onlyLastGrew(held)) return 'again';
+            await sb!.sync(held);
+          }
+          this.swapTo(sb!, held);
+          return 'done';
+        });
+        if (verdict === 'abandon') return;
+        if (verdict === 'done') {
+          adopted = true;
+          this.st.swaps++;
+          this.st.lastSwapMs = performance.now() - t0;
+          this.log('execution engine: swapped to a fork at the canonical head', { fork, pending: this.head - fork, ms: Math.round(this.st.lastSwapMs) }, 'info');
+          return;
+        }
+      }
+    } catch (e) {
+      this.standbyFailedAt = fork;
+      if (!this.stopped) this.log('execution engine: standby fork not swapped in; the active process keeps serving', { fork, error: (e as Error).message }, 'info');
+    } finally {
+      if (this.standby === sb) this.standby = null;
+      if (sb !== null && !adopted) await sb.side.stop();
+    }
+  }
+
+  /** Makes the standby the active process: held blocks take its snapshots, heights and receipts. Synchronous. */
+  private swapTo(sb: Standby, held: HeldBlock[]): void {
+    const fork = sb.fork;
+    for (const [n, b] of [...this.blocks]) {
+      if (n > fork) continue;
+      // The standby holds the node's block here: late flashblocks of it are not applied any more.
+      this.blocks.delete(n);
+      for (const r of b.receipts) this.byHash.delete(r.transactionHash);
+    }
+    for (let k = 0; k < held.length; k++) {
+      const b = held[k]!;
+      const r = sb.done[k]!;
+      for (const x of b.receipts) this.byHash.delete(x.transactionHash);
+      b.receipts = r.receipts;
+      for (const x of b.receipts) this.byHash.set(x.transactionHash, x);
+      b.snap = r.snap;
+      b.baseHeight = fork + 1 + k;
+      b.topHeight = b.baseHeight;
+      b.folded = true;
+      b.trie = new TrieCache();
+    }
+    this.adopt(sb.side, fork + held.length);
+    const last = held[held.length - 1];
+    // With nothing held above the fork, the old process keeps answering reads until the first apply on the new one.
+    if (last !== undefined) this.show({ side: sb.side, height: this.head, block: last, index: last.flashblocks.length - 1, count: last.receipts.length });
   }
 
   status(): EngineStatus {
@@ -284,6 +442,11 @@ export class AnvilEngine implements ExecutionEngine {
   }
 
   private adopt(side: Sidecar, head: number): void {
+    if (this.stopped) {
+      // A (re)start finished after stop(): its process must not outlive the engine.
+      void side.stop();
+      throw new Error('execution engine stopped');
+    }
     const old = this.side;
     this.side = side;
     this.head = head;
@@ -506,7 +669,9 @@ export class AnvilEngine implements ExecutionEngine {
    */
   private async openBlock(b: HeldBlock, txs: readonly string[]): Promise<string | null> {
     const parent = b.number - 1;
-    if (this.o.strategy !== 'per-flashblock' && parent <= this.canonical && !(await this.parentMatchesNode(parent))) {
+    // The block the process is forked at is the node's own: nothing to check.
+    const forked = parent === this.side!.forkBlock && this.head === parent;
+    if (this.o.strategy !== 'per-flashblock' && parent <= this.canonical && !forked && !(await this.parentMatchesNode(parent))) {
       // The engine's version of the parent is not the node's (flashblocks missed or dropped, a divergence, a
       // preconfirmation reorg): re-fork from the node's block instead of building on it.
       if (!this.blocks.has(parent) && !this.settled.has(parent)) {
@@ -573,11 +738,18 @@ export class AnvilEngine implements ExecutionEngine {
    * snapshot) the chain first goes back to just before b — every anvil block of b dropped — so b is re-mined from
    * its parent's state: one pipelined write of revert, snapshot, env, txs, mine.
    */
-  private async mineBlock(b: HeldBlock, raws: readonly string[], revertTo: string | null): Promise<string | null> {
+  private async mineBlock(
+    b: HeldBlock,
+    raws: readonly string[],
+    revertTo: string | null,
+    after: [string, unknown[]][] = [],
+    afterOut: PromiseSettledResult<any>[] = [],
+  ): Promise<string | null> {
     const pre: [string, unknown[]][] = [];
     if (revertTo !== null) pre.push(['evm_revert', [revertTo]]);
     pre.push(['evm_snapshot', []]);
-    const { err, prefix } = await this.mineWith(pre, b.env, raws);
+    const { err, prefix, suffix } = await this.mineWith(pre, b.env, raws, after);
+    afterOut.push(...suffix);
     if (revertTo !== null) {
       if (prefix[0]?.status !== 'fulfilled' || prefix[0].value !== true) return `evm_revert to ${revertTo} refused`;
     }
@@ -592,12 +764,13 @@ export class AnvilEngine implements ExecutionEngine {
     return (await this.mineWith([], env, raws)).err;
   }
 
-  /** `prefix` calls, then env pins, the txs and evm_mine, in one pipelined write. */
+  /** `prefix` calls, then env pins, the txs, evm_mine and `after` (reads of the mined block), in one pipelined write. */
   private async mineWith(
     prefix: [string, unknown[]][],
     env: BlockEnv,
     raws: readonly string[],
-  ): Promise<{ err: string | null; prefix: PromiseSettledResult<any>[] }> {
+    after: [string, unknown[]][] = [],
+  ): Promise<{ err: string | null; prefix: PromiseSettledResult<any>[]; suffix: PromiseSettledResult<any>[] }> {
     const calls: [string, unknown[]][] = [
       ...prefix,
       ['anvil_setNextBlockBaseFeePerGas', [toQuantity(env.baseFeePerGas)]],
@@ -607,10 +780,14 @@ export class AnvilEngine implements ExecutionEngine {
     const pre = calls.length;
     for (const r of raws) calls.push(['eth_sendRawTransaction', [r]]);
     calls.push(['evm_mine', [env.timestamp]]);
-    const res = await this.side!.ctl.callMany(calls);
+    const mined = calls.length - 1;
+    calls.push(...after);
+    const all = await this.side!.ctl.callMany(calls);
+    const res = all.slice(0, mined + 1);
+    const suffix = all.slice(mined + 1);
     const head = res.slice(0, prefix.length);
     if (res[res.length - 1]!.status === 'rejected') {
-      return { err: `evm_mine failed: ${String((res[res.length - 1] as PromiseRejectedResult).reason)}`, prefix: head };
+      return { err: `evm_mine failed: ${String((res[res.length - 1] as PromiseRejectedResult).reason)}`, prefix: head, suffix };
     }
     // The mine ran: the chain moved even when a tx was refused.
     this.head++;
@@ -618,10 +795,10 @@ export class AnvilEngine implements ExecutionEngine {
       const r = res[i]!;
       if (r.status === 'rejected') {
         const what = i < pre ? 'env' : `transaction ${i - pre}`;
-        return { err: `${what} refused: ${(r.reason as Error).message}`, prefix: head };
+        return { err: `${what} refused: ${(r.reason as Error).message}`, prefix: head, suffix };
       }
     }
-    return { err: null, prefix: head };
+    return { err: null, prefix: head, suffix };
   }
 
   /**
@@ -633,6 +810,34 @@ export class AnvilEngine implements ExecutionEngine {
     let err: string | null;
     if (this.o.strategy === 'reorg' || b.snap === null) {
       err = await this.reorg(b.env, this.head - b.baseHeight + 1, b.raws.map((r) => [r, 0]));
+    } else if (this.o.strategy === 'rebuild' && b.folded && b.receipts.length > 0 && b.receipts.length < b.raws.length) {
+      // The block so far was executed as one anvil block from the same snapshot: re-mining the same txs in the same
+      // env gives the same receipts, so only the new txs' receipts are read, in the same write. anvil 1.7.1 builds
+      // every receipt of eth_getBlockReceipts by cloning all the block's receipts (O(n²): 820 ms at 2,000 txs,
+      // against 136 ms for the newest 200 by hash; /tmp scratch measurement, see the design note).
+      const keep = b.receipts.length;
+      const hashes = b.raws.slice(keep).map((r) => keccak256Hex(hexToBytes(r)));
+      const got: PromiseSettledResult<any>[] = [];
+      err = await this.mineBlock(b, b.raws, b.snap, hashes.map((h) => ['eth_getTransactionReceipt', [h]]), got);
+      b.topHeight = this.head;
+      if (err !== null) return err;
+      this.st.rebuilds++;
+      const fresh: ExecutedReceipt[] = [];
+      for (const g of got) {
+        if (g.status !== 'fulfilled' || g.value === null) break;
+        fresh.push(receiptFromRpc(g.value as Record<string, unknown>));
+      }
+      if (fresh.length === hashes.length && fresh[0]!.cumulativeGasUsed > b.receipts[keep - 1]!.cumulativeGasUsed) {
+        for (const r of fresh) {
+          b.receipts.push(r);
+          this.byHash.set(r.transactionHash, r);
+        }
+        return null;
+      }
+      // Not what was expected (a tx dropped, a reply lost): read the whole block.
+      await this.reloadReceipts(b);
+      if (b.receipts.length !== b.raws.length) return `re-mined block holds ${b.receipts.length} of ${b.raws.length} txs`;
+      return null;
     } else {
       err = await this.mineBlock(b, b.raws, b.snap);
       b.topHeight = this.head;
@@ -739,14 +944,19 @@ export class AnvilEngine implements ExecutionEngine {
   }
 
   private blockEnvOverrides(env: BlockEnv, user?: Record<string, unknown>): Record<string, unknown> {
-    return {
+    const o: Record<string, unknown> = {
       number: toQuantity(env.number),
       time: toQuantity(env.timestamp),
       baseFeePerGas: toQuantity(env.baseFeePerGas),
       feeRecipient: env.feeRecipient,
       gasLimit: toQuantity(env.gasLimit),
+      // Calls see the pending block's own PREVRANDAO (anvil 1.7.1 honours the override; mined txs cannot, see engine.ts).
+      prevRandao: env.prevRandao,
       ...(user ?? {}),
     };
+    // `random` is the same field under its other name: both at once is a duplicate-field error.
+    if (user !== undefined && 'random' in user && !('prevRandao' in user)) delete o.prevRandao;
+    return o;
   }
 
   private async read<T>(method: string, params: (tag: string, env: BlockEnv) => unknown[]): Promise<T> {
@@ -758,14 +968,14 @@ export class AnvilEngine implements ExecutionEngine {
         if (e instanceof RpcReplyError) {
           // The visible height is being re-mined (evm_revert → mine of the first block after the fork): wait for
           // the apply in progress, then ask again at the new visible height.
-          if (attempt < 2 && /BlockOutOfRange|not found/i.test(e.rpcMessage)) {
+          if (attempt < 8 && /BlockOutOfRange|not found/i.test(e.rpcMessage)) {
             await this.queue;
             continue;
           }
           throw e;
         }
         // The process was swapped for a newer fork (or restarted) while the call was in flight: ask the new one.
-        if (this.visible !== null && this.visible.side !== side && attempt < 2) continue;
+        if (this.visible !== null && this.visible.side !== side && attempt < 8) continue;
         throw new EngineUnavailableError(`execution engine unavailable: ${(e as Error).message}`);
       }
     }

@@ -1,6 +1,7 @@
 // The anvil execution engine against a real anvil node: executed receipts roots equal every flashblock's
 // diff.receipts_root, NUMBER inside flashblocks 1…N is the block's own number, a killed engine is restarted and
 // rebuilt without serving a wrong answer, an unreachable node gives a clear error.
+import { execFileSync } from 'node:child_process';
 import t, { type Test } from 'tap';
 import { toHex } from 'viem';
 import { startAnvil, type Anvil } from '../../scripts/devnet/anvil.js';
@@ -30,6 +31,15 @@ async function net(t: Test, count: number, flashblocks: number, perFlashblock: n
 async function nodeCall(node: Anvil, method: string, params: unknown[]): Promise<string> {
   const r = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
   return ((await r.json()) as { result: string }).result;
+}
+
+/** pids of this process's children that are anvils forked by an engine. */
+function forkedChildren(): number[] {
+  try {
+    return execFileSync('pgrep', ['-P', String(process.pid), '-f', 'fork-block-number'], { encoding: 'utf8' }).trim().split('\n').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
 }
 
 function engineFor(t: Test, node: Anvil, strategy: ExecStrategy): AnvilEngine {
@@ -83,6 +93,9 @@ for (const strategy of ['rebuild', 'hybrid'] as const) {
     const code = { [numret]: { code: '0x4360005260206000f3' } };
     t.equal(BigInt(await e.call({ to: numret }, code)), BigInt(last.number), 'NUMBER in eth_call is the pending block');
     t.equal(BigInt(await e.call({ to: numret }, code, { number: '0x99' })), 0x99n, 'block overrides win');
+    const randao = '0x' + '88'.repeat(20);
+    const randaoCode = { [randao]: { code: '0x4460005260206000f3' } };
+    t.equal(await e.call({ to: randao }, randaoCode), last.env.prevRandao, 'PREVRANDAO in eth_call is the pending block\'s prev_randao');
     const st = e.status();
     t.equal(st.divergences, 0, 'no divergence counted');
     t.equal(st.verified, 8, 'every flashblock counted as verified');
@@ -200,4 +213,112 @@ t.test('a block the engine executed only in part is not built on once the node h
   }
   t.equal(BigInt(await e.call({ to: c.reader })), b2.sinkBalances[b2.sinkBalances.length - 1], 'state includes the whole first block');
   t.ok(e.status().rebuilds >= 1, 'the re-fork is counted');
+});
+
+for (const strategy of ['rebuild', 'hybrid'] as const) {
+  t.test(`${strategy}: BLOCKHASH of the canonical parent inside a pending block is the node's, in index 0 and later flashblocks`, async (t) => {
+    const { node, c, blocks } = await net(t, 3, 3, 8);
+    const e = engineFor(t, node, strategy);
+    await e.start(blocks[0]!.number - 1);
+    for (const fb of blocks[0]!.flashblocks) t.ok((await e.applyFlashblock(fb)).ok, `${fb.blockNumber}/${fb.index} applied`);
+    // Two blocks on top of blocks the engine executed itself: the node reports each parent canonical right before
+    // (or, for the second, right after) the block's index 0, so the old process may execute index 0 first.
+    for (const [k, b] of [blocks[1]!, blocks[2]!].entries()) {
+      const swaps = e.status().swaps;
+      if (k === 0) e.noteCanonical(b.number - 1);
+      const wantHash = await nodeCall(node, 'eth_getStorageAt', [c.probe, '0x4', toHex(b.number)]);
+      const parent = (await fetch(node.url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getBlockByNumber', params: [toHex(b.number - 1), false] }),
+      }).then((r) => r.json())) as { result: { hash: string } };
+      t.equal(wantHash, parent.result.hash, 'the node stored its own parent hash (the truth)');
+      const out0 = await e.applyFlashblock(b.flashblocks[0]!);
+      t.ok(out0.ok, `${b.number}/0 applied`);
+      if (k === 1) e.noteCanonical(b.number - 1);
+      // The swap to a fork at the canonical parent runs in the background; wait for it (bounded).
+      for (let i = 0; i < 300 && e.status().swaps === swaps; i++) await new Promise((r) => setTimeout(r, 50));
+      t.ok(e.status().swaps > swaps, `swapped to a fork at block ${b.number - 1}`);
+      t.equal(await e.getStorageAt(c.probe, '0x4'), wantHash, `${b.number}/0: BLOCKHASH(NUMBER-1) equals the node's`);
+      for (let i = 1; i < b.flashblocks.length; i++) {
+        const out = await e.applyFlashblock(b.flashblocks[i]!);
+        t.ok(out.ok && out.verified === true, `${b.number}/${i} verified`);
+        t.equal(await e.getStorageAt(c.probe, '0x4'), wantHash, `${b.number}/${i}: BLOCKHASH(NUMBER-1) equals the node's`);
+        t.equal(BigInt(await e.getStorageAt(c.probe, '0x0')), BigInt(b.number), `${b.number}/${i}: NUMBER exact`);
+        t.equal(BigInt(await e.call({ to: c.reader })), b.sinkBalances[i], `${b.number}/${i}: state visible`);
+      }
+      const full = await nodeCall(node, 'eth_getStorageAt', [c.probe, '0x4', toHex(b.number)]);
+      t.equal(await e.getStorageAt(c.probe, '0x4'), full, 'equal to the node\'s canonical storage once the block landed');
+    }
+    t.equal(e.status().divergences, 0, 'no divergence');
+    // A standby being prepared when the engine stops is stopped too: no anvil forked by this engine outlives it.
+    e.noteCanonical(blocks[2]!.number);
+    await e.stop();
+    t.same(forkedChildren(), [], 'no engine process left after stop()');
+  });
+}
+
+t.test('rebuild: flashblocks applied while a standby replays are not lost; after the swap every receipt and read is the exact one', async (t) => {
+  const { node, c, blocks } = await net(t, 2, 8, 10);
+  const e = engineFor(t, node, 'rebuild');
+  const [b0, b1] = [blocks[0]!, blocks[1]!];
+  await e.start(b0.number - 1);
+  for (const fb of b0.flashblocks) t.ok((await e.applyFlashblock(fb)).ok, `${fb.blockNumber}/${fb.index} applied`);
+  e.noteCanonical(b0.number);
+  // Every flashblock of the next block lands while the standby starts, warms up, replays and is swapped in; a reader
+  // polls all along: no answer may be older than the newest flashblock already applied when it asked.
+  let applied = -1;
+  let reading = true;
+  let reads = 0;
+  const older: string[] = [];
+  const reader = (async (): Promise<void> => {
+    while (reading) {
+      const floor = applied;
+      try {
+        const v = BigInt(await e.call({ to: c.reader }));
+        reads++;
+        if (floor >= 0 && v < b1.sinkBalances[floor]!) older.push(`read after ${b1.number}/${floor} answered ${v}`);
+      } catch (err) {
+        older.push(`read after ${b1.number}/${floor} failed: ${(err as Error).message}`);
+      }
+      await new Promise((r) => setTimeout(r, 3));
+    }
+  })();
+  // Sent without waiting, so the apply queue is busy while the standby catches up and swaps.
+  const outs: Promise<void>[] = [];
+  for (const fb of b1.flashblocks) {
+    outs.push(
+      e.applyFlashblock(fb).then((o) => {
+        t.ok(o.ok && o.verified === true, `${b1.number}/${fb.index} applied and verified`);
+        applied = Math.max(applied, fb.index);
+      }),
+    );
+    await new Promise((r) => setTimeout(r, 12));
+  }
+  await Promise.all(outs);
+  for (let i = 0; i < 300 && e.status().swaps === 0; i++) await new Promise((r) => setTimeout(r, 50));
+  reading = false;
+  await reader;
+  t.same(older, [], `no read older than an applied flashblock (${reads} reads)`);
+  t.equal(e.status().swaps, 1, 'swapped once');
+  t.equal(e.status().blockNumber, b1.number, 'the pending block is visible');
+  t.equal(e.status().index, b1.flashblocks.length - 1, 'at its last flashblock');
+  const tag = toHex(b1.number);
+  for (const slot of ['0x0', '0x1', '0x2', '0x4']) {
+    t.equal(await e.getStorageAt(c.probe, slot), await nodeCall(node, 'eth_getStorageAt', [c.probe, slot, tag]), `probe slot ${slot} equals the node's`);
+  }
+  t.equal(BigInt(await e.call({ to: c.reader })), b1.sinkBalances[b1.sinkBalances.length - 1], 'state of the last flashblock');
+  const rs = e.blockReceipts(b1.number) ?? [];
+  const nodeRs = (await fetch(node.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_getBlockReceipts', params: [tag] }),
+  }).then((r) => r.json())) as { result: { transactionHash: string; gasUsed: string; cumulativeGasUsed: string }[] };
+  t.equal(rs.length, nodeRs.result.length, 'one executed receipt per tx of the block');
+  t.same(
+    rs.map((r) => [r.transactionHash, r.gasUsed, r.cumulativeGasUsed]),
+    nodeRs.result.map((r) => [r.transactionHash, BigInt(r.gasUsed), BigInt(r.cumulativeGasUsed)]),
+    'executed receipts (hash, gas, cumulative gas) equal the node\'s',
+  );
+  t.ok(e.receipt(nodeRs.result[0]!.transactionHash) !== null, 'receipt() answers from the swapped-in process');
 });
