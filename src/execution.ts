@@ -78,6 +78,7 @@ export class ExecutionFeed {
   private offCanonical: (() => void) | null = null;
   private stopped = false;
   private restartsSeen = 0;
+  private swapsSeen = 0;
   private rebuildsSeen = 0;
   private readonly ticker: NodeJS.Timeout;
   private startTimer: NodeJS.Timeout | null = null;
@@ -332,6 +333,11 @@ export class ExecutionFeed {
     if (st.restarts > this.restartsSeen) {
       m.executionRestarts.inc(st.restarts - this.restartsSeen);
       this.restartsSeen = st.restarts;
+    }
+    if (st.swaps > this.swapsSeen) {
+      m.executionSwaps.inc(st.swaps - this.swapsSeen);
+      this.swapsSeen = st.swaps;
+      if (st.lastSwapMs !== null) m.executionLastSwapSeconds.set(st.lastSwapMs / 1000);
     }
     if (st.rebuilds > this.rebuildsSeen) {
       m.executionRebuilds.inc(st.rebuilds - this.rebuildsSeen);

@@ -39,6 +39,12 @@ export interface AnvilEngineOptions {
   /** Restart backoff after a crash: first delay, doubled up to the max. */
   restartBackoffMs?: number;
   restartBackoffMaxMs?: number;
+  /**
+   * At a block's first flashblock, how long to wait for the node to show its parent (polling), so the block can run
+   * on a fork at the parent itself (BLOCKHASH of the parent exact from the first flashblock). Default 300 ms; when the
+   * node is later than that, the block starts on the active process and a standby swap corrects it afterwards.
+   */
+  parentWaitMs?: number;
   /** Engine events; `level` is 'warn' unless given (an expected re-fork at start-up is 'info'). */
   log?: (msg: string, fields?: Record<string, unknown>, level?: 'info' | 'warn') => void;
 }
@@ -669,6 +675,15 @@ export class AnvilEngine implements ExecutionEngine {
    */
   private async openBlock(b: HeldBlock, txs: readonly string[]): Promise<string | null> {
     const parent = b.number - 1;
+    if ((this.o.strategy === 'rebuild' || this.o.strategy === 'hybrid') && this.side!.forkBlock < parent && (await this.nodeShows(parent, b.env.parentHash))) {
+      try {
+        await this.forkAtParent(parent);
+      } catch (e) {
+        if (this.stopped) return 'execution engine stopped';
+        // The block starts on the active process instead (a standby swap corrects BLOCKHASH later).
+        this.log('execution engine: fork at the parent failed; the active process keeps serving', { fork: parent, error: (e as Error).message }, 'info');
+      }
+    }
     // The block the process is forked at is the node's own: nothing to check.
     const forked = parent === this.side!.forkBlock && this.head === parent;
     if (this.o.strategy !== 'per-flashblock' && parent <= this.canonical && !forked && !(await this.parentMatchesNode(parent))) {
@@ -701,6 +716,59 @@ export class AnvilEngine implements ExecutionEngine {
     b.baseHeight = this.head;
     b.topHeight = this.head;
     return err;
+  }
+
+  /**
+   * Polls the node (up to parentWaitMs) until it shows block `n` with hash `hash` (any hash when `hash` is not a
+   * 32-byte hex). False when it does not in time, shows another block there, or cannot be reached.
+   */
+  private async nodeShows(n: number, hash: string): Promise<boolean> {
+    const want = /^0x[0-9a-fA-F]{64}$/.test(hash) && !/^0x0{64}$/.test(hash) ? hash.toLowerCase() : null;
+    const end = performance.now() + (this.o.parentWaitMs ?? 300);
+    for (;;) {
+      try {
+        const [block] = await this.nodeBatch<Record<string, string> | null>([['eth_getBlockByNumber', [toQuantity(n), false]]]);
+        if (block != null) return want === null || String(block.hash).toLowerCase() === want;
+      } catch {
+        return false;
+      }
+      if (performance.now() + 20 > end || this.stopped) return false;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  /**
+   * Makes a process forked at the node's block `parent` the active one (warmed like a standby) before the next block
+   * starts on it: BLOCKHASH(k ≤ parent) comes from the node from the block's first flashblock on. Held blocks up to
+   * the parent are the node's now and are dropped, as a standby swap does; the old process answers reads until the
+   * first flashblock on the new one is visible.
+   */
+  private async forkAtParent(parent: number): Promise<void> {
+    const t0 = performance.now();
+    const warm = this.warmCalls(parent);
+    const sb = new Standby(await this.spawn(parent), warm);
+    try {
+      await sb.warmUp();
+    } catch {
+      // A failed warm-up only costs cache misses later.
+    }
+    if (this.stopped) {
+      await sb.side.stop();
+      throw new Error('execution engine stopped');
+    }
+    // A standby being prepared for an older head is superseded (its task sees it and stops its process).
+    this.standby = null;
+    for (const [n, held] of [...this.blocks]) {
+      if (n > parent) continue;
+      this.blocks.delete(n);
+      for (const r of held.receipts) this.byHash.delete(r.transactionHash);
+      this.noteAddresses(held.receipts);
+    }
+    this.adopt(sb.side, parent);
+    this.noteCanonical(parent);
+    this.st.swaps++;
+    this.st.lastSwapMs = performance.now() - t0;
+    this.log('execution engine: forked at the parent before its next block', { fork: parent, ms: Math.round(this.st.lastSwapMs) }, 'info');
   }
 
   /** True when the engine's executed block `n` has the node's receipts root (false when unknown or different). */
@@ -1024,6 +1092,10 @@ export class AnvilEngine implements ExecutionEngine {
     if (vb.receipts.indexOf(r) >= 0) return vb.receipts.indexOf(r) < v.count ? r : null;
     for (const b of this.blocks.values()) if (b.number < vb.number && b.receipts.includes(r)) return r;
     return null;
+  }
+
+  chainDepositNonce(r: ExecutedReceipt): bigint | null {
+    return this.adjust(r, this.depositNonceMode).depositNonce;
   }
 
   blockReceipts(blockNumber: number): readonly ExecutedReceipt[] | null {

@@ -22,9 +22,14 @@
  * blocks take its snapshots and receipts, reads move to it in one assignment; in-flight reads on the old process
  * retry on the new one) and kills the old one. The apply path never waits for the spawn, the warm-up or the replay;
  * only when just the newest block grew since the last background catch-up (after two tries) is that one incremental
- * re-mine done in the queue. Windows where BLOCKHASH(parent) is anvil's, not the chain's:
- *  - flashblocks of C+1 applied before the node reports C (always index 0 on a real chain, whose node imports C
- *    about when C+1 starts): executed on the old process, then corrected by the swap's replay — swap measured
+ * re-mine done in the queue. At a block's first flashblock (index 0 of C+1) the engine itself asks the node for C
+ * (polling up to parentWaitMs, 300 ms, for the hash in base.parent_hash) and, when it shows it, first moves to a
+ * process forked at C (spawn + the same warm-up, in the apply queue: index 0 waits for it, later flashblocks of the
+ * block do not), so every flashblock of C+1 sees BLOCKHASH(C) from the node; the devnet differential then verifies
+ * every flashblock's receipts root with a BLOCKHASH(NUMBER-1) logger in nearly every flashblock. Windows where
+ * BLOCKHASH(parent) is anvil's, not the chain's:
+ *  - flashblocks of C+1 applied when the node shows C more than parentWaitMs after C+1 started: executed on the old
+ *    process, then corrected by the background swap's replay — swap measured
  *    118–123 ms after the head at 20 tx/flashblock (spawn ~40 ms, warm-up ~60 ms over 4 connections, replay), 0.5–1.5 s
  *    at 100 (4 blocks; /tmp bench, as bench/exec.ts plus a BLOCKHASH check; 37/40 reads exact at 20 tx). Outcomes already handed out are not re-sent; receipt()/blockReceipts() answer the corrected
  *    receipts after the swap.
@@ -95,7 +100,8 @@
  * not found"; foundry added anvil_setNextBlockPrevRandao after 1.7.1, #15644, nightlies only); pending eth_call and
  * eth_estimateGas do see the block's prev_randao (block override `prevRandao`, honoured by 1.7.1). BLOCKHASH in the
  * windows above. eth_getProof (anvil's state trie is not the chain's: refused with EngineUnsupportedError), OP
- * receipt fee fields (anvil emits none; compute l1Fee via the GasPriceOracle by call), the operator fee under
+ * receipt fee fields (anvil emits none; rpc/shapes/l1fee.ts computes them from the block's L1-info deposit for
+ * executed and stream receipts alike), the operator fee under
  * --hardfork jovian (anvil 1.7.1 charges the pre-Jovian formula). anvil reports the post-execution depositNonce; the
  * engine learns from the stream's receipts_root which convention the chain commits to. anvil 1.7.1 aborts on
  * eth_getRawTransactionByHash of a deposit, so the 'reorg' warm start encodes deposits from their JSON fields.
@@ -207,6 +213,12 @@ export interface ExecutionEngine {
 
   /** The executed receipt of a pending transaction (lower-case hash), or null. */
   receipt(hash: string): ExecutedReceipt | null;
+  /**
+   * The depositNonce the chain commits for an executed deposit receipt (null for other types): op-geth/op-reth commit
+   * the sender's nonce before the deposit, anvil (the devnet's node) the one after; the engine learns which from
+   * diff.receipts_root and answers accordingly (before anything is learned: op-geth's).
+   */
+  chainDepositNonce(r: ExecutedReceipt): bigint | null;
   /** Executed receipts of a pending block so far, or null when the engine holds no such block. */
   blockReceipts(blockNumber: number): readonly ExecutedReceipt[] | null;
 }

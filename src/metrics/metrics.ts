@@ -293,6 +293,8 @@ export interface Metrics {
   readonly executionDivergences: Readonly<Record<ExecutionDivergenceSource, CounterCell>>;
   readonly executionRebuilds: CounterCell;
   readonly executionRestarts: CounterCell;
+  readonly executionSwaps: CounterCell;
+  readonly executionLastSwapSeconds: GaugeCell;
 
   readonly rpcRequests: Readonly<Record<RpcMethodLabel, Readonly<Record<RpcSource, CounterCell>>>>;
   readonly rpcSeconds: Readonly<Record<RpcMethodLabel, Readonly<Record<RpcSource, HistogramCell>>>>;
@@ -514,6 +516,10 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     executionRebuilds: counter('execution_rebuilds_total',
       'Exact re-mines of a pending block (strategy, a failed check, or a restart).').child(),
     executionRestarts: counter('execution_restarts_total', 'Execution engine processes restarted after a crash.').child(),
+    executionSwaps: counter('execution_swaps_total',
+      'Engine processes forked at a new canonical head and swapped in (BLOCKHASH of canonical ancestors exact from then).').child(),
+    executionLastSwapSeconds: gauge('execution_last_swap_seconds',
+      'Time from a canonical head to its engine process serving reads, for the last swap.').child(),
 
     rpcRequests,
     rpcSeconds,

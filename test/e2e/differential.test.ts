@@ -390,13 +390,23 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
     t.equal(tally.differed, 0, `${name}: ${tally.compared} values compared, ${tally.differed} differ ${JSON.stringify(tally.differences())}`);
   }
   t.same(ex.slice(0, 10), [], 'first differences');
-  t.ok(pendingSeen >= 0.95 * sent.size, `${pendingSeen} of ${sent.size} receipts (${((100 * pendingSeen) / sent.size).toFixed(1)} %) served before the block was sealed`);
+  // The devnet builds a block's last flashblock at the seal (the node shows the block ~25 ms after it): a receipt
+  // there is served from execution only if the engine beats that, which it does not on this machine (the medians
+  // above). Every receipt of an earlier flashblock must have been served while pending.
+  t.equal(late.earlier, 0, `${pendingSeen} of ${sent.size} receipts (${((100 * pendingSeen) / sent.size).toFixed(1)} %) served before the block was sealed; every one not in its block's last flashblock`);
+  t.ok(pendingSeen >= 0.8 * sent.size, 'at least 80 % served before the block was sealed');
   t.ok(blocksCompared >= 0.5 * (lastSent - startBlock - 1), `${blocksCompared} blocks' state compared (of ${lastSent - startBlock - 1})`);
   for (const k of ['env', 'refund', 'deposit', 'eip7702', 'deploy', 'legacy', 'eip2930', 'eip1559', 'transfer', 'revert']) t.ok((pendingByKind[k] ?? 0) > 0, `${k} receipts compared while pending`);
   const warnings = logLines.slice(logFrom);
   if (process.env.DIFF_LOG) appendFileSync(process.env.DIFF_LOG, warnings.join('\n') + '\n');
   t.same(warnings.filter((l) => /divergen|differs/.test(l)).slice(0, 3), [], `no divergence logged (${warnings.length} warnings)`);
   t.equal(devnet.stats().hashMismatches, 0, 'every sealed block equals its last flashblock');
+  const m = daemon.metrics;
+  const executed = m.executionFlashblocks.executed.value;
+  t.ok(executed > 100, `${executed} flashblocks executed`);
+  t.equal(m.executionVerified.value, executed, `every executed flashblock verified against its diff.receipts_root (${m.executionVerified.value} of ${executed})`);
+  const st = daemon.execution!.engine.status();
+  t.ok(st.swaps > 0, `the engine moved to a fork at the canonical head ${st.swaps} times (last took ${Math.round(st.lastSwapMs ?? NaN)} ms)`);
 }
 
 t.test('differential, stream with receipts: pending answers equal the canonical ones over ≥ 1,000 txs of every kind', (t) =>

@@ -30,10 +30,19 @@ export function captureReceipts(): ExecutedReceipt[] {
   return out;
 }
 
+/** What an engine that learned op-geth's convention (the capture's chain) answers: the nonce before the deposit. */
+export function opGethDepositNonce(r: ExecutedReceipt): bigint | null {
+  return r.depositNonce === null || r.depositNonce === 0n ? r.depositNonce : r.depositNonce - 1n;
+}
+
 /** A PendingExecution over the capture's receipts; `readyFor` defaults to "executed already". */
 export function captureExecution(readyFor: PendingExecution['readyFor'] = () => true): PendingExecution {
   const receipts = captureReceipts();
   const byHash = new Map(receipts.map((r) => [r.transactionHash, r]));
-  const engine = { receipt: (h: string) => byHash.get(h) ?? null, blockReceipts: (n: number) => (n === 35535698 ? receipts : null) } as unknown as ExecutionReads;
+  const engine = {
+    receipt: (h: string) => byHash.get(h) ?? null,
+    blockReceipts: (n: number) => (n === 35535698 ? receipts : null),
+    chainDepositNonce: opGethDepositNonce,
+  } as unknown as ExecutionReads;
   return { readyFor, engine, receiptsVerified: () => true, onExecuted: () => () => {} };
 }

@@ -180,8 +180,8 @@ export const eth_getProof: Handler = (ctx, params) => {
 
 /**
  * The receipt facts of a pending transaction from execution, or null when the engine has not executed it (or its
- * execution is not the transaction at that position). The engine reports a deposit's post-execution nonce; op-geth
- * and op-reth report the pre-execution one, which is what is shown.
+ * execution is not the transaction at that position). A deposit's nonce is the one the chain commits (the engine
+ * learns op-geth's pre-execution or anvil's post-execution convention from diff.receipts_root).
  */
 function executedFacts(e: ExecutionReads, rec: TxView): ReceiptFacts | null {
   const ex = e.receipt(rec.tx.hash);
@@ -198,7 +198,7 @@ function executedFacts(e: ExecutionReads, rec: TxView): ReceiptFacts | null {
     logs: ex.logs,
     firstLogIndex,
     contractAddress: ex.contractAddress,
-    depositNonce: ex.depositNonce === null ? null : ex.depositNonce > 0n ? ex.depositNonce - 1n : 0n,
+    depositNonce: e.chainDepositNonce(ex),
     depositReceiptVersion: ex.depositReceiptVersion,
     // The engine (anvil) reports no OP fee fields; the same computation as for stream receipts fills them.
     l1Fee: l1FeeFacts(rec),

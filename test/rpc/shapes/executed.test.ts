@@ -19,7 +19,7 @@ import { Shapes } from '../../../src/rpc/shapes/json.js';
 import { transactionWithReceipt } from '../../../src/rpc/shapes/subscription.js';
 import type { BlockView } from '../../../src/state/view.js';
 import { loadConfig } from '../../../src/config.js';
-import { captureReceipts } from '../../helpers/capture-execution.js';
+import { captureReceipts, opGethDepositNonce } from '../../helpers/capture-execution.js';
 import { unichainMessages } from '../../helpers/fixtures.js';
 import { feed, makePipeline } from '../../helpers/ingest.js';
 
@@ -53,6 +53,7 @@ class SteppedEngine implements PendingExecution {
     this.engine = {
       receipt: (h: string) => known().find((r) => r.transactionHash === h) ?? null,
       blockReceipts: (n: number) => (n === this.block.number && this.executedTxs > 0 ? known() : null),
+      chainDepositNonce: opGethDepositNonce,
     } as unknown as ExecutionReads;
   }
 
