@@ -63,6 +63,21 @@ function readerInit(who: string): Hex {
 }
 
 const lat = (r: AutocannonResult): string => `p50 ${r.latency.p50} / p99 ${r.latency.p99} ms`;
+/** Length of one load window (one per block: the engine's process changes at every block). */
+const WINDOW_S = 1;
+
+/** Windows of one load as one result: requests/s averaged over the windows, latency percentiles their worst. */
+function mergeRuns(runs: AutocannonResult[]): AutocannonResult {
+  const worst = (f: (r: AutocannonResult) => number): number => Math.max(...runs.map(f));
+  return {
+    requests: { average: runs.reduce((a, r) => a + r.requests.average, 0) / runs.length, total: runs.reduce((a, r) => a + r.requests.total, 0) },
+    latency: { p50: worst((r) => r.latency.p50), p99: worst((r) => r.latency.p99), max: worst((r) => r.latency.max), average: runs.reduce((a, r) => a + r.latency.average, 0) / runs.length },
+    non2xx: runs.reduce((a, r) => a + r.non2xx, 0),
+    errors: runs.reduce((a, r) => a + r.errors, 0),
+    timeouts: runs.reduce((a, r) => a + r.timeouts, 0),
+    duration: runs.reduce((a, r) => a + r.duration, 0),
+  };
+}
 
 /** Runs part (b); about 30 s in `quick`, 60 s in full. */
 export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]; notes: string }> {
@@ -112,18 +127,33 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
     // Pending eth_call throughput: the daemon at `pending` vs the engine's sidecar at `latest`, state unchanged since
     // the traffic stopped (the stream goes on with empty flashblocks: the L1-info deposit only).
     const engine = feed.engine;
-    const sidecar = engine instanceof AnvilEngine ? engine.readUrl : null;
-    if (sidecar === null) throw new Error('the engine has no visible anvil process');
+    if (!(engine instanceof AnvilEngine)) throw new Error('the engine is not the anvil engine');
+    // The engine moves to a process forked at each block's parent at the block's first flashblock, so the sidecar's
+    // URL lives one block (2 s): both loads run in windows of WINDOW_S started right after such a move.
+    const afterFork = async (): Promise<string> => {
+      const n = engine.status().swaps;
+      for (let i = 0; i < 400 && engine.status().swaps === n; i++) await sleep(10);
+      await sleep(50);
+      const url = engine.readUrl;
+      if (url === null) throw new Error('the engine has no visible anvil process');
+      return url;
+    };
     const call = { to: reader };
     const body = (tag: string): string => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_call', params: [call, tag] });
-    const [ours, theirs] = await Promise.all([rpcCall<string>(rpc, 'eth_call', [call, 'pending']), rpcCall<string>(sidecar, 'eth_call', [call, 'latest'])]);
+    const sidecar0 = await afterFork();
+    const [ours, theirs] = await Promise.all([rpcCall<string>(rpc, 'eth_call', [call, 'pending']), rpcCall<string>(sidecar0, 'eth_call', [call, 'latest'])]);
     if (ours !== theirs || BigInt(ours) === 0n) throw new Error(`pending eth_call ${ours} differs from the sidecar's latest ${theirs} (or is 0)`);
     const fallbacks = (): Promise<number> => scrapeMetrics(metricsUrl).then((x) => x.get('flashblocksd_pending_fallbacks_total{reason="execution"}') ?? 0);
-    const fb0 = await fallbacks();
     // Pipelining 1: uWS closes a connection that pipelines a request behind an asynchronous answer (bench/rpc.ts).
-    const daemonRun = await postLoad(rpc, body('pending'), loadS, CONNECTIONS, { workers: 1, pipelining: 1 });
+    const windowed = async (url: () => Promise<string>, tag: string): Promise<AutocannonResult> => {
+      const runs: AutocannonResult[] = [];
+      for (let done = 0; done < loadS; done += WINDOW_S) runs.push(await postLoad(await url(), body(tag), WINDOW_S, CONNECTIONS, { workers: 1, pipelining: 1 }));
+      return mergeRuns(runs);
+    };
+    const fb0 = await fallbacks();
+    const daemonRun = await windowed(async () => (await afterFork(), rpc), 'pending');
     const fellBack = (await fallbacks()) - fb0;
-    const sidecarRun = await postLoad(sidecar, body('latest'), loadS, CONNECTIONS, { workers: 1, pipelining: 1 });
+    const sidecarRun = await windowed(afterFork, 'latest');
     const ours2 = await rpcCall<string>(rpc, 'eth_call', [call, 'pending']);
     const same = ours2 === ours ? 'the answer was unchanged after the load' : `**the answer changed during the load** (${ours} → ${ours2})`;
 
@@ -170,7 +200,7 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
       `**(b) The daemon on the devnet.** devnet sequencer (2 s blocks, 10 flashblocks), the daemon in process with --execution-strategy rebuild on ` +
       `the post-Azul stream (?azul=1). ${trafficS} s of traffic at ${TX_PER_S} tx/s (all devnet tx types) sent through the daemon; receipts polled ` +
       `every ${POLL_MS} ms on the daemon and on the node (batched; latency from submission to the poll answer that held it). Then eth_call ` +
-      `of a contract returning a traffic sender's balance: autocannon ${CONNECTIONS} connections, pipelining 1, ${loadS} s, in a worker thread, first at \`pending\` ` +
+      `of a contract returning a traffic sender's balance: autocannon ${CONNECTIONS} connections, pipelining 1, ${loadS} s in ${WINDOW_S} s windows each started right after the engine moved to a fresh fork (it does at every block; req/s averaged over the windows, latency percentiles their worst), in a worker thread, first at \`pending\` ` +
       `through the daemon, then at \`latest\` on the engine's anvil sidecar (the process the daemon's pending reads answer from; its URL from ` +
       `AnvilEngine.readUrl); both answers equal before the load, ${same}. The daemon adds its RPC hop and the pending block env (block overrides) ` +
       `to every call; the stream goes on during the load (empty flashblocks, executed by the engine on the same anvil).`;
