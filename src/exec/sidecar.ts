@@ -1,5 +1,5 @@
-// One anvil (revm) process forked from the node at a given block, tied to this process (spawnTied), with two
-// pipelined connections: `ctl` for applying flashblocks (order matters) and `query` for reads. Owns the child and
+// One anvil (revm) process forked from the node at a given block, tied to this process (spawnTied), with pipelined
+// connections: `ctl` for applying flashblocks (order matters) and a few for reads (`query`). Owns the child and
 // its sockets; knows nothing of flashblocks or strategies.
 import type { ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -37,6 +37,9 @@ export function anvilBinaryPath(): string {
 }
 
 /** A running forked anvil. */
+/** Read connections per process (see Sidecar.query). */
+const QUERY_CONNECTIONS = 4;
+
 export class Sidecar {
   /** Resolves when the process has exited (for any reason). */
   readonly exited: Promise<void>;
@@ -47,15 +50,25 @@ export class Sidecar {
     readonly port: number,
     readonly forkBlock: number,
     readonly ctl: PipelinedRpc,
-    readonly query: PipelinedRpc,
+    private readonly queries: readonly PipelinedRpc[],
     exited: Promise<void>,
   ) {
     this.exited = exited;
   }
 
-  /** True while the process runs and both connections are open. */
+  /**
+   * The read connection with the fewest calls in flight: anvil answers one connection's pipelined calls one after
+   * another, so reads spread over a few connections run side by side (and none waits behind a slow one).
+   */
+  get query(): PipelinedRpc {
+    let best = this.queries[0]!;
+    for (const q of this.queries) if (q.inFlight < best.inFlight) best = q;
+    return best;
+  }
+
+  /** True while the process runs and all its connections are open. */
   get alive(): boolean {
-    return this.child.exitCode === null && this.child.signalCode === null && this.ctl.alive && this.query.alive;
+    return this.child.exitCode === null && this.child.signalCode === null && this.ctl.alive && this.queries.every((q) => q.alive);
   }
 
   /** Spawns anvil forked at `forkBlock` and resolves once it listens; rejects with {@link SidecarStartError}. */
@@ -125,10 +138,10 @@ export class Sidecar {
     child.stdout!.resume();
     child.stderr!.resume();
     try {
-      const [ctl, query] = await Promise.all([PipelinedRpc.open('127.0.0.1', port, 5000, true), PipelinedRpc.open('127.0.0.1', port, 5000, true)]);
+      const [ctl, ...queries] = await Promise.all(Array.from({ length: 1 + QUERY_CONNECTIONS }, () => PipelinedRpc.open('127.0.0.1', port, 5000, true)));
       // Its per-tx log lines are drained and dropped anyway; off, a 2,000-tx mine takes 18–22 ms instead of 31.
-      await ctl.call('anvil_setLoggingEnabled', [false]).catch(() => undefined);
-      return new Sidecar(child, port, o.forkBlock, ctl, query, exited);
+      await ctl!.call('anvil_setLoggingEnabled', [false]).catch(() => undefined);
+      return new Sidecar(child, port, o.forkBlock, ctl!, queries, exited);
     } catch (e) {
       child.kill('SIGKILL');
       throw new SidecarStartError(`execution engine: cannot connect to anvil on port ${port}: ${(e as Error).message}`);
@@ -144,7 +157,7 @@ export class Sidecar {
   async stop(): Promise<void> {
     this.stopping = true;
     this.ctl.close();
-    this.query.close();
+    for (const q of this.queries) q.close();
     if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGKILL');
     await this.exited;
   }
