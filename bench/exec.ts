@@ -236,7 +236,13 @@ async function measureStrategies(o: BenchOptions): Promise<{ rows: BenchRow[]; n
       `(the truth), then replayed into a fresh engine (src/exec/anvil.ts) per strategy, forked from that node. Latency = flashblock due time → ` +
       `engine.applyFlashblock resolved → eth_call at pending returned the SINK balance (queueing included; the daemon's ingest and RPC hop, ` +
       `sub-millisecond, are not in it). The node reports each parent canonical ${CANONICAL_LEAD_MS} ms before the block's index 0. ` +
-      `${ALL ? 'All strategies (BENCH_EXEC_ALL=1).' : `Strategies ${STRATEGIES.join(', ')}; BENCH_EXEC_ALL=1 adds reorg, hybrid and two more workloads.`}\n\n` +
+      `${ALL ? 'All strategies (BENCH_EXEC_ALL=1).' : `Strategies ${STRATEGIES.join(', ')}; BENCH_EXEC_ALL=1 adds reorg, hybrid and two more workloads.`} ` +
+      `Why 'rebuild': anvil executes a transaction in a block env only when it mines a block at its head + 1, so appending a flashblock ` +
+      `while keeping the block's NUMBER means re-mining the block so far; of the exact strategies measured side by side (this run with ` +
+      `BENCH_EXEC_ALL=1, and the table in src/exec/engine.ts), rebuild (evm_revert to the block's snapshot, one pipelined write of the ` +
+      `block's txs and the mine) is the fastest in every workload; 'reorg' (anvil_reorg) drops txs of fresh senders on anvil 1.7.1, ` +
+      `'hybrid' (fast per-flashblock mine, re-mined when a check fails) pays an O(block) fold at every block boundary. per-flashblock ` +
+      `is shown as the baseline: fast, but NUMBER is N + i and env-reading txs fail the receipts root.\n\n` +
       '```\n' + lines.join('\n') + '\n```';
     return { rows, notes, plot };
   } finally {
