@@ -107,12 +107,16 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
 
   // Pending execution: an anvil sidecar forked from the node executes every applied flashblock (src/exec). Only
   // with an upstream to execute; failures leave pending state reads answering as latest, never stop the daemon.
+  // anvil reaches the node through a loopback proxy over its own client (its fork reads must not take the sockets
+  // of forwarded requests, and the node's URL never reaches anvil's arguments).
+  const engineNode = new NodeClient({ url: config.nodeRpcUrl, timeoutMs: config.nodeTimeoutMs, maxSockets: 8 });
   const execution =
     config.execution && config.flashblocksEnabled && config.flashblocksUrls.length > 0 && config.nodeRpcUrl !== ''
       ? new ExecutionFeed(
           {
             engine: new AnvilEngine({
               nodeRpcUrl: config.nodeRpcUrl,
+              nodePost: (body) => engineNode.postRaw(body),
               hardfork: config.executionHardfork,
               strategy: config.executionStrategy,
               ...(config.anvilBinary !== '' ? { anvilBinary: config.anvilBinary } : {}),
@@ -215,6 +219,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       await Promise.all([rpc.drain(config.shutdownGraceMs), stream.drain(config.shutdownGraceMs)]);
       await pool?.stop();
       await execution?.stop();
+      engineNode.close();
       await metricsServer.close();
       node.close();
       // Nothing to lose: the worker holds no state, only a batch whose answer is no longer needed.

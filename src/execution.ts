@@ -79,6 +79,7 @@ export class ExecutionFeed {
   private stopped = false;
   private restartsSeen = 0;
   private swapsSeen = 0;
+  private nodeReadsSeen = 0;
   private rebuildsSeen = 0;
   private readonly ticker: NodeJS.Timeout;
   private startTimer: NodeJS.Timeout | null = null;
@@ -333,6 +334,10 @@ export class ExecutionFeed {
     if (st.restarts > this.restartsSeen) {
       m.executionRestarts.inc(st.restarts - this.restartsSeen);
       this.restartsSeen = st.restarts;
+    }
+    if (st.nodeReads !== null && st.nodeReads > this.nodeReadsSeen) {
+      m.executionNodeReads.inc(st.nodeReads - this.nodeReadsSeen);
+      this.nodeReadsSeen = st.nodeReads;
     }
     if (st.swaps > this.swapsSeen) {
       m.executionSwaps.inc(st.swaps - this.swapsSeen);

@@ -22,6 +22,7 @@ import { delegateOf, readsBlockNumber } from './envscan.js';
 import { PipelinedRpc, RpcReplyError } from './pipe.js';
 import { receiptFromRpc, receiptsRootOf, type ExecutedReceipt } from './receipts.js';
 import { Sidecar, type SidecarOptions } from './sidecar.js';
+import { ForkProxy, type NodePost } from './forkproxy.js';
 import { Standby } from './standby.js';
 
 /** How flashblocks i > 0 are executed (see engine.ts). */
@@ -33,6 +34,12 @@ export interface AnvilEngineOptions {
   /** The chain's OP hardfork name for anvil (isthmus, jovian, …). */
   hardfork: string;
   strategy: ExecStrategy;
+  /**
+   * How the engine reaches the node (the daemon's own node client). When given, anvil forks from a loopback proxy
+   * that forwards through it (the node's URL and credentials never reach anvil) and counts the engine's canonical
+   * state reads (status().nodeReads); without it anvil forks from nodeRpcUrl directly and nothing is counted.
+   */
+  nodePost?: NodePost;
   /** anvil binary; defaults to the platform package's. */
   anvilBinary?: string;
   startTimeoutMs?: number;
@@ -126,6 +133,8 @@ export class AnvilEngine implements ExecutionEngine {
   private readonly st = { restarts: 0, rebuilds: 0, divergences: 0, verified: 0, applied: 0, swaps: 0, lastSwapMs: null as number | null, lastError: null as string | null };
   /** The standby fork being prepared (see standby.ts), or null. */
   private standby: Standby | null = null;
+  /** The loopback endpoint anvil forks from when the daemon gives a node poster (see AnvilEngineOptions.nodePost). */
+  private proxy: ForkProxy | null = null;
   /** The standby preparation in progress (stop() waits for it: its process must not outlive the engine). */
   private standbyTask: Promise<void> | null = null;
   /** Addresses the recent blocks touched: read through a standby's fork before its first snapshot. */
@@ -140,6 +149,7 @@ export class AnvilEngine implements ExecutionEngine {
 
   async start(canonical: number): Promise<void> {
     this.canonical = canonical;
+    if (this.o.nodePost !== undefined && this.proxy === null) this.proxy = await ForkProxy.start(this.o.nodePost);
     await this.warmStart(canonical);
   }
 
@@ -207,6 +217,7 @@ export class AnvilEngine implements ExecutionEngine {
     await s?.stop();
     // A standby still starting is stopped by its own task once it sees `stopped`.
     await this.standbyTask;
+    await this.proxy?.close();
   }
 
   noteCanonical(blockNumber: number): void {
@@ -369,6 +380,7 @@ export class AnvilEngine implements ExecutionEngine {
       blockNumber: this.visible?.block.number ?? null,
       index: this.visible?.index ?? null,
       canonical: this.canonical,
+      nodeReads: this.proxy?.reads ?? null,
       ...this.st,
     };
   }
@@ -382,6 +394,26 @@ export class AnvilEngine implements ExecutionEngine {
   /** A JSON-RPC batch to the node (reads only: order of execution does not matter); answers in call order. */
   private async nodeBatch<T>(calls: [string, unknown[]][]): Promise<T[]> {
     if (calls.length === 0) return [];
+    const post = this.o.nodePost;
+    if (post !== undefined) {
+      // Through the daemon's node client (its URL, credentials and timeouts); counted with anvil's reads.
+      this.proxy?.note(calls.length);
+      let raw: Buffer;
+      try {
+        raw = await post(Buffer.from(JSON.stringify(calls.map(([method, params], id) => ({ jsonrpc: '2.0', id, method, params })))));
+      } catch (e) {
+        throw new Error(`execution engine: node unreachable: ${(e as Error).message}`, { cause: e });
+      }
+      const replies = JSON.parse(raw.toString('utf8')) as unknown;
+      if (!Array.isArray(replies)) throw new Error('execution engine: the node answered a batch with something else');
+      const byId = new Map((replies as { id: unknown }[]).map((r) => [r?.id, r as { result?: unknown; error?: { message?: string } | null }]));
+      return calls.map(([method], i) => {
+        const r = byId.get(i);
+        if (r === undefined) throw new Error(`execution engine: node ${method}: no answer in the batch`);
+        if (r.error != null) throw new Error(`execution engine: node ${method}: ${r.error.message ?? 'error'}`);
+        return r.result as T;
+      });
+    }
     const u = new URL(this.o.nodeRpcUrl);
     if (u.protocol === 'http:' && (u.pathname === '/' || u.pathname === '')) {
       // A fresh connection per batch (a pooled keep-alive socket may have been closed by the node meanwhile); a
@@ -391,7 +423,7 @@ export class AnvilEngine implements ExecutionEngine {
         try {
           conn = await PipelinedRpc.open(u.hostname, Number(u.port || 80), this.o.startTimeoutMs ?? 10_000);
         } catch (e) {
-          throw new Error(`execution engine: node ${this.o.nodeRpcUrl} unreachable: ${(e as Error).message}`, { cause: e });
+          throw new Error(`execution engine: node unreachable: ${(e as Error).message}`, { cause: e });
         }
         try {
           const res = await conn.callMany(calls);
@@ -422,7 +454,7 @@ export class AnvilEngine implements ExecutionEngine {
         // One retry: a pooled keep-alive socket the node closed fails the first attempt.
         if (attempt >= 1) {
           const why = (e as Error & { cause?: Error }).cause?.message ?? (e as Error).message;
-          throw new Error(`execution engine: node ${this.o.nodeRpcUrl} unreachable: ${why}`, { cause: e });
+          throw new Error(`execution engine: node unreachable: ${why}`, { cause: e });
         }
       }
     }
@@ -437,7 +469,7 @@ export class AnvilEngine implements ExecutionEngine {
 
   private spawn(fork: number, gasLimit?: bigint): Promise<Sidecar> {
     const o: SidecarOptions = {
-      forkUrl: this.o.nodeRpcUrl,
+      forkUrl: this.proxy?.url ?? this.o.nodeRpcUrl,
       forkBlock: fork,
       hardfork: this.o.hardfork,
       startTimeoutMs: this.o.startTimeoutMs ?? 10_000,

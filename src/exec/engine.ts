@@ -176,6 +176,8 @@ export interface EngineStatus {
   /** Swaps to a standby forked at the canonical head (exact BLOCKHASH of canonical ancestors), and the last one's ms. */
   swaps: number;
   lastSwapMs: number | null;
+  /** JSON-RPC calls the engine (its anvil processes included) made to the node; null when not counted. */
+  nodeReads: number | null;
   lastError: string | null;
 }
 

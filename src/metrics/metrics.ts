@@ -294,6 +294,7 @@ export interface Metrics {
   readonly executionRebuilds: CounterCell;
   readonly executionRestarts: CounterCell;
   readonly executionSwaps: CounterCell;
+  readonly executionNodeReads: CounterCell;
   readonly executionLastSwapSeconds: GaugeCell;
 
   readonly rpcRequests: Readonly<Record<RpcMethodLabel, Readonly<Record<RpcSource, CounterCell>>>>;
@@ -518,6 +519,8 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     executionRestarts: counter('execution_restarts_total', 'Execution engine processes restarted after a crash.').child(),
     executionSwaps: counter('execution_swaps_total',
       'Engine processes forked at a new canonical head and swapped in (BLOCKHASH of canonical ancestors exact from then).').child(),
+    executionNodeReads: counter('execution_node_reads_total',
+      'JSON-RPC calls the execution engine made to the node: canonical state its anvil processes read, block headers.').child(),
     executionLastSwapSeconds: gauge('execution_last_swap_seconds',
       'Time from a canonical head to its engine process serving reads, for the last swap.').child(),
 

@@ -260,12 +260,14 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
         ['eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }]],
         ['eth_getBlockReceipts', ['pending']],
       ]);
-      // Kept only when every answer came from the pending state at this flashblock: no fallback to the node, the
-      // block not settled meanwhile, the executed position unchanged.
+      // Kept only when every answer came from the pending state at this flashblock: no fallback to the node for
+      // the engine (or a broken block), the block not settled meanwhile (a 'stale' fallback — no pending block —
+      // means exactly that; other clients of the daemon, the receipt poller, may count one between two blocks), the
+      // executed position unchanged.
       const now = fallbackCounts(daemon);
-      const moved = Object.keys(now).filter((k) => now[k] !== fallbacks[k]);
+      const moved = Object.keys(now).filter((k) => k !== 'stale' && now[k] !== fallbacks[k]);
       if (moved.length > 0) for (const k of moved) skip(`fallback ${k}`);
-      else if (daemon.view.canonical >= n) skip('settled');
+      else if (daemon.view.canonical >= n || daemon.view.pendingBlock()?.number !== n) skip('settled');
       else if (posOf(daemon) !== pos) skip('moved');
       else {
         snapshots.set(pos, { number: n, index, probes, answers: res.slice(0, probes.length), logs: res[probes.length]!, blockReceipts: res[probes.length + 1]! });

@@ -164,6 +164,7 @@ for (const kind of ['receipts', 'azul'] as const) {
     t.ok(metric(text, 'flashblocksd_execution_apply_seconds_count') > 0, 'apply time observed');
     t.ok(metric(text, 'flashblocksd_execution_verified_total') > 0, 'flashblocks verified against diff.receipts_root');
     t.equal(metric(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence on the devnet');
+    t.ok(metric(text, 'flashblocksd_execution_node_reads_total') > 0, 'the engine\'s canonical state reads from the node counted');
   });
 }
 
