@@ -257,32 +257,20 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
     inflight.add(p);
     void p.finally(() => inflight.delete(p));
   };
+  /** One setup tx from the deployer (EIP-1559, its next nonce), awaited so setup txs stay in nonce order. */
+  const setupTx = async (kind: 'deploy' | 'transfer', gas: bigint, call: { to?: Hex; data: Hex }): Promise<void> => {
+    const nonce = nonces[0]!;
+    const signed = await deployer.signTransaction({ chainId: opts.chainId, nonce, type: 'eip1559', maxFeePerGas: 3n * GWEI, maxPriorityFeePerGas: 1n, gas, ...call });
+    nonces[0] = nonce + 1;
+    const sentAtMs = performance.now();
+    const hash = await rpcCall<Hex>(opts.rpcUrl, 'eth_sendRawTransaction', [signed]);
+    st.sent++;
+    st.byKind[kind]++;
+    opts.onSent?.({ hash, kind, from: deployer.address, nonce, sentAtMs });
+  };
   await send('deploy', 0);
-  for (const runtime of [ENV_RUNTIME, REFUND_RUNTIME]) {
-    const nonce = nonces[0]!;
-    const signed = await deployer.signTransaction({
-      chainId: opts.chainId, nonce, type: 'eip1559', maxFeePerGas: 3n * GWEI, maxPriorityFeePerGas: 1n, gas: 200_000n, data: initOf(runtime),
-    });
-    nonces[0] = nonce + 1;
-    const sentAtMs = performance.now();
-    const hash = await rpcCall<Hex>(opts.rpcUrl, 'eth_sendRawTransaction', [signed]);
-    st.sent++;
-    st.byKind.deploy++;
-    opts.onSent?.({ hash, kind: 'deploy', from: deployer.address, nonce, sentAtMs });
-  }
-  for (let i = 1; i < signers.length; i++) {
-    const nonce = nonces[0]!;
-    const signed = await deployer.signTransaction({
-      chainId: opts.chainId, nonce, type: 'eip1559', maxFeePerGas: 3n * GWEI, maxPriorityFeePerGas: 1n, gas: 60_000n,
-      to: token, data: transferData(signers[i]!.address, 1n << 100n),
-    });
-    nonces[0] = nonce + 1;
-    const sentAtMs = performance.now();
-    const hash = await rpcCall<Hex>(opts.rpcUrl, 'eth_sendRawTransaction', [signed]);
-    st.sent++;
-    st.byKind.transfer++;
-    opts.onSent?.({ hash, kind: 'transfer', from: deployer.address, nonce, sentAtMs });
-  }
+  for (const runtime of [ENV_RUNTIME, REFUND_RUNTIME]) await setupTx('deploy', 200_000n, { data: initOf(runtime) });
+  for (let i = 1; i < signers.length; i++) await setupTx('transfer', 60_000n, { to: token, data: transferData(signers[i]!.address, 1n << 100n) });
 
   let resolveDone: () => void = () => undefined;
   const donePromise = new Promise<void>((r) => (resolveDone = r));

@@ -346,15 +346,23 @@ export class AnvilEngine implements ExecutionEngine {
     }
   }
 
+  /**
+   * Forgets held blocks up to `fork`: the process forked there holds the node's blocks, so late flashblocks of them
+   * are not applied any more. Their accounts still warm the next fork's cache.
+   */
+  private dropHeldUpTo(fork: number): void {
+    for (const [n, b] of [...this.blocks]) {
+      if (n > fork) continue;
+      this.blocks.delete(n);
+      for (const r of b.receipts) this.byHash.delete(r.transactionHash);
+      this.noteAddresses(b.receipts);
+    }
+  }
+
   /** Makes the standby the active process: held blocks take its snapshots, heights and receipts. Synchronous. */
   private swapTo(sb: Standby, held: HeldBlock[]): void {
     const fork = sb.fork;
-    for (const [n, b] of [...this.blocks]) {
-      if (n > fork) continue;
-      // The standby holds the node's block here: late flashblocks of it are not applied any more.
-      this.blocks.delete(n);
-      for (const r of b.receipts) this.byHash.delete(r.transactionHash);
-    }
+    this.dropHeldUpTo(fork);
     for (let k = 0; k < held.length; k++) {
       const b = held[k]!;
       const r = sb.done[k]!;
@@ -790,12 +798,7 @@ export class AnvilEngine implements ExecutionEngine {
     }
     // A standby being prepared for an older head is superseded (its task sees it and stops its process).
     this.standby = null;
-    for (const [n, held] of [...this.blocks]) {
-      if (n > parent) continue;
-      this.blocks.delete(n);
-      for (const r of held.receipts) this.byHash.delete(r.transactionHash);
-      this.noteAddresses(held.receipts);
-    }
+    this.dropHeldUpTo(parent);
     this.adopt(sb.side, parent);
     this.noteCanonical(parent);
     this.st.swaps++;
