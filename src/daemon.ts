@@ -13,6 +13,7 @@ import { createLogger, type Logger } from './log.js';
 import { healthReport } from './metrics/health.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer, type HealthReport, type MetricsServer } from './metrics/server.js';
+import { mainThreadLoad, watchThreads } from './metrics/threads.js';
 import { checkNative, loadUws, type NativeReport } from './native.js';
 import { NodeClient } from './node/client.js';
 import { mountRpc, type RpcOptions } from './rpc/server.js';
@@ -206,6 +207,8 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     metrics.streamSubscribers.set(stream.subscriberCount());
   }, config.tickIntervalMs);
   ticker.unref();
+  const mainLoad = mainThreadLoad();
+  const stopWatchingThreads = watchThreads(metrics, { main: mainLoad.sample, recover: () => recoveryWorker?.loopLoad() ?? null });
   execution?.start();
   pool?.start();
   tracker.start();
@@ -214,6 +217,8 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       clearInterval(ticker);
+      stopWatchingThreads();
+      mainLoad.stop();
       tracker.stop();
       uWS.us_listen_socket_close(listenSocket as never);
       await Promise.all([rpc.drain(config.shutdownGraceMs), stream.drain(config.shutdownGraceMs)]);

@@ -91,6 +91,7 @@ export class IngestPipeline {
     readonly events: StateEvents = new StateEvents(),
   ) {
     this.reorder = new ReorderBuffer<Held>(opts.gapWindowFrames, opts.gapTimeoutMs);
+    events.fanout.onError = this.onListenerError;
     this.senders = new SenderRecovery(state, { worker: opts.recoveryWorker ?? null, sliceMs: opts.recoverSliceMs ?? 2 });
     this.blockTimeMs = opts.blockTimeMs ?? 2000;
     this.view = {

@@ -82,6 +82,17 @@ export function subscriptionKindLabel(kind: string): WsSubscriptionKind {
 /** The preconfirmation interval: one flashblock every 200 ms. */
 export const FLASHBLOCK_INTERVAL_MS = 200;
 
+/** Threads whose event loops are watched (per-thread lag and utilisation). */
+export const THREADS = ['main', 'recover'] as const;
+export type ThreadName = (typeof THREADS)[number];
+
+/** Per-thread event-loop load, over the last sampling window. */
+export interface ThreadLoadMetrics {
+  readonly utilization: GaugeCell;
+  readonly lagP99Seconds: GaugeCell;
+  readonly lagMaxSeconds: GaugeCell;
+}
+
 /**
  * How late a flashblock arrived, in seconds (negative = early). A block with timestamp T is built during
  * [T − blockTime, T] (the builder schedules its flashblocks to finish by the payload timestamp), so flashblock
@@ -101,6 +112,7 @@ const PROCESSING_BUCKETS = [0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005,
   0.05, 0.1];
 const INTERARRIVAL_BUCKETS = [0.01, 0.05, 0.1, 0.15, 0.18, 0.19, 0.2, 0.21, 0.22, 0.25, 0.3, 0.4, 0.5, 1, 2];
 const LATENESS_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.25, 0.3, 0.5, 1, 2, 5];
+const VISIBLE_BUCKETS = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1];
 const EXEC_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 const RPC_BUCKETS = [0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
   0.5, 1, 2.5, 5, 10];
@@ -307,6 +319,10 @@ export interface Metrics {
 
   readonly streamSubscribers: GaugeCell;
   readonly streamFramesSent: CounterCell;
+  readonly streamFanoutSeconds: HistogramCell;
+  /** Frame arrival → the first JSON-RPC request that read its state. */
+  readonly flashblockVisibleSeconds: HistogramCell;
+  readonly threads: Readonly<Record<ThreadName, ThreadLoadMetrics>>;
   readonly streamFramesDropped: CounterCell;
   readonly streamSlowCloses: CounterCell;
   readonly streamRefusals: Readonly<Record<StreamRefusalReason, CounterCell>>;
@@ -367,6 +383,11 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     return new Family(registry, 'histogram', PREFIX + name, help, labelNames, () => new HistogramCell(bounds),
       omitUnused);
   };
+
+  // Threads
+  const eluF = gauge('thread_event_loop_utilization', 'Share of the last second the thread\'s event loop was busy (0–1), by thread: main serves RPC, the stream and ingest; recover is sender recovery.', ['thread']);
+  const lagP99F = gauge('thread_event_loop_lag_p99_seconds', 'Event-loop delay p99 over the last second, by thread.', ['thread']);
+  const lagMaxF = gauge('thread_event_loop_lag_max_seconds', 'Event-loop delay maximum over the last second, by thread.', ['thread']);
 
   // Upstreams
   const up = ['upstream'];
@@ -535,7 +556,18 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     nodeErrors: keyed(NODE_ERROR_REASONS, (r) => nodeErrF.child(r)),
 
     streamSubscribers: gauge('stream_subscribers', 'Open raw-stream (/flashblocks) subscriber connections.').child(),
-    streamFramesSent: counter('stream_frames_sent_total', 'Frames published to raw-stream subscribers.').child(),
+    streamFramesSent: counter('stream_frames_sent_total', 'Frames sent to raw-stream subscribers.').child(),
+    streamFanoutSeconds: histogram('stream_fanout_seconds',
+      'Flashblock applied → its raw-stream fan-out finished (sent to every subscriber, in slices that let RPC requests go first).',
+      VISIBLE_BUCKETS).child(),
+    flashblockVisibleSeconds: histogram('flashblock_visible_seconds',
+      'Frame arrival → the first JSON-RPC request (HTTP or WebSocket) that read its state. With clients polling every few ms this is when a flashblock becomes visible over RPC; with sparse traffic it is an upper bound.',
+      VISIBLE_BUCKETS).child(),
+    threads: keyed(THREADS, (th) => Object.freeze({
+      utilization: eluF.child(th),
+      lagP99Seconds: lagP99F.child(th),
+      lagMaxSeconds: lagMaxF.child(th),
+    })),
     streamFramesDropped: counter('stream_frames_dropped_total',
       'Frames not delivered to a subscriber because its send buffer was over the backpressure cap: the frame it was not sent when closed, plus those published to it since its buffer was last empty (its discarded backlog, at most).').child(),
     streamSlowCloses: counter('stream_slow_closes_total',

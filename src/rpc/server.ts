@@ -2,6 +2,7 @@
 // Dispatcher. Owns limits, CORS, Content-Type checks and draining; never interprets JSON-RPC itself.
 // uWS lifetimes: onAborted first, non-final body chunks copied, writes after an await corked, and nothing touches a
 // response after it was aborted or ended. The stream module owns /flashblocks*, /ws*; they are not registered here.
+import { performance } from 'node:perf_hooks';
 import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
 import { RpcCode } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -149,6 +150,17 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
   let onIdle: (() => void) | null = null;
   const sinks = new Set<WsSink>();
   let nextSinkId = 1;
+  /** Arrival time (performance.now()) of the newest applied frame no request has read yet; 0 when one has. */
+  let unreadSince = 0;
+  const stopWatchingApplies = deps.events.onApplied((_b, _fb, frame) => {
+    unreadSince = frame.receivedAtMs;
+  });
+  /** Called as a request is dispatched (it reads the state now): the first after an apply times its visibility. */
+  const noteRead = (): void => {
+    if (unreadSince === 0) return;
+    deps.metrics.flashblockVisibleSeconds.observe((performance.now() - unreadSince) / 1000);
+    unreadSince = 0;
+  };
 
   const allowOriginFor = (origin: string): string => (!corsOn || origin === '' ? '' : anyOrigin ? '*' : origins.has(origin) ? origin : '');
 
@@ -178,6 +190,7 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
   }
 
   function dispatchHttp(call: HttpCall, text: string): void {
+    noteRead();
     const r = dispatcher.handle(text, null);
     if (r instanceof Promise) {
       void r.then((body) => {
@@ -296,6 +309,7 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
     message: (ws: WebSocket<WsData>, message: ArrayBuffer) => {
       const sink = ws.getUserData().sink;
       if (sink === null) return;
+      noteRead();
       const r = dispatcher.handle(Buffer.from(message).toString('utf8'), sink);
       if (r instanceof Promise) {
         inflight++;
@@ -319,6 +333,7 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
     ctx,
     drain(graceMs: number): Promise<void> {
       draining = true;
+      stopWatchingApplies();
       subscriptions.close();
       for (const s of [...sinks]) s.close(1001, 'server shutting down');
       if (inflight === 0) return Promise.resolve();

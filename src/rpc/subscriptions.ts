@@ -1,11 +1,13 @@
 // eth_subscribe / eth_unsubscribe for the WebSocket JSON-RPC endpoint: pending kinds fed by state events, canonical
 // kinds fetched from the node. Each notification payload is serialised once and shared; never mutates state.
+// Notifications are built and sent as fan-out tasks (state events' queue): after the loop has answered waiting RPC
+// requests, in slices of about a millisecond, in order.
 import { randomBytes } from 'node:crypto';
 import { RpcCode, RpcError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics, WsSubscriptionKind } from '../metrics/metrics.js';
 import type { NodeClient } from '../node/client.js';
-import type { StateEvents } from '../state/events.js';
+import { slicedStep, type StateEvents } from '../state/events.js';
 import type { BlockView, TxView } from '../state/view.js';
 import { logMatches, parseLogFilter, SUBSCRIPTION_FILTER, type LogFilter } from './filter.js';
 import type { PendingExecution } from './execution.js';
@@ -79,14 +81,50 @@ export class Subscriptions {
   /** Full newFlashblockTransactions notifications waiting for execution, chained so they leave in stream order. */
   private fullTxQueue: Promise<void> = Promise.resolve();
   private fullTxWaiting = 0;
+  /** Notifications collected by the fan-out task being built (null outside one). */
+  private outbox: [SubscriberSink, string][] | null = null;
 
   constructor(
     private readonly ctx: SubscriptionDeps,
     private readonly maxPerConnection: number = DEFAULT_MAX_PER_CONNECTION,
   ) {
-    this.stops = [ctx.events.onApplied((block, fb) => this.onApplied(block, fb.index)), ctx.events.onCanonical((n) => this.onCanonical(n))];
+    this.stops = [
+      ctx.events.onApplied((block, fb) => this.deliver(() => this.onApplied(block, fb.index))),
+      ctx.events.onCanonical((n) => this.onCanonical(n)),
+    ];
     const ex = ctx.execution;
-    if (ex != null) this.stops.push(ex.onExecuted((block, index) => this.onExecuted(block, index)));
+    if (ex != null) this.stops.push(ex.onExecuted((block, index) => this.deliver(() => this.onExecuted(block, index))));
+  }
+
+  /**
+   * Queues a fan-out task: its first slice runs `collect` (which builds the payloads; every send in it is collected),
+   * the following slices send what it collected.
+   */
+  private deliver(collect: () => void): void {
+    let send: (() => boolean) | null = null;
+    this.ctx.events.fanout.push(() => {
+      if (send === null) {
+        const box: [SubscriberSink, string][] = (this.outbox = []);
+        try {
+          collect();
+        } finally {
+          this.outbox = null;
+        }
+        if (box.length === 0) return true;
+        send = slicedStep(box.length, (i) => {
+          const [sink, text] = box[i]!;
+          sink.send(text);
+        });
+        return false;
+      }
+      return send();
+    });
+  }
+
+  /** Sends now, or into the fan-out task being built. */
+  private emit(sink: SubscriberSink, text: string): void {
+    if (this.outbox !== null) this.outbox.push([sink, text]);
+    else sink.send(text);
   }
 
   /** Validates params (kind, then its options) and registers a subscription; returns its id. */
@@ -155,13 +193,13 @@ export class Subscriptions {
     this.ctx.metrics.wsSubscriptions[sub.kind as WsSubscriptionKind].dec();
   }
 
-  private static fanOut(subs: Iterable<Sub>, shared: string): void {
-    for (const s of subs) s.sink.send(notification(s.prefix, shared));
+  private fanOut(subs: Iterable<Sub>, shared: string): void {
+    for (const s of subs) this.emit(s.sink, notification(s.prefix, shared));
   }
 
   private onApplied(block: BlockView, index: number): void {
     const k = this.byKind;
-    if (k.newFlashblocks.size > 0) Subscriptions.fanOut(k.newFlashblocks, JSON.stringify(this.ctx.shapes.blockObject(block, false, index)));
+    if (k.newFlashblocks.size > 0) this.fanOut(k.newFlashblocks, JSON.stringify(this.ctx.shapes.blockObject(block, false, index)));
     if (k.newFlashblockTransactions.size === 0 && k.newPendingTransactions.size === 0 && k.pendingLogs.size === 0) return;
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] ?? 0);
     const to = block.txCountAt[index] ?? block.txs.length;
@@ -200,7 +238,7 @@ export class Subscriptions {
         full = true;
         continue;
       }
-      for (let i = from; i < to; i++) s.sink.send(notification(s.prefix, '"' + block.txs[i]!.tx.hash + '"'));
+      for (let i = from; i < to; i++) this.emit(s.sink, notification(s.prefix, '"' + block.txs[i]!.tx.hash + '"'));
     }
     if (!full) return;
     const ex = this.ctx.execution;
@@ -215,7 +253,7 @@ export class Subscriptions {
     this.fullTxWaiting++;
     this.fullTxQueue = this.fullTxQueue
       .then(() => ready)
-      .then(() => this.sendFullTxs(block, index, from, to))
+      .then(() => this.deliver(() => this.sendFullTxs(block, index, from, to)))
       .catch((e: unknown) => this.ctx.log.error('newFlashblockTransactions notification failed', { block: block.number, index, error: (e as Error).message }))
       .finally(() => this.fullTxWaiting--);
   }
@@ -228,7 +266,7 @@ export class Subscriptions {
       for (const s of this.byKind.newFlashblockTransactions) {
         if (!s.fullTx) continue;
         json ??= JSON.stringify(transactionWithReceipt(this.ctx.shapes.txObject(rec, index), this.ctx.shapes.receiptObject(rec, index)));
-        s.sink.send(notification(s.prefix, json));
+        this.emit(s.sink, notification(s.prefix, json));
       }
     }
   }
@@ -241,8 +279,8 @@ export class Subscriptions {
     let hashJson: string | null = null;
     let fullJson: string | null = null;
     for (const s of this.byKind.newPendingTransactions) {
-      if (s.fullTx) s.sink.send(notification(s.prefix, (fullJson ??= JSON.stringify(this.ctx.shapes.txObject(rec, index)))));
-      else s.sink.send(notification(s.prefix, (hashJson ??= '"' + rec.tx.hash + '"')));
+      if (s.fullTx) this.emit(s.sink, notification(s.prefix, (fullJson ??= JSON.stringify(this.ctx.shapes.txObject(rec, index)))));
+      else this.emit(s.sink, notification(s.prefix, (hashJson ??= '"' + rec.tx.hash + '"')));
     }
   }
 
@@ -254,7 +292,7 @@ export class Subscriptions {
       for (const s of subs) {
         if (!logMatches(s.filter!, seen)) continue;
         if (json === null) json = JSON.stringify(log);
-        s.sink.send(notification(s.prefix, json));
+        this.emit(s.sink, notification(s.prefix, json));
       }
     }
   }
@@ -266,15 +304,14 @@ export class Subscriptions {
     if (k.newHeads.size > 0) {
       this.ctx.node.call<Record<string, unknown> | null>('eth_getBlockByNumber', [tag, false]).then(
         (b) => {
-          if (b === null) return;
-          Subscriptions.fanOut(this.byKind.newHeads, JSON.stringify(headOfBlock(b)));
+          if (b !== null) this.deliver(() => this.fanOut(this.byKind.newHeads, JSON.stringify(headOfBlock(b))));
         },
         (e: unknown) => this.nodeFailed('newHeads', n, e),
       );
     }
     if (k.logs.size > 0) {
       this.ctx.node.call<Record<string, unknown>[]>('eth_getLogs', [{ fromBlock: tag, toBlock: tag }]).then(
-        (logs) => this.notifyLogs(this.byKind.logs, logs),
+        (logs) => this.deliver(() => this.notifyLogs(this.byKind.logs, logs)),
         (e: unknown) => this.nodeFailed('logs', n, e),
       );
     }

@@ -1,13 +1,132 @@
 // Notifications of state changes, for readers that push (raw stream, subscriptions, sendRawTransactionSync).
 // The ingest pipeline fires them synchronously after each apply; listeners must be quick and must not throw.
+// Work that pushes to many sockets goes on the fan-out queue instead: it runs after the event loop has read pending
+// I/O (RPC requests are answered from the new state first), a bounded slice per loop turn, in order.
+import { performance } from 'node:perf_hooks';
 import type { Flashblock } from '../chain/flashblock.js';
 import type { BlockView, RawFrameView } from './view.js';
 
 export type AppliedListener = (block: BlockView, fb: Flashblock, frame: RawFrameView) => void;
 export type CanonicalListener = (blockNumber: number) => void;
 
-/** A tiny synchronous event hub with O(1) unsubscribe. */
+/**
+ * One slice of fan-out work: true when the task is finished, false to be called again on a later loop turn, or a
+ * promise (work off the thread, e.g. a compression) after which it is called again.
+ */
+export type FanoutStep = () => boolean | Promise<unknown>;
+
+/** Work per loop turn before the queue yields to I/O: a request waits at most about this long behind fan-out. */
+export const FANOUT_SLICE_MS = 1;
+
+/**
+ * Fan-out tasks in FIFO order, one slice per event-loop turn (setImmediate: the loop polls sockets between two
+ * slices, so a waiting RPC request is read and answered before the next slice). A task finishes before the next one
+ * starts, so every subscriber sees frames in apply order. A throwing step ends its task and is reported.
+ */
+export class FanoutQueue {
+  private readonly tasks: FanoutStep[] = [];
+  private head = 0;
+  private scheduled = false;
+  private idleWaiters: (() => void)[] = [];
+  /** Where a throwing step is reported (the pipeline sets its listener-error handler). */
+  onError: (e: unknown) => void = () => undefined;
+  /** Loop turns that ran a slice, and tasks finished (for tests and benchmarks). */
+  turns = 0;
+  finished = 0;
+
+  /** Appends a task; it starts after every task queued before it has finished. */
+  push(step: FanoutStep): void {
+    this.tasks.push(step);
+    this.schedule();
+  }
+
+  /** Tasks queued or running. */
+  get pending(): number {
+    return this.tasks.length - this.head;
+  }
+
+  /** Resolves once every task queued so far (and any queued meanwhile) has finished. */
+  idle(): Promise<void> {
+    if (this.pending === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /** Drops every queued task (shutdown: their sockets are closing). */
+  clear(): void {
+    this.tasks.length = 0;
+    this.head = 0;
+    this.wakeIdle();
+  }
+
+  private wakeIdle(): void {
+    const w = this.idleWaiters;
+    if (w.length === 0) return;
+    this.idleWaiters = [];
+    for (const fn of w) fn();
+  }
+
+  private schedule(): void {
+    if (this.scheduled || this.head >= this.tasks.length) return;
+    this.scheduled = true;
+    setImmediate(this.turn);
+  }
+
+  private readonly turn = (): void => {
+    this.scheduled = false;
+    this.turns++;
+    const step = this.tasks[this.head];
+    if (step === undefined) return;
+    let done: boolean | Promise<unknown> = true;
+    try {
+      done = step();
+    } catch (e) {
+      this.onError(e);
+    }
+    if (done instanceof Promise) {
+      this.scheduled = true;
+      const resume = (): void => {
+        this.scheduled = false;
+        this.schedule();
+      };
+      done.then(resume, (e: unknown) => {
+        this.onError(e);
+        resume();
+      });
+      return;
+    }
+    if (done) {
+      this.finished++;
+      this.tasks[this.head++] = undefined as unknown as FanoutStep;
+      if (this.head === this.tasks.length) {
+        this.tasks.length = 0;
+        this.head = 0;
+        this.wakeIdle();
+      }
+    }
+    this.schedule();
+  };
+}
+
+/**
+ * A fan-out step over `n` items: calls `each(i)` for i = 0 … n-1 in order, stopping each turn once `budgetMs` has
+ * passed (checked every 8 items). `each` is where a send happens; it must skip items that went away meanwhile.
+ */
+export function slicedStep(n: number, each: (i: number) => void, budgetMs: number = FANOUT_SLICE_MS): () => boolean {
+  let i = 0;
+  return () => {
+    const until = performance.now() + budgetMs;
+    while (i < n) {
+      each(i++);
+      if ((i & 7) === 0 && performance.now() >= until) return i >= n;
+    }
+    return true;
+  };
+}
+
+/** A tiny synchronous event hub with O(1) unsubscribe, and the fan-out queue its pushing readers share. */
 export class StateEvents {
+  /** Where readers that push to many sockets (raw stream, subscriptions) queue their sends. */
+  readonly fanout = new FanoutQueue();
   private readonly applied = new Set<AppliedListener>();
   private readonly canonical = new Set<CanonicalListener>();
 

@@ -6,13 +6,25 @@
 // dist/, under tsx in tests, and inside the single binary. It loads the native secp256k1 binding by the path the
 // main thread resolved; where that is impossible, start() returns null and recovery stays on the event loop.
 import { createRequire } from 'node:module';
+import type { EventLoopUtilization } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.js';
 import type { RecoveryInput } from '../chain/signing.js';
 
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
+const { monitorEventLoopDelay } = require('node:perf_hooks');
 const secp = require(workerData.binding);
+// Event-loop delay p99 and max (seconds) over the last second, for the main thread's /metrics (unref'd: never keeps
+// the thread alive).
+const delay = monitorEventLoopDelay({ resolution: 10 });
+delay.enable();
+const lag = new Float64Array(workerData.lag);
+setInterval(() => {
+  lag[0] = delay.percentile(99) / 1e9;
+  lag[1] = delay.max / 1e9;
+  delay.reset();
+}, 1000).unref();
 parentPort.on('message', (m) => {
   // null = stop: sent after the last batch, so closing the port lets the thread end on its own.
   if (m === null) return parentPort.close();
@@ -38,9 +50,12 @@ export class RecoveryWorker {
   private exited = false;
   /** Public keys recovered by the worker so far. */
   recovered = 0;
+  private lastElu: EventLoopUtilization | null = null;
 
   private constructor(
     private readonly worker: Worker,
+    /** [lag p99 s, lag max s] written by the worker once a second. */
+    private readonly lag: Float64Array,
     log: Logger,
   ) {
     worker.on('message', (m: { id: number; pubs: (Uint8Array | null)[] }) => {
@@ -70,11 +85,21 @@ export class RecoveryWorker {
   static start(log: Logger): RecoveryWorker | null {
     try {
       const binding = createRequire(import.meta.url).resolve('secp256k1/bindings');
-      return new RecoveryWorker(new Worker(WORKER_SOURCE, { eval: true, workerData: { binding } }), log);
+      const lag = new SharedArrayBuffer(16);
+      return new RecoveryWorker(new Worker(WORKER_SOURCE, { eval: true, workerData: { binding, lag } }), new Float64Array(lag), log);
     } catch (e) {
       log.warn('sender recovery stays on the event loop: the worker thread could not start', { error: (e as Error).message });
       return null;
     }
+  }
+
+  /** The thread's event-loop load since the previous call (null once it has exited). */
+  loopLoad(): { utilization: number; lagP99Seconds: number; lagMaxSeconds: number } | null {
+    if (this.exited) return null;
+    const now = this.worker.performance.eventLoopUtilization();
+    const d = this.lastElu === null ? now : this.worker.performance.eventLoopUtilization(now, this.lastElu);
+    this.lastElu = now;
+    return { utilization: d.utilization, lagP99Seconds: this.lag[0]!, lagMaxSeconds: this.lag[1]! };
   }
 
   /** False once the worker failed; the caller then recovers on the event loop. */

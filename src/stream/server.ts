@@ -1,11 +1,14 @@
 // The raw flashblocks stream: /flashblocks and /ws (optionally /<api-key>) rebroadcast every applied upstream frame
-// byte for byte with one uWS publish, plus replay/resume, limits and slow-consumer closes. Never re-encodes a frame
-// except for the opt-in brotli copy, which is made once per frame.
-import { brotliCompressSync, constants as zlibConstants } from 'node:zlib';
+// byte for byte, plus replay/resume, limits and slow-consumer closes. Never re-encodes a frame except for the opt-in
+// brotli copy, which is made once per frame (off the event loop for live frames).
+// Sends go through the state events' fan-out queue: a frame is sent to its subscribers in slices of about a
+// millisecond, after the loop has answered the RPC requests waiting on the new state (latency isolation, issue 15).
+import { performance } from 'node:perf_hooks';
+import { brotliCompress, brotliCompressSync, constants as zlibConstants } from 'node:zlib';
 import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
 import type { Logger } from '../log.js';
 import type { Metrics, StreamRefusalReason } from '../metrics/metrics.js';
-import type { StateEvents } from '../state/events.js';
+import { slicedStep, type FanoutStep, type StateEvents } from '../state/events.js';
 import type { RawFrameView as RawFrame } from '../state/view.js';
 import { CidrList, clientIp } from './ip.js';
 import { ReplayRing } from './replay.js';
@@ -15,16 +18,18 @@ export const CLOSE_RESUME_TOO_OLD = 4000;
 export const RESUME_TOO_OLD_REASON = 'resume point older than replay buffer';
 export const CLOSE_SHUTDOWN = 1001;
 
-const TOPIC_RAW = 'fb';
-const TOPIC_BROTLI = 'fb.br';
 // Quality 5: ~4× smaller than JSON at a fraction of quality 11's cost; once per frame, on the ingest thread.
 const BROTLI_OPTS = { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 5, [zlibConstants.BROTLI_PARAM_MODE]: zlibConstants.BROTLI_MODE_TEXT } };
 const MAX_CLIENT_MESSAGE_BYTES = 1024;
 
 /** Per-connection data, fixed at upgrade (but the backlog count). */
 class StreamUser {
-  /** Frames published to it since its send buffer was last seen empty: at most what a close would discard. */
+  /** Frames sent to it since its send buffer was last seen empty: at most what a close would discard. */
   queuedFrames = 0;
+  /** Set by the close handler: a fan-out slice still holding the socket skips it (uWS throws on a closed socket). */
+  closed = false;
+  /** Sequence number of the last frame it has (by replay, or applied before it connected): live sends skip those. */
+  after = 0;
   constructor(
     readonly ip: string,
     readonly key: string | null,
@@ -67,7 +72,7 @@ export interface MountedStream {
   drain(graceMs: number): Promise<void>;
   /** Open raw-stream connections. */
   subscriberCount(): number;
-  /** The largest per-socket send buffer (bytes) seen after a publish; bounded by the cap plus one frame. */
+  /** The largest per-socket send buffer (bytes) seen before a live send; bounded by the cap plus one frame. */
   peakBufferedBytes(): number;
 }
 
@@ -103,6 +108,8 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   const trusted = new CidrList(config.trustedProxies);
   const keys = new Set(config.apiKeys);
   const ring = new ReplayRing(config.replayRingFrames);
+  /** Open connections (limits count these), and the subset receiving live frames (after any replay). */
+  const connections = new Set<Sock>();
   const sockets = new Set<Sock>();
   const perIp = new Map<string, number>();
   const perKey = new Map<string, number>();
@@ -110,6 +117,8 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   const brotliCopies = new WeakMap<RawFrame, Buffer>();
   let draining = false;
   let peakBuffered = 0;
+  /** Frames applied so far (each live frame's sequence number). */
+  let seq = 0;
 
   const brotliOf = (f: RawFrame): Buffer => {
     let b = brotliCopies.get(f);
@@ -139,24 +148,26 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   };
 
   /**
-   * Before each publish: a subscriber whose send buffer is still over the cap would get this frame queued behind a
-   * backlog it is not reading (uWS would skip it silently further on: a gap). It is closed instead; the frame it is
-   * not sent and the frames its discarded buffer may still hold (published since the buffer was last seen empty)
-   * are counted as dropped.
+   * Sends one live frame to one subscriber. One whose send buffer is still over the cap would get the frame queued
+   * behind a backlog it is not reading (uWS would skip it silently further on: a gap); it is closed instead, and the
+   * frame it is not sent plus the frames its discarded buffer may still hold (sent since the buffer was last seen
+   * empty) are counted as dropped. Returns whether the frame was sent.
    */
-  const dropOverCap = (): void => {
-    for (const ws of sockets) {
-      const b = ws.getBufferedAmount();
-      const u = ws.getUserData();
-      if (b > peakBuffered) peakBuffered = b;
-      if (b === 0) u.queuedFrames = 0;
-      else if (b > cap) {
-        metrics.streamFramesDropped.inc(u.queuedFrames + 1);
-        slowClose(ws, b);
-        continue;
-      }
-      u.queuedFrames++;
+  const sendLive = (ws: Sock, f: RawFrame, seq: number, brotli: Buffer | null): boolean => {
+    const u = ws.getUserData();
+    if (u.closed || u.after >= seq) return false;
+    const b = ws.getBufferedAmount();
+    if (b > peakBuffered) peakBuffered = b;
+    if (b === 0) u.queuedFrames = 0;
+    else if (b > cap) {
+      metrics.streamFramesDropped.inc(u.queuedFrames + 1);
+      slowClose(ws, b);
+      return false;
     }
+    u.queuedFrames++;
+    if (u.brotli) ws.send(brotli!, true);
+    else ws.send(f.data, f.isBinary);
+    return true;
   };
 
   const upgrade = (res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void => {
@@ -178,7 +189,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
       if (key === null) return refuse(res, '401 Unauthorized', 'API key required: connect to /flashblocks/<key>', 'bad_key');
       if (!keys.has(key)) return refuse(res, '401 Unauthorized', 'unknown API key', 'bad_key');
     }
-    if (sockets.size >= config.streamMaxSubscribers) {
+    if (connections.size >= config.streamMaxSubscribers) {
       return refuse(res, '429 Too Many Requests', `server is at its subscriber limit (${config.streamMaxSubscribers}); retry later`, 'global_limit');
     }
     const ip = clientIp(Buffer.from(res.getRemoteAddressAsText()).toString(), xff, trusted);
@@ -220,10 +231,9 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
 
   const open = (ws: Sock): void => {
     const u = ws.getUserData();
-    sockets.add(ws);
+    connections.add(ws);
     perIp.set(u.ip, (perIp.get(u.ip) ?? 0) + 1);
     if (u.key !== null) perKey.set(u.key, (perKey.get(u.key) ?? 0) + 1);
-    metrics.streamSubscribers.set(sockets.size);
     let frames: RawFrame[] | null = null;
     if (u.resumeBlock >= 0) {
       const r = ring.resumeAfter(u.resumeBlock, u.resumeIndex);
@@ -236,17 +246,22 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     } else if (u.replayBlock) {
       frames = ring.currentBlock();
     }
-    // Replay and subscribe in the same synchronous turn: no live frame can fall between them.
+    // The ring holds every applied frame (some may still wait in the fan-out queue): the socket has everything up to
+    // the newest by replay (or asked for nothing older), and live sends skip those — no gap, no duplicate.
+    u.after = seq;
     if (frames !== null && frames.length > 0 && (!sendReplay(ws, frames, u.brotli) || ws.getBufferedAmount() > cap)) {
       slowClose(ws, ws.getBufferedAmount());
       return;
     }
-    ws.subscribe(u.brotli ? TOPIC_BROTLI : TOPIC_RAW);
+    sockets.add(ws);
+    metrics.streamSubscribers.set(connections.size);
   };
 
   const close = (ws: Sock): void => {
     const u = ws.getUserData();
-    if (!sockets.delete(ws)) return;
+    u.closed = true;
+    if (!connections.delete(ws)) return;
+    sockets.delete(ws);
     const n = (perIp.get(u.ip) ?? 1) - 1;
     if (n <= 0) perIp.delete(u.ip);
     else perIp.set(u.ip, n);
@@ -255,7 +270,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
       if (k <= 0) perKey.delete(u.key);
       else perKey.set(u.key, k);
     }
-    metrics.streamSubscribers.set(sockets.size);
+    metrics.streamSubscribers.set(connections.size);
   };
 
   const behavior = {
@@ -263,7 +278,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     maxPayloadLength: MAX_CLIENT_MESSAGE_BYTES,
     idleTimeout: config.streamIdleTimeoutS,
     sendPingsAutomatically: true,
-    // Headroom above the cap: our own check closes at the cap right after each publish (counted and logged); uWS's
+    // Headroom above the cap: our own check closes at the cap before each live send (counted and logged); uWS's
     // limit only has to stay out of the way so that it never skips a frame silently before that check.
     maxBackpressure: cap + config.maxFrameBytes + 4096,
     upgrade,
@@ -275,26 +290,75 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   app.ws<StreamUser>('/ws', behavior);
   app.ws<StreamUser>('/ws/*', behavior);
 
-  const onApplied = (_block: unknown, _fb: unknown, frame: RawFrame): void => {
-    ring.push(frame);
-    if (sockets.size === 0) return;
-    dropOverCap();
-    const raw = app.numSubscribers(TOPIC_RAW);
-    if (raw > 0) app.publish(TOPIC_RAW, frame.data, frame.isBinary);
-    const br = app.numSubscribers(TOPIC_BROTLI);
-    if (br > 0) app.publish(TOPIC_BROTLI, brotliOf(frame), true);
-    metrics.streamFramesSent.inc(raw + br);
+  /**
+   * Fan-out of applied frame number `seq`: starts its brotli copy when a subscriber wants one, then sends in slices
+   * to the subscribers at the start (one that connects later has the frame by replay or did not ask for it).
+   */
+  const fanOut = (frame: RawFrame, seq: number, appliedAt: number): FanoutStep => {
+    let targets: Sock[] | null = null;
+    let brotli: Buffer | null = null;
+    let pendingBrotli: Promise<Buffer> | null = null;
+    let send: FanoutStep | null = null;
+    let sent = 0;
+    return () => {
+      if (targets === null) {
+        targets = [...sockets];
+        if (targets.length === 0) {
+          metrics.streamFanoutSeconds.observe((performance.now() - appliedAt) / 1000);
+          return true;
+        }
+        if (targets.some((ws) => ws.getUserData().brotli)) {
+          const ready = brotliCopies.get(frame);
+          if (ready !== undefined) brotli = ready;
+          else if (isBrotliFrame(frame)) brotli = frame.data;
+          else pendingBrotli = compressOffLoop(frame);
+        }
+      }
+      if (pendingBrotli !== null) {
+        const p = pendingBrotli;
+        pendingBrotli = null;
+        return p.then((b) => {
+          brotli = b;
+        }, () => {
+          brotli = brotliOf(frame);
+        });
+      }
+      const list = targets;
+      send ??= slicedStep(list.length, (i) => {
+        if (sendLive(list[i]!, frame, seq, brotli)) sent++;
+      });
+      const done = send();
+      if (done) {
+        metrics.streamFramesSent.inc(sent);
+        metrics.streamFanoutSeconds.observe((performance.now() - appliedAt) / 1000);
+      }
+      return done;
+    };
   };
-  const stopListening = deps.events.onApplied(onApplied);
+
+  /** The brotli copy of a live frame, compressed on libuv's thread pool (a copy costs milliseconds of CPU). */
+  const compressOffLoop = (f: RawFrame): Promise<Buffer> =>
+    new Promise((resolve, reject) => {
+      brotliCompress(f.data, BROTLI_OPTS, (err, out) => {
+        if (err !== null) return reject(err);
+        if (!brotliCopies.has(f)) brotliCopies.set(f, out);
+        resolve(brotliCopies.get(f)!);
+      });
+    });
+
+  const stopListening = deps.events.onApplied((_block, _fb, frame) => {
+    ring.push(frame);
+    deps.events.fanout.push(fanOut(frame, ++seq, performance.now()));
+  });
 
   return {
-    subscriberCount: () => sockets.size,
+    subscriberCount: () => connections.size,
     peakBufferedBytes: () => peakBuffered,
     drain(_graceMs: number): Promise<void> {
       draining = true;
       stopListening();
       // end() calls the close handler synchronously, which removes the socket from the set.
-      for (const ws of [...sockets]) ws.end(CLOSE_SHUTDOWN, 'server shutting down');
+      for (const ws of [...connections]) ws.end(CLOSE_SHUTDOWN, 'server shutting down');
       return Promise.resolve();
     },
   };

@@ -116,6 +116,8 @@ t.test('pending kinds: one shared payload per flashblock, tx hashes or full, fil
   t.equal(metrics.wsSubscriptions.pendingLogs.value, 4);
 
   for (const m of uni) feed(pipeline, m);
+  t.equal(a.texts.length, 0, 'notifications leave as fan-out tasks, after the apply has returned');
+  await pipeline.events.fanout.idle();
   const blocksA = a.notes(idA);
   t.equal(blocksA.length, uni.length, 'one newFlashblocks notification per flashblock');
   t.equal(b.notes(idB).length, uni.length);
@@ -306,6 +308,7 @@ t.test('newFlashblockTransactions with full objects on a post-Azul stream: recei
   const refSink = new Sink();
   const refId = ref.subs.subscribe(refSink, ['newFlashblockTransactions', true]);
   for (const m of uni) feed(ref.pipeline, m);
+  await ref.pipeline.events.fanout.idle();
   const want = refSink.texts;
 
   // Post-Azul (metadata `{block_number}` only) with an engine that executes flashblocks when the test says so.
@@ -325,6 +328,7 @@ t.test('newFlashblockTransactions with full objects on a post-Azul stream: recei
     c.metadata = { block_number: c.metadata.block_number };
     feed(pipeline, c as unknown as Record<string, unknown>);
   }
+  await pipeline.events.fanout.idle();
   t.equal(hashes.texts.length, want.length, 'hashes are notified at once');
   await new Promise((r) => setImmediate(r));
   t.equal(full.texts.length, 0, 'full objects wait for the engine');
