@@ -3,8 +3,8 @@
 // with 1,000 raw-stream subscribers, 100 `eth_subscribe newFlashblocks` subscribers and a fixed-rate JSON-RPC mix
 // (pending block, receipts of fresh transactions, pending balances and nonces, calls forwarded to a real anvil), all
 // at once. Baseline, same run: the same daemon and stream with 1 subscriber of each kind and the mix at 20 req/s.
-// Timeline of each flashblock: sent by the replay server → received by the daemon → applied → readers notified →
-// receipt of its last transaction visible over RPC (tight polling from the replay process) → received by subscribers.
+// Timeline of each flashblock: sent by the replay server → received by the daemon → applied → receipt of its last
+// transaction visible over RPC (tight polling from the replay process) → fan-out done → received by subscribers.
 import http from 'node:http';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -15,13 +15,16 @@ import { startReplayServer } from '../test/helpers/replay-server.js';
 import { RPC_MIX, type MixReport } from './clients.js';
 import type { AppliedRow } from './daemon-child.js';
 import { generateStream } from './flashblock-gen.js';
-import { absNow, describeTop, fmt, forkTs, frameKey, LatencyHistogram, ProcSampler, request, scrapeMetrics, sleep, SubscriberPool, topSelfTime, triple, waitExit, writePlot, type BenchOptions, type BenchResult, type BenchRow, type CpuProfile, type ProcSample, runStandalone } from './lib.js';
+import { absNow, describeTop, fmt, forkTs, frameKey, LatencyHistogram, ProcSampler, promHistogramPercentile, request, scrapeMetrics, sleep, SubscriberPool, topSelfTime, triple, waitExit, writePlot, type BenchOptions, type BenchResult, type BenchRow, type CpuProfile, type ProcSample, runStandalone } from './lib.js';
 import { cdfChart, lineChart } from './svg.js';
 
 const RAW_SUBSCRIBERS = 1000;
 const NF_SUBSCRIBERS = 100;
 const INTERVAL_MS = 200;
 const VISIBLE_BUDGET_MS = 2;
+/** Issue 15 on this 2-core machine: loaded p99 ≤ 2× idle p99 and ≤ 10 ms. */
+const ISOLATION_MAX_RATIO = 2;
+const ISOLATION_MAX_MS = 10;
 
 export interface Frame {
   data: Buffer;
@@ -88,7 +91,7 @@ function receiptPoller(url: string): { until(hash: string, deadline: number): Pr
 }
 
 interface PhaseResult {
-  /** sent → daemon received / applied / readers notified, ms */
+  /** sent → daemon received / applied / fan-out done, ms */
   received: LatencyHistogram;
   applied: LatencyHistogram;
   notified: LatencyHistogram;
@@ -155,12 +158,12 @@ async function phase(s: Setup, frames: Frame[], raw: number, nf: number, rate: n
     closes: { ...rawRep.closes }, mix, subscriberCpuPct: (rawRep.cpuMs / rawRep.wallMs) * 100,
   };
   for (const [code, n] of Object.entries(nfRep.closes)) r.closes[code] = (r.closes[code] ?? 0) + n;
-  for (const [b, i, recv, applied, notified] of rows) {
+  for (const [b, i, recv, applied, , fannedOut] of rows) {
     const sent = sentByIndex.get(`${b}:${i}`);
     if (sent === undefined) continue;
     r.received.record(recv - sent);
     r.applied.record(applied - sent);
-    r.notified.record(notified - sent);
+    if (fannedOut > 0) r.notified.record(fannedOut - sent);
     r.arrivalToApplied.record(applied - recv);
   }
   for (const f of frames) {
@@ -223,6 +226,14 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const loadSamples = sampler.samples.filter((x) => x.t >= loadStartT);
     const loadCpu = loadSamples.reduce((a, x) => a + x.cpuPct, 0) / Math.max(1, loadSamples.length);
     const delta = (name: string): number => (metricsAfter.get(name) ?? 0) - (metricsBefore.get(name) ?? 0);
+    // The daemon's own histograms over the loaded phase (bucket upper bounds).
+    const loadedHist = new Map([...metricsAfter].map(([k, v]) => [k, v - (metricsBefore.get(k) ?? 0)]));
+    const daemonView = {
+      visibleP50: promHistogramPercentile(loadedHist, 'flashblocksd_flashblock_visible_seconds', 50) * 1000,
+      visibleP99: promHistogramPercentile(loadedHist, 'flashblocksd_flashblock_visible_seconds', 99) * 1000,
+      fanoutP50: promHistogramPercentile(loadedHist, 'flashblocksd_stream_fanout_seconds', 50) * 1000,
+      fanoutP99: promHistogramPercentile(loadedHist, 'flashblocksd_stream_fanout_seconds', 99) * 1000,
+    };
     const slowCloses = delta('flashblocksd_stream_slow_closes_total');
     const framesDropped = delta('flashblocksd_stream_frames_dropped_total');
 
@@ -241,7 +252,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
       }
       rmSync(profDir, { recursive: true, force: true });
     }
-    return report(opts, { idle, loaded, proc, loadCpu, samples: sampler.samples, loadStartT, slowCloses, framesDropped, jsonBytes, txs, frames: frames[1]!.data.length, genSeconds, rate, loadSeconds, idleSeconds, profileNote, top });
+    return report(opts, { idle, loaded, proc, loadCpu, samples: sampler.samples, loadStartT, slowCloses, framesDropped, daemonView, jsonBytes, txs, frames: frames[1]!.data.length, genSeconds, rate, loadSeconds, idleSeconds, profileNote, top });
   } finally {
     rawPool.kill();
     nfPool.kill();
@@ -261,6 +272,7 @@ interface Collected {
   loadStartT: number;
   slowCloses: number;
   framesDropped: number;
+  daemonView: { visibleP50: number; visibleP99: number; fanoutP50: number; fanoutP99: number };
   jsonBytes: number;
   txs: number;
   frames: number;
@@ -294,7 +306,14 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
       met: visibleMet,
       design: 'frame arrival → receipt visible over RPC: p99 ≤ 2 ms (under the combined load)',
     }),
-    lat('frame sent → daemon notified readers (raw publish + newFlashblocks fan-out done)', loaded.notified, idle.notified),
+    (() => {
+      const ratio = vis99 / idle.visible.percentile(99);
+      return lat('latency isolation: receipt visible under the full fan-out load vs idle', loaded.visible, idle.visible, {
+        verdict: `p99 ${fmt(ratio)}× idle (target ≤ ${ISOLATION_MAX_RATIO}×), ${fmt(vis99)} ms (target ≤ ${ISOLATION_MAX_MS} ms on 2 cores)`,
+        met: ratio <= ISOLATION_MAX_RATIO && vis99 <= ISOLATION_MAX_MS && loaded.notVisible === 0,
+      });
+    })(),
+    lat('frame sent → daemon fan-out done (raw stream + newFlashblocks sent; queue drained)', loaded.notified, idle.notified),
     lat(`frame sent → received, all deliveries to ${RAW_SUBSCRIBERS} raw subscribers`, loaded.raw, idle.raw),
     lat(`frame sent → last of ${RAW_SUBSCRIBERS} raw subscribers`, loaded.rawLast, idle.rawLast),
     lat(`frame sent → received, all deliveries to ${NF_SUBSCRIBERS} newFlashblocks subscribers`, loaded.nf, idle.nf),
@@ -310,6 +329,12 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
     { name: 'RPC mix achieved rate', value: loaded.mix.completed / loaded.mix.seconds, unit: 'req/s', verdict: `target ${c.rate} req/s; ${loaded.mix.sent - loaded.mix.completed} unanswered at the end` },
     { name: 'subscribers closed while running (slow-consumer closes from /metrics)', value: c.slowCloses, unit: '', display: `${fmt(c.slowCloses)} (client close codes: ${closes})` },
     { name: 'frames not delivered to every subscriber (raw / newFlashblocks; dropped frames from /metrics)', value: loaded.rawIncomplete, unit: '', display: `${loaded.rawIncomplete} / ${loaded.nfIncomplete} of ${loaded.visible.count + loaded.notVisible} (${fmt(c.framesDropped)} dropped)` },
+    {
+      name: 'the daemon\'s own view under load (/metrics, bucket upper bounds): arrival → first RPC read / applied → raw fan-out done, p50 / p99',
+      value: c.daemonView.visibleP99,
+      unit: 'ms',
+      display: `${fmt(c.daemonView.visibleP50)} / ${fmt(c.daemonView.visibleP99)} ms; fan-out ${fmt(c.daemonView.fanoutP50)} / ${fmt(c.daemonView.fanoutP99)} ms`,
+    },
     { name: 'daemon CPU, average under load', value: c.loadCpu, unit: '% of a core', verdict: `subscriber processes: ${fmt(loaded.subscriberCpuPct)} % of a core` },
     { name: 'daemon RSS, peak', value: c.proc.peakRssMiB, unit: 'MiB', verdict: `last ${fmt(c.proc.lastRssMiB)} MiB` },
   );
@@ -318,11 +343,11 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
     const cpuBound = c.loadCpu > 85;
     design.bottleneck =
       `Measured (p50 / p99): sent → daemon received ${fmt(loaded.received.percentile(50))} / ${fmt(loaded.received.percentile(99))} ms, received → applied ` +
-      `${fmt(loaded.arrivalToApplied.percentile(50))} / ${fmt(loaded.arrivalToApplied.percentile(99))} ms, sent → readers notified ` +
+      `${fmt(loaded.arrivalToApplied.percentile(50))} / ${fmt(loaded.arrivalToApplied.percentile(99))} ms, sent → fan-out done ` +
       `${fmt(loaded.notified.percentile(50))} / ${fmt(loaded.notified.percentile(99))} ms, sent → visible ${fmt(loaded.visible.percentile(50))} / ${fmt(vis99)} ms. ` +
-      `The state is readable once applied, but the RPC request that reads it is served only after the synchronous reader notification ` +
-      `(raw-stream publish to ${RAW_SUBSCRIBERS} subscribers, newFlashblocks fan-out) and whatever else is queued on the event loop ` +
-      `(other requests; sender recovery runs on a worker thread). Daemon CPU ${fmt(c.loadCpu)} % of a core, subscriber processes ${fmt(loaded.subscriberCpuPct)} %, on 2 cores` +
+      `The fan-out to ${RAW_SUBSCRIBERS} raw and ${NF_SUBSCRIBERS} newFlashblocks subscribers no longer stands in front of RPC: it runs in ~1 ms slices ` +
+      `after the loop has read waiting requests. What is left between a frame and its answer: the decode + apply itself, at most one slice, other requests ` +
+      `queued at that moment, GC pauses, and CPU contention — the subscriber, mix and poller processes share the 2 cores with the daemon. Daemon CPU ${fmt(c.loadCpu)} % of a core, subscriber processes ${fmt(loaded.subscriberCpuPct)} %, on 2 cores` +
       `${cpuBound ? ' — the daemon is CPU-bound' : ''}.` +
       (c.top.length > 0 ? ` Daemon event-loop profile top: ${describeTop(c.top.slice(0, 4))}.` : ' Run with --profile for the daemon\'s top functions.');
   }
@@ -331,7 +356,7 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
     writePlot('combined-latency-cdf', cdfChart('Combined load: frame sent → …', 'ms after the replay server sent the frame (log)', [
       { name: 'applied', points: loaded.applied.cdf() },
       { name: 'receipt visible (RPC)', points: loaded.visible.cdf() },
-      { name: 'notified readers', points: loaded.notified.cdf() },
+      { name: 'fan-out done', points: loaded.notified.cdf() },
       { name: `raw subscribers (all ${RAW_SUBSCRIBERS})`, points: loaded.raw.cdf() },
       { name: 'newFlashblocks subscribers', points: loaded.nf.cdf() },
       { name: 'receipt visible, idle', points: idle.visible.cdf(), dashed: true },

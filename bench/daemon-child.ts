@@ -1,8 +1,8 @@
 // The daemon as a child process for benchmarks (forked by bench/combined.ts and bench/saturation.ts, never run as a
 // suite), so its CPU and RSS are its own. Arguments are daemon flags (`--flashblocks-url …`), read by loadConfig.
 // Instrumentation, from outside src/: the state-events hub's emitApplied is wrapped to timestamp each flashblock when
-// its apply finished (before readers are notified) and when every reader was notified (raw-stream publish,
-// eth_subscribe fan-out). IPC: → {ready}; {report} → {report: rows}; {stop} → stops the daemon and exits, which
+// its apply finished (before readers are notified), when the synchronous listeners returned, and when the fan-out
+// queue (raw-stream sends, eth_subscribe notifications) next drained. IPC: → {ready}; {report} → {report: rows}; {stop} → stops the daemon and exits, which
 // writes the CPU profile when started with --cpu-prof.
 // `--static`: instead of the daemon, a bare uWS app answering every POST with a constant (the ceiling baseline):
 // IPC {constant} → {ready: {rpcPort}}.
@@ -12,8 +12,11 @@ import { silentLogger } from '../src/log.js';
 import { loadUws } from '../src/native.js';
 import { absNow } from './lib.js';
 
-/** [block number, index, received (abs ms), applied (abs ms), readers notified (abs ms)] */
-export type AppliedRow = [number, number, number, number, number];
+/**
+ * [block number, index, received (abs ms), applied (abs ms), synchronous listeners returned (abs ms), fan-out queue
+ * drained after it (abs ms; raw stream + subscriptions sent)]
+ */
+export type AppliedRow = [number, number, number, number, number, number];
 
 async function main(): Promise<void> {
   const config = loadConfig(process.argv.slice(2), {});
@@ -24,7 +27,9 @@ async function main(): Promise<void> {
   events.emitApplied = (block, fb, frame, onError) => {
     const applied = absNow();
     emit(block, fb, frame, onError);
-    rows.push([fb.blockNumber, fb.index, performance.timeOrigin + frame.receivedAtMs, applied, absNow()]);
+    const row: AppliedRow = [fb.blockNumber, fb.index, performance.timeOrigin + frame.receivedAtMs, applied, absNow(), 0];
+    rows.push(row);
+    void events.fanout.idle().then(() => (row[5] = absNow()));
   };
   process.on('message', (msg: { report?: true; stop?: true }) => {
     if (msg.report !== undefined) {

@@ -1,5 +1,6 @@
 // Fan-out latency: upstream frame sent → received by the last of 1,000 subscribers, for flashblocksd (full daemon:
-// upstream ws → pipeline → uWS publish) and for a minimal `ws` relay, same run, same subscriber code. Measures only.
+// upstream ws → pipeline → sliced uWS sends) and for a minimal `ws` relay, same run, same subscriber code; and the
+// server's own CPU per frame (user + system) for both. Measures only.
 import WebSocket, { WebSocketServer } from 'ws';
 import { loadConfig } from '../src/config.js';
 import { startDaemon } from '../src/daemon.js';
@@ -41,6 +42,9 @@ interface Measured {
   /** CPU of the subscriber processes and of the server process while frames flowed, % of one core */
   clientCpuPct: number;
   serverCpuPct: number;
+  /** CPU time of the server process (user + system, µs) per frame, scaled to 1,000 subscribers; and its system share. */
+  serverCpuUsPerFrame: number;
+  serverSystemShare: number;
 }
 
 interface Subject {
@@ -99,6 +103,8 @@ async function measure(subject: Subject, pool: SubscriberPool, frames: Buffer[],
     incomplete,
     clientCpuPct: (rep.cpuMs / rep.wallMs) * 100,
     serverCpuPct: ((cpu.user + cpu.system) / 1000 / wall) * 100,
+    serverCpuUsPerFrame: ((cpu.user + cpu.system) / frames.length) * (1000 / SUBSCRIBERS),
+    serverSystemShare: cpu.system / Math.max(1, cpu.user + cpu.system),
   };
 }
 
@@ -164,7 +170,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const relay = await measure(wsRelay(), pool, frames, warmup, intervalMs);
     const ratio = relay.p99Ms / ours.p99Ms;
     const plot = writePlot('fanout-cdf', cdfChart(`Fan-out: upstream → last of ${fmt(SUBSCRIBERS)} subscribers, per frame`, 'ms (log)', [
-      { name: 'flashblocksd (uWS publish)', points: cdfPoints(ours.perFrame) },
+      { name: 'flashblocksd (uWS, sliced fan-out)', points: cdfPoints(ours.perFrame) },
       { name: 'minimal ws relay (baseline)', points: cdfPoints(relay.perFrame), dashed: true },
       { name: 'flashblocksd, every delivery', points: ours.all.cdf() },
       { name: 'ws relay, every delivery', points: relay.all.cdf(), dashed: true },
@@ -188,15 +194,23 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
             (ours.p99Ms > relay.p99Ms ? `; flashblocksd also runs the ingest pipeline (decode + apply + deferred sender recovery) before it publishes, which the relay does not` : ''),
         },
         { name: 'upstream → every subscriber (all deliveries), p99', value: ours.all.percentile(99), unit: 'ms', baseline: { label: 'ws relay', value: relay.all.percentile(99) }, verdict: faster(relay.all.percentile(99) / ours.all.percentile(99)) },
+        {
+          name: 'server CPU per frame per 1,000 subscribers (user + system)',
+          value: ours.serverCpuUsPerFrame,
+          unit: 'µs',
+          baseline: { label: 'ws relay', value: relay.serverCpuUsPerFrame },
+          verdict: `${fmt(relay.serverCpuUsPerFrame / ours.serverCpuUsPerFrame)}× less CPU than the ws relay; kernel (system) share ${fmt(ours.serverSystemShare * 100)} % vs ${fmt(relay.serverSystemShare * 100)} %`,
+        },
         { name: 'server RSS per 1,000 subscribers', value: ours.rssPer1000MiB, unit: 'MiB', baseline: { label: 'ws relay', value: relay.rssPer1000MiB }, verdict: ours.rssPer1000MiB > 0 && relay.rssPer1000MiB > 0 ? `${fmt(relay.rssPer1000MiB / ours.rssPer1000MiB)}× less` : 'not comparable (RSS fell during a run: GC)' },
       ],
       plots: [plot],
       notes:
         `${frameCount - warmup} frames (${warmup} warm-up) of the Unichain capture re-numbered, one every ${intervalMs} ms, text, ~2–3 KB. ` +
-        `flashblocksd = startDaemon (upstream ws client → ingest pipeline → uWS publish on /flashblocks); relay = ws client → ` +
+        `flashblocksd = startDaemon (upstream ws client → ingest pipeline → fan-out queue → uWS sends on /flashblocks in ~1 ms slices); relay = ws client → ` +
         `WebSocketServer broadcasting each message to all clients. Subscribers: ws clients split over ${CHILDREN} child processes ` +
         `(bench/clients.ts), timestamps from performance.timeOrigin + performance.now(); latency = last arrival − upstream send. The server shares a ` +
-        `process with the upstream and the harness; RSS = growth of that process while the subscribers connected. ` +
+        `process with the upstream and the harness; RSS = growth of that process while the subscribers connected; server CPU = ` +
+        `process.cpuUsage() of that process over the frames (the subscribers' CPU is in their own processes, not in it), per frame. ` +
         `Max: ${fmt(ours.maxMs)} ms vs ${fmt(relay.maxMs)} ms. Frames not seen by all 1,000: ${ours.incomplete} vs ${relay.incomplete}.`,
     };
   } finally {

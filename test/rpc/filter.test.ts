@@ -122,6 +122,7 @@ t.test('eth_getLogs(pending) and pendingLogs agree with the table on the capture
   const sink = new Sink();
   const ids = filters.map(([, topics]) => subs.subscribe(sink, ['pendingLogs', { topics }]));
   for (const m of uni) feed(h.pipeline, m);
+  await h.pipeline.events.fanout.idle(); // notifications leave as fan-out tasks
   for (let i = 0; i < filters.length; i++) {
     const [name, topics] = filters[i]!;
     const r = await h.call('eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending', topics }]);
