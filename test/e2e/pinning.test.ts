@@ -3,6 +3,7 @@
 // X-Flashblock-Min is ahead is answered once the frame arrives, or with the -32000 error when it does not; malformed
 // values are 400; an aborted wait leaves nothing behind; a stop answers the waiting requests at once.
 import t from 'tap';
+import WebSocket from 'ws';
 import { rpcCall, startAnvil } from '../../scripts/devnet/anvil.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
@@ -153,6 +154,24 @@ t.test('one daemon, waits up to 60 s: header across applies, release by the fram
     t.equal(a.flashblock, '3-0', 'later pinned requests are served');
   });
 
+  await t.test('a newFlashblocks notification names its flashblock; pinning HTTP to it answers as of it or later', async (t) => {
+    const ws = new WebSocket(url.replace('http', 'ws'));
+    t.teardown(() => ws.close());
+    await new Promise((r, j) => (ws.once('open', r), ws.once('error', j)));
+    const notes: any[] = [];
+    ws.on('message', (m) => notes.push(JSON.parse(m.toString())));
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['newFlashblocks'] }));
+    await until(() => notes.length === 1, 'the subscription id');
+    const m = await apply(d, up, 3, 1);
+    await until(() => notes.length === 2, 'the notification');
+    const block = notes[1].params.result;
+    t.equal(block.hash, m.diff.block_hash);
+    t.same([block.number, block.flashblockIndex], ['0x3', '0x1'], 'number and flashblockIndex, hex quantities');
+    const a = await post(url, BLOCK, { 'x-flashblock-min': `${block.number}-${block.flashblockIndex}` });
+    t.equal(a.flashblock, '3-1', 'the same position as X-Flashblock');
+    t.equal(a.body.result.hash, block.hash);
+  });
+
   await t.test('stopping answers every waiting request at once with the -32000 error', async (t) => {
     const waiting = [post(url, BLOCK, { 'x-flashblock-min': '9-0' }), post(url, { ...BLOCK, id: 'x' }, { 'x-flashblock-min': '9-1' })];
     await until(() => d.metrics.pinWaiters.value === 2, 'both requests wait');
@@ -162,8 +181,8 @@ t.test('one daemon, waits up to 60 s: header across applies, release by the fram
     for (const a of answers) {
       t.equal(a.status, 200);
       t.equal(a.body.error.code, -32000);
-      t.match(a.body.error.message, /^flashblock not yet applied: asked 9-[01], at 3-0; server is shutting down/);
-      t.equal(a.flashblock, '3-0');
+      t.match(a.body.error.message, /^flashblock not yet applied: asked 9-[01], at 3-1; server is shutting down/);
+      t.equal(a.flashblock, '3-1');
     }
     t.equal(answers[1]!.body.id, 'x', 'the request id is echoed');
     t.equal(waits.refused.value, refusedBefore + 2);
