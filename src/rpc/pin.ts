@@ -47,6 +47,12 @@ export type PinRefusal = 'timeout' | 'full' | 'draining';
 /** What a finished wait reports to the transport. */
 export type PinSettle = 'ready' | PinRefusal;
 
+/**
+ * Request bodies waiting requests may hold in all: a flood of large bodies is refused before --pin-max-waiters
+ * full-size bodies (5 MiB each by default) pile up.
+ */
+export const PIN_MAX_HELD_BYTES = 64 * 1024 * 1024;
+
 /** A request waiting for its flashblock; opaque to the transport except for `token`. */
 export class PinWaiter {
   timer: NodeJS.Timeout | null = null;
@@ -54,6 +60,8 @@ export class PinWaiter {
     readonly pos: FlashblockPosition,
     /** The transport's request, handed back to `onSettle`. */
     readonly token: unknown,
+    /** Size of the body it holds while waiting. */
+    readonly bytes: number,
   ) {}
 }
 
@@ -80,6 +88,8 @@ export class FlashblockPins {
   private readonly waiters = new Set<PinWaiter>();
   private scheduled = false;
   private closed = false;
+  /** Sum of the waiters' body sizes (bounded by PIN_MAX_HELD_BYTES). */
+  private heldBytes = 0;
   private readonly stops: (() => void)[];
   /** The X-Flashblock value cached for one pending block at one version (bumped on every apply). */
   private cachedBlock: BlockView | null = null;
@@ -126,9 +136,10 @@ export class FlashblockPins {
   /**
    * Admits a request asking for at least `p`: 'now' when the state is there already; a PinWaiter when it waits
    * (its `token` comes back through `onSettle`); otherwise why it is answered with an error at once ('timeout' when
-   * --pin-wait-ms is 0, 'full' at --pin-max-waiters, 'draining' after `close`). Counts the outcome.
+   * --pin-wait-ms is 0, 'full' at --pin-max-waiters or PIN_MAX_HELD_BYTES, 'draining' after `close`). `bytes`: the
+   * size of the body the request holds while it waits. Counts the outcome.
    */
-  admit(p: FlashblockPosition, token: unknown): 'now' | PinRefusal | PinWaiter {
+  admit(p: FlashblockPosition, token: unknown, bytes = 0): 'now' | PinRefusal | PinWaiter {
     if (this.reached(p)) {
       this.metrics.pinWaits.immediate.inc();
       return 'now';
@@ -138,10 +149,11 @@ export class FlashblockPins {
       this.metrics.pinWaits.timeout.inc();
       return 'timeout';
     }
-    if (this.waiters.size >= this.opts.pinMaxWaiters) return this.refuse('full');
-    const w = new PinWaiter(p, token);
+    if (this.waiters.size >= this.opts.pinMaxWaiters || this.heldBytes + bytes > PIN_MAX_HELD_BYTES) return this.refuse('full');
+    const w = new PinWaiter(p, token, bytes);
     w.timer = setTimeout(this.expire, this.opts.pinWaitMs, w);
     this.waiters.add(w);
+    this.heldBytes += bytes;
     this.metrics.pinWaiters.set(this.waiters.size);
     return w;
   }
@@ -177,7 +189,7 @@ export class FlashblockPins {
       case 'timeout':
         return this.opts.pinWaitMs === 0 ? `${head}; not waiting (--pin-wait-ms 0); retry or ask another instance` : `${head} after waiting ${this.opts.pinWaitMs} ms (--pin-wait-ms); retry or ask another instance`;
       case 'full':
-        return `${head}; ${this.opts.pinMaxWaiters} requests already waiting (--pin-max-waiters), not waiting; retry or ask another instance`;
+        return `${head}; ${this.waiters.size} requests already waiting (at most --pin-max-waiters ${this.opts.pinMaxWaiters}, ${PIN_MAX_HELD_BYTES / 1048576} MiB of bodies), not waiting; retry or ask another instance`;
       case 'draining':
         return `${head}; server is shutting down, retry on another instance`;
     }
@@ -190,6 +202,7 @@ export class FlashblockPins {
 
   private remove(w: PinWaiter): boolean {
     if (!this.waiters.delete(w)) return false;
+    this.heldBytes -= w.bytes;
     if (w.timer !== null) clearTimeout(w.timer);
     w.timer = null;
     this.metrics.pinWaiters.set(this.waiters.size);

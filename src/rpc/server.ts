@@ -201,7 +201,7 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
       return;
     }
     if (call.pin !== null) {
-      const r = pins.admit(call.pin, call);
+      const r = pins.admit(call.pin, call, call.size);
       if (r === 'now') dispatchHttp(call, text);
       else if (typeof r === 'string') refusePinned(call, text, r);
       else {

@@ -199,7 +199,7 @@ t.test('a flashblock that does not come: the -32000 error after --pin-wait-ms; b
   const full = await post(url, BLOCK, { 'x-flashblock-min': '5-0' });
   t.equal(full.status, 200);
   t.equal(full.body.error.code, -32000);
-  t.match(full.body.error.message, /^flashblock not yet applied: asked 5-0, at 1-1; 1 requests already waiting \(--pin-max-waiters\)/);
+  t.match(full.body.error.message, /^flashblock not yet applied: asked 5-0, at 1-1; 1 requests already waiting \(at most --pin-max-waiters 1, 64 MiB of bodies\)/);
   t.equal(d.metrics.pinWaits.refused.value, 1);
 
   await apply(d, up, 1, 2);

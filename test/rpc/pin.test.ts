@@ -99,7 +99,7 @@ t.test('cancel forgets a waiter (no settle, no count); timeout, full and drainin
   pins.admit({ block: N + 5, index: 0 }, 'c');
   t.equal(pins.admit({ block: N + 5, index: 0 }, 'd'), 'full', 'beyond --pin-max-waiters: refused at once');
   t.equal(metrics.pinWaits.refused.value, 1);
-  t.match(pins.notYetMessage({ block: N + 5, index: 0 }, 'full'), new RegExp(`^flashblock not yet applied: asked ${N + 5}-0, at ${N}-0; 2 requests already waiting \\(--pin-max-waiters\\)`));
+  t.match(pins.notYetMessage({ block: N + 5, index: 0 }, 'full'), new RegExp(`^flashblock not yet applied: asked ${N + 5}-0, at ${N}-0; 2 requests already waiting \\(at most --pin-max-waiters 2, 64 MiB of bodies\\)`));
   await new Promise((r) => setTimeout(r, 60));
   t.same(settled, [['b', 'timeout'], ['c', 'timeout']], 'the cancelled waiter never settles; the others time out');
   t.equal(metrics.pinWaits.timeout.value, 2);
@@ -111,6 +111,19 @@ t.test('cancel forgets a waiter (no settle, no count); timeout, full and drainin
   t.equal(pins.admit({ block: N, index: 0 }, 'g'), 'now', 'what is reached still answers');
   t.equal(metrics.pinWaits.refused.value, 3);
   t.equal(metrics.pinWaiters.value, 0);
+});
+
+t.test('the bodies waiting requests hold are bounded too: beyond 64 MiB in all, refused at once', async (t) => {
+  const { pins, metrics } = pinsOver({ pinMaxWaiters: 1000 });
+  t.teardown(() => pins.close());
+  const MiB = 1024 * 1024;
+  t.type(pins.admit({ block: 5, index: 0 }, 'a', 40 * MiB), 'object');
+  const b = pins.admit({ block: 5, index: 0 }, 'b', 24 * MiB);
+  t.type(b, 'object', 'up to 64 MiB');
+  t.equal(pins.admit({ block: 5, index: 0 }, 'c', 1), 'full', 'one byte more is refused');
+  if (typeof b !== 'string') pins.cancel(b);
+  t.type(pins.admit({ block: 5, index: 0 }, 'd', 24 * MiB), 'object', 'a cancelled waiter gives its bytes back');
+  t.equal(metrics.pinWaits.refused.value, 1);
 });
 
 t.test('--pin-wait-ms 0: a request behind is answered at once', async (t) => {
