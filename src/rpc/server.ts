@@ -1,8 +1,9 @@
 // The JSON-RPC transports on the shared uWS app: HTTP POST on any path and WebSocket on `/`, both feeding the one
 // Dispatcher. Owns limits, CORS, Content-Type checks and draining; never interprets JSON-RPC itself.
 // uWS lifetimes: onAborted first, non-final body chunks copied, writes after an await corked, and nothing touches a
-// response after it was aborted or ended. Flashblock pinning (./pin.ts): every answer carries X-Flashblock; a request
-// with X-Flashblock-Min waits (bounded) for that flashblock before it is dispatched. The stream module owns /flashblocks*, /ws*; they are not registered here.
+// response after it was aborted or ended. The stream module owns /flashblocks*, /ws*; they are not registered here.
+// Flashblock pinning (./pin.ts): every HTTP answer carries X-Flashblock; a request with X-Flashblock-Min waits
+// (bounded) for that flashblock before it is dispatched.
 import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
 import { RpcCode } from '../errors.js';
 import type { Logger } from '../log.js';
