@@ -58,6 +58,8 @@ export interface Config {
   forwardMethods: string[];
   corsOrigins: string[];
   sendRawSyncTimeoutMs: number;
+  pinWaitMs: number;
+  pinMaxWaiters: number;
   streamMaxBackpressureBytes: number;
   streamMaxSubscribers: number;
   streamMaxPerIp: number;
@@ -114,6 +116,8 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'forward-methods', key: 'forwardMethods', kind: 'list', def: '', help: 'Methods to forward beyond the default allow-list of standard read and submit methods: names, ns_* or * (all)' },
   { flag: 'cors-origins', key: 'corsOrigins', kind: 'list', def: '', help: 'CORS allowed origins (comma-separated, * for any); off when empty' },
   { flag: 'send-raw-sync-timeout-ms', key: 'sendRawSyncTimeoutMs', kind: 'int', def: '10000', min: 10, max: 600000, help: 'Default and maximum wait of eth_sendRawTransactionSync' },
+  { flag: 'pin-wait-ms', key: 'pinWaitMs', kind: 'int', def: '1000', min: 0, max: 60000, help: 'How long an HTTP request whose X-Flashblock-Min is not applied yet waits for it before the -32000 "flashblock not yet applied" error (0 = answer the error at once)' },
+  { flag: 'pin-max-waiters', key: 'pinMaxWaiters', kind: 'int', def: '10000', min: 1, max: 1000000, help: 'HTTP requests that may wait for their X-Flashblock-Min at once; beyond it they get the -32000 error without waiting' },
   { flag: 'stream-max-backpressure-bytes', key: 'streamMaxBackpressureBytes', kind: 'int', def: String(4 * MiB), min: 1024, max: 1024 * MiB, help: 'Per-subscriber send buffer; a subscriber above it is closed at once, its buffered frames dropped (it sees 1006)' },
   { flag: 'stream-max-subscribers', key: 'streamMaxSubscribers', kind: 'int', def: '10000', min: 1, max: 1000000, help: 'Global WebSocket connection cap' },
   { flag: 'stream-max-per-ip', key: 'streamMaxPerIp', kind: 'int', def: '100', min: 1, max: 1000000, help: 'WebSocket connections per client IP' },

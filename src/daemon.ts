@@ -55,6 +55,7 @@ function pick<K extends keyof Config>(config: Readonly<Config>, keys: readonly K
 const RPC_SETTINGS = [
   'maxBodyBytes', 'corsOrigins', 'streamMaxBackpressureBytes', 'streamIdleTimeoutS', 'maxBatchItems', 'maxResponseBytes',
   'forwardMethods', 'allowNamespaces', 'flashblocksEnabled', 'sendRawSyncTimeoutMs', 'maxSubscriptionsPerConnection',
+  'pinWaitMs', 'pinMaxWaiters',
 ] as const satisfies readonly (keyof RpcOptions & keyof Config)[];
 
 const STREAM_SETTINGS = [

@@ -33,6 +33,11 @@ export type ExecutionOutcome = (typeof EXECUTION_OUTCOMES)[number];
 export const RPC_SOURCES = ['state', 'node', 'error'] as const;
 export type RpcSource = (typeof RPC_SOURCES)[number];
 
+/** How a request carrying X-Flashblock-Min went: state already there, waited for it, waited in vain, refused
+ *  without waiting (too many waiting, or shutting down). */
+export const PIN_OUTCOMES = ['immediate', 'waited', 'timeout', 'refused'] as const;
+export type PinOutcome = (typeof PIN_OUTCOMES)[number];
+
 export const NODE_ERROR_REASONS = ['timeout', 'connect', 'http', 'rpc'] as const;
 export type NodeErrorReason = (typeof NODE_ERROR_REASONS)[number];
 
@@ -314,6 +319,10 @@ export interface Metrics {
   /** Pre-resolved series for a wire method name (unknown names share `other`); allocates nothing. */
   rpcHandle(method: string, source: RpcSource): RpcHandle;
 
+  /** Flashblock pinning (X-Flashblock-Min): outcomes, and requests waiting now. */
+  readonly pinWaits: Readonly<Record<PinOutcome, CounterCell>>;
+  readonly pinWaiters: GaugeCell;
+
   readonly nodeSeconds: HistogramCell;
   readonly nodeErrors: Readonly<Record<NodeErrorReason, CounterCell>>;
 
@@ -467,6 +476,12 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   }
   const otherHandles = rpcHandles.get('other')!;
 
+  // Pinning
+  const pinWaitsF = counter('pin_waits_total',
+    'HTTP JSON-RPC requests carrying X-Flashblock-Min, by outcome: immediate (state already at or past it), waited ' +
+    '(answered once it was applied), timeout (not applied within --pin-wait-ms), refused (not waiting: ' +
+    '--pin-max-waiters reached, or shutting down).', ['outcome']);
+
   // Node
   const nodeErrF = counter('node_errors_total', 'Failed calls to the node, by reason.', ['reason']);
 
@@ -550,6 +565,10 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     rpcHandle(method, source) {
       return (rpcHandles.get(method) ?? otherHandles)[source];
     },
+
+    pinWaits: keyed(PIN_OUTCOMES, (o) => pinWaitsF.child(o)),
+    pinWaiters: gauge('pin_waiters', 'HTTP JSON-RPC requests waiting now for the flashblock their X-Flashblock-Min asks for.')
+      .child(),
 
     nodeSeconds: histogram('node_request_seconds', 'Round-trip time of calls forwarded to the node.', RPC_BUCKETS)
       .child(),

@@ -113,6 +113,33 @@ export class Dispatcher {
     return this.capped(item.notify ? null : item.out);
   }
 
+  /**
+   * Answers every request of a body with the same error without running any (e.g. a flashblock the request is
+   * pinned to was not applied in time): one envelope per request that has an id, echoing it, in a batch when the
+   * body is a batch; null when all are notifications. A body that does not parse gets one error with a null id.
+   */
+  refuse(text: string, code: number, message: string, data?: unknown): Reply {
+    let msg: unknown = null;
+    if (!nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+      try {
+        msg = JSON.parse(text);
+      } catch {
+        msg = null;
+      }
+    }
+    if (!Array.isArray(msg)) {
+      const id = refusedId(msg);
+      return id === undefined ? null : errorEnvelope(id, code, message, data);
+    }
+    if (msg.length === 0) return errorEnvelope('null', code, message, data);
+    const out: string[] = [];
+    for (const m of msg) {
+      const id = refusedId(m);
+      if (id !== undefined) out.push(errorEnvelope(id, code, message, data));
+    }
+    return out.length === 0 ? null : '[' + out.join(',') + ']';
+  }
+
   private batch(list: unknown[], sink: SubscriberSink | null, t0: number): Reply | Promise<Reply> {
     if (list.length === 0) return errorEnvelope('null', RpcCode.INVALID_REQUEST, 'invalid request: empty batch');
     if (list.length > this.opts.maxBatchItems) {
@@ -355,6 +382,20 @@ export class Dispatcher {
     h.counter.inc();
     h.histogram.observe((performance.now() - item.t0) / 1000);
   }
+}
+
+/**
+ * The serialised id to answer a refused request with: its own when valid, 'null' for a malformed one, undefined for
+ * a notification (a valid request without an id gets no answer).
+ */
+function refusedId(m: unknown): string | undefined {
+  if (m === null || typeof m !== 'object' || Array.isArray(m)) return 'null';
+  const o = m as Record<string, unknown>;
+  const id = o.id;
+  if (id === undefined) return o.jsonrpc === '2.0' && typeof o.method === 'string' && o.method !== '' ? undefined : 'null';
+  if (typeof id === 'number') return Number.isFinite(id) ? '' + id : 'null';
+  if (typeof id === 'string' || id === null) return JSON.stringify(id);
+  return 'null';
 }
 
 /** Handler Promises of items still running (kept off Item so the common synchronous path stays lean). */

@@ -2,6 +2,8 @@
 // Dispatcher. Owns limits, CORS, Content-Type checks and draining; never interprets JSON-RPC itself.
 // uWS lifetimes: onAborted first, non-final body chunks copied, writes after an await corked, and nothing touches a
 // response after it was aborted or ended. The stream module owns /flashblocks*, /ws*; they are not registered here.
+// Flashblock pinning (./pin.ts): every HTTP answer carries X-Flashblock; a request with X-Flashblock-Min waits
+// (bounded) for that flashblock before it is dispatched.
 import { performance } from 'node:perf_hooks';
 import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
 import { RpcCode } from '../errors.js';
@@ -13,12 +15,13 @@ import type { PendingView, SenderSource } from '../state/view.js';
 import { Dispatcher, errorEnvelope, type DispatchOptions, type Reply } from './dispatch.js';
 import type { MethodContext, MethodOptions, PendingExecution } from './methods/types.js';
 import { executionReceiptSource } from './methods/executed.js';
+import { FlashblockPins, parseFlashblockPosition, type FlashblockPosition, type PinOptions, type PinSettle, type PinWaiter } from './pin.js';
 import { Shapes } from './shapes/json.js';
 import { STREAM_RECEIPTS } from './shapes/receipt.js';
 import { Subscriptions, type SubscriberSink } from './subscriptions.js';
 
 /** The settings the JSON-RPC transports read (built from Config by the daemon). */
-export interface RpcOptions extends DispatchOptions, MethodOptions {
+export interface RpcOptions extends DispatchOptions, MethodOptions, PinOptions {
   readonly maxBodyBytes: number;
   /** CORS allowed origins ('*' = any); CORS is off when empty. */
   readonly corsOrigins: readonly string[];
@@ -78,6 +81,8 @@ const JSON_HEADER = 'application/json';
 const BODY_415 = errorEnvelope('null', RpcCode.INVALID_REQUEST, 'invalid content type, only application/json is supported');
 const BODY_405 = errorEnvelope('null', RpcCode.INVALID_REQUEST, 'method not allowed: send JSON-RPC as HTTP POST (or over WebSocket on /)');
 const BODY_503 = errorEnvelope('null', RpcCode.SERVER_ERROR, 'server is shutting down; retry on another instance');
+/** Headers a browser may read from an answer (CORS): the flashblock it reflects. */
+const EXPOSED_HEADERS = 'X-Flashblock';
 
 /**
  * An over-limit body is read and dropped up to this many bytes (or 4× the body limit if larger) so that the 413
@@ -100,6 +105,15 @@ class HttpCall {
   chunks: Buffer[] | null = null;
   /** Over the body limit: the rest of the body is read and dropped, then 413 is answered (see TOO_LARGE_DRAIN_BYTES). */
   discarding = false;
+  /** X-Flashblock-Min, parsed; null when absent. */
+  pin: FlashblockPosition | null = null;
+  /** X-Flashblock-Min as sent when it did not parse (answered 400 once the body is read), else null. */
+  badPin: string | null = null;
+  /** While waiting for the pinned flashblock: the waiter and the body to dispatch once released. */
+  waiter: PinWaiter | null = null;
+  text = '';
+  /** X-Flashblock value to send ('' = none): the state's position when the answer was computed. */
+  flashblock = '';
   constructor(
     readonly res: HttpResponse,
     /** Access-Control-Allow-Origin value to send, or '' for none. */
@@ -163,6 +177,7 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
   };
 
   const allowOriginFor = (origin: string): string => (!corsOn || origin === '' ? '' : anyOrigin ? '*' : origins.has(origin) ? origin : '');
+  const pins = new FlashblockPins(deps.view, deps.events, cfg, deps.metrics, settlePin);
 
   function end(call: HttpCall): void {
     if (call.done) return;
@@ -171,12 +186,14 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
     if (inflight === 0 && onIdle !== null) onIdle();
   }
 
-  function write(res: HttpResponse, status: string, body: string | Buffer | null, allowOrigin: string, close: boolean): void {
+  function write(res: HttpResponse, status: string, body: string | Buffer | null, allowOrigin: string, close: boolean, flashblock = ''): void {
     res.writeStatus(status);
     if (body !== null) res.writeHeader('Content-Type', JSON_HEADER);
+    if (flashblock !== '') res.writeHeader('X-Flashblock', flashblock);
     if (allowOrigin !== '') {
       res.writeHeader('Access-Control-Allow-Origin', allowOrigin);
       if (allowOrigin !== '*') res.writeHeader('Vary', 'Origin');
+      res.writeHeader('Access-Control-Expose-Headers', EXPOSED_HEADERS);
     }
     res.end(body ?? undefined, close);
   }
@@ -185,12 +202,53 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
     if (call.aborted || call.done) return;
     // While draining, answer and close (Connection: close): a keep-alive client would otherwise send its next
     // request on this socket just as the process exits, and get a connection reset instead of an answer.
-    write(call.res, '200 OK', body, call.allowOrigin, draining);
+    write(call.res, '200 OK', body, call.allowOrigin, draining, call.flashblock);
     end(call);
+  }
+
+  /** A complete body: answered 400 for a malformed X-Flashblock-Min, held while its flashblock is missing, or run. */
+  function deliver(call: HttpCall, text: string): void {
+    if (call.badPin !== null) {
+      write(call.res, '400 Bad Request', badPinBody(call.badPin), call.allowOrigin, draining);
+      end(call);
+      return;
+    }
+    if (call.pin !== null) {
+      const r = pins.admit(call.pin, call, call.size);
+      if (r === 'now') dispatchHttp(call, text);
+      else if (typeof r === 'string') refusePinned(call, text, r);
+      else {
+        call.waiter = r;
+        call.text = text;
+      }
+      return;
+    }
+    dispatchHttp(call, text);
+  }
+
+  /** A waiter's end (FlashblockPins.onSettle): outside any uWS callback, so the writes are corked. */
+  function settlePin(token: unknown, how: PinSettle): void {
+    const call = token as HttpCall;
+    const text = call.text;
+    call.waiter = null;
+    call.text = '';
+    if (call.aborted || call.done) return;
+    call.res.cork(() => (how === 'ready' ? dispatchHttp(call, text) : refusePinned(call, text, how)));
+  }
+
+  function refusePinned(call: HttpCall, text: string, how: Exclude<PinSettle, 'ready'>): void {
+    const pin = call.pin as FlashblockPosition;
+    call.flashblock = pins.header();
+    const data = { asked: pin.block + '-' + pin.index, current: call.flashblock === '' ? null : call.flashblock };
+    respond(call, dispatcher.refuse(text, RpcCode.SERVER_ERROR, pins.notYetMessage(pin, how), data));
   }
 
   function dispatchHttp(call: HttpCall, text: string): void {
     noteRead();
+    // The answer reflects the state as of this moment: handlers answering from state run synchronously inside
+    // handle(), so nothing is applied in between. An answer that completes later (forwarded to the node, or from
+    // the execution engine) carries this same position: the flashblock current when its dispatch started.
+    call.flashblock = pins.header();
     const r = dispatcher.handle(text, null);
     if (r instanceof Promise) {
       void r.then((body) => {
@@ -205,6 +263,11 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
     inflight++;
     res.onAborted(() => {
       call.aborted = true;
+      if (call.waiter !== null) {
+        pins.cancel(call.waiter);
+        call.waiter = null;
+        call.text = '';
+      }
       end(call);
     });
     if (draining) {
@@ -216,6 +279,12 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
       write(res, '415 Unsupported Media Type', BODY_415, call.allowOrigin, true);
       end(call);
       return;
+    }
+    // Read now: `req` is only valid during this callback.
+    const minPin = req.getHeader('x-flashblock-min');
+    if (minPin !== '') {
+      call.pin = parseFlashblockPosition(minPin);
+      if (call.pin === null) call.badPin = minPin;
     }
     const cl = req.getHeader('content-length');
     if (cl !== '' && Number(cl) > maxBody) {
@@ -255,7 +324,7 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
         text = Buffer.concat(call.chunks).toString('utf8');
         call.chunks = null;
       }
-      dispatchHttp(call, text);
+      deliver(call, text);
     });
   });
 
@@ -335,6 +404,8 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
       draining = true;
       stopWatchingApplies();
       subscriptions.close();
+      // Waiting requests are answered now (the -32000 error, saying the server is shutting down).
+      pins.close();
       for (const s of [...sinks]) s.close(1001, 'server shutting down');
       if (inflight === 0) return Promise.resolve();
       return new Promise<void>((resolve) => {
@@ -348,6 +419,12 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
       });
     },
   };
+}
+
+/** HTTP 400 body for an X-Flashblock-Min that does not parse (the value quoted, at most 64 characters). */
+function badPinBody(value: string): string {
+  const shown = value.length > 64 ? value.slice(0, 64) + '…' : value;
+  return errorEnvelope('null', RpcCode.INVALID_PARAMS, `invalid X-Flashblock-Min ${JSON.stringify(shown)}: expected <block>-<index>, each decimal or 0x hex (e.g. 30000012-7)`);
 }
 
 function tooLarge(maxBody: number): string {

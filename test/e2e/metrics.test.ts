@@ -124,6 +124,13 @@ t.test('every documented metric family moves in one end-to-end run with targeted
   await until(() => call('eth_blockNumber'), (r) => Number(r.result) >= 3, onFlashblock, 20_000, 'pending block 3');
   t.ok((await call('eth_getBlockByNumber', ['pending', false])).result, 'pending block served');
   t.ok((await call('eth_chainId')).result, 'a forwarded call');
+  // A request pinned far ahead waits (the waiters gauge) until --pin-wait-ms (default 1 s), then gets the error.
+  const pinned = fetch(rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json', 'x-flashblock-min': '999999999-0' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_blockNumber', params: ['pending'] }) });
+  await until(() => value('flashblocksd_pin_waiters'), (v) => v === 1, (fn) => {
+    const timer = setInterval(fn, 20);
+    return () => clearInterval(timer);
+  }, 10_000, 'a pinned request waiting');
+  t.match(await (await pinned).json(), { error: { code: -32000, message: /^flashblock not yet applied/ } }, 'a pinned request times out');
 
   // A bad frame from upstream 1.
   fakeUp.send('{"payload_id": not json');

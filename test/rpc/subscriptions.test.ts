@@ -123,9 +123,10 @@ t.test('pending kinds: one shared payload per flashblock, tx hashes or full, fil
   t.equal(b.notes(idB).length, uni.length);
   t.equal(blocksA[0]!.method, 'eth_subscription');
   for (let i = 0; i < uni.length; i++) {
-    const r = blocksA[i]!.params.result as { hash: string; number: string; transactions: string[] };
+    const r = blocksA[i]!.params.result as { hash: string; number: string; flashblockIndex: string; transactions: string[] };
     t.equal(r.hash, (uni[i]!.diff as { block_hash: string }).block_hash, `flashblock ${i}: the pending block as of it`);
     t.equal(r.number, '0x21e3b52');
+    t.equal(r.flashblockIndex, '0x' + i.toString(16), 'with the flashblock index (the position X-Flashblock names)');
     t.ok(r.transactions.every((x) => typeof x === 'string'), 'hashes, not objects');
   }
   const textA = a.texts.filter((x) => x.includes(idA));

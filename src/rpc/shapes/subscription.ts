@@ -1,5 +1,6 @@
-// eth_subscription notification payloads: the envelope prefix of a subscription, a full transaction with its
-// receipt (newFlashblockTransactions), and a newHeads header from the node's block. Pure.
+// eth_subscription notification payloads: the envelope prefix of a subscription, the pending block as of a
+// flashblock (newFlashblocks), a full transaction with its receipt (newFlashblockTransactions), and a newHeads header
+// from the node's block. Pure.
 
 /** `{"jsonrpc":"2.0","method":"eth_subscription","params":{"subscription":"<id>","result":` — close with `}}`. */
 export function notificationPrefix(id: string): string {
@@ -9,6 +10,16 @@ export function notificationPrefix(id: string): string {
 /** A notification: the subscription's prefix, a payload already serialised once for every subscriber, the close. */
 export function notification(prefix: string, payloadJson: string): string {
   return prefix + payloadJson + '}}';
+}
+
+/**
+ * newFlashblocks: the block object as of flashblock `index`, plus `flashblockIndex` (hex quantity) so a subscriber
+ * can pin HTTP reads to it (`X-Flashblock-Min: <number>-<flashblockIndex>`, hex accepted). An extra field: viem
+ * keeps unknown block fields as they are, ethers ignores them.
+ */
+export function flashblockPayload(block: Record<string, unknown>, index: number): Record<string, unknown> {
+  block.flashblockIndex = '0x' + index.toString(16);
+  return block;
 }
 
 /** newFlashblockTransactions with full objects: the transaction object with its receipt (null when unknown). */
