@@ -1,7 +1,7 @@
 // `npm run cluster`: a multi-instance setup on loopback — Redis, three flashblocksd instances and HAProxy (from the
 // system packages) in front, fed by the embedded devnet. Wiring and child processes only; no daemon logic here.
 // `startCluster()` is the same setup for tests (test/e2e/cluster.test.ts).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -218,6 +218,13 @@ async function spawnInstance(name: string, args: string[], log: (msg: string) =>
  */
 export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> {
   const log = opts.log ?? (() => {});
+  for (const [bin, pkg, env] of [[REDIS_SERVER, 'redis-server', 'REDIS_SERVER'], [HAPROXY, 'haproxy', 'HAPROXY']] as const) {
+    try {
+      accessSync(bin, constants.X_OK);
+    } catch {
+      throw new Error(`cluster: ${bin} is not there; install the Debian package ${pkg} (apt-get install ${pkg}) or set ${env} to its path`);
+    }
+  }
   const count = opts.instances ?? 3;
   const topology = opts.topology ?? 'flat';
   const extra = opts.daemonArgs ?? [];
