@@ -16,6 +16,9 @@ import { startTraffic } from './devnet/traffic.js';
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const REDIS_SERVER = process.env.REDIS_SERVER ?? '/usr/bin/redis-server';
 const HAPROXY = process.env.HAPROXY ?? '/usr/sbin/haproxy';
+// Every child is spawned `detached` (its own process group): Ctrl-C reaches only this script, which stops HAProxy
+// first, then drains the instances (a terminal's SIGINT to all of them followed by our SIGTERM would count as a second
+// signal: exit at once). They still die with this process however it ends (spawnTied: parent-death signal).
 
 /**
  * How the instances get flashblocks. `flat`: each takes the devnet's stream itself (no instance depends on another;
@@ -175,6 +178,7 @@ async function spawnInstance(name: string, args: string[], log: (msg: string) =>
   const { child } = spawnTied(process.execPath, ['--enable-source-maps', '--import', 'tsx', join(REPO, 'src/main.ts'), ...args], {
     cwd: REPO,
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
   let partial = '';
   let stderr = '';
@@ -239,7 +243,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
 
   const redisPort = await freePort();
   const startRedis = async (): Promise<void> => {
-    const { child } = spawnTied(REDIS_SERVER, ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
+    const { child } = spawnTied(REDIS_SERVER, ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore', detached: true });
     redis = child;
     await until('redis-server', () => redisPing(redisPort), 10_000);
   };
@@ -306,7 +310,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
     const cfg = join(dir, 'haproxy.cfg');
     writeFileSync(cfg, haproxyConfig({ port, statsPort, instances }));
     let haproxyErr = '';
-    const hp = spawnTied(HAPROXY, ['-f', cfg, '-db'], { stdio: ['ignore', 'ignore', 'pipe'] }).child;
+    const hp = spawnTied(HAPROXY, ['-f', cfg, '-db'], { stdio: ['ignore', 'ignore', 'pipe'], detached: true }).child;
     hp.stderr!.on('data', (d: Buffer) => (haproxyErr = (haproxyErr + d.toString()).slice(-4000)));
     haproxy = hp;
     const url = `http://127.0.0.1:${port}/`;
