@@ -1,19 +1,20 @@
 // `npm run cluster`: a multi-instance setup on loopback — Redis, three flashblocksd instances and HAProxy (from the
 // system packages) in front, fed by the embedded devnet. Wiring and child processes only; no daemon logic here.
-// `startCluster()` is the same setup for tests (test/e2e/cluster.test.ts).
+// `startCluster()` is the same setup for tests (test/e2e/cluster.test.ts). Parts: scripts/cluster/.
 import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
 import type { ChildProcess } from 'node:child_process';
 import { onParentExit, spawnTied } from '../src/child.js';
 import { SETTINGS } from '../src/config.js';
+import { freePort, redisPing, spawnInstance, stopChild, until, type Spawned } from './cluster/children.js';
+import { haproxyConfig } from './cluster/haproxy.js';
 import { startDevnet, type DevAccount } from './devnet/sequencer.js';
 import { startTraffic } from './devnet/traffic.js';
 
-const REPO = fileURLToPath(new URL('..', import.meta.url));
+export { freePort, haproxyConfig };
+
 const REDIS_SERVER = process.env.REDIS_SERVER ?? '/usr/bin/redis-server';
 const HAPROXY = process.env.HAPROXY ?? '/usr/sbin/haproxy';
 // Every child is spawned `detached` (its own process group): Ctrl-C reaches only this script, which stops HAProxy
@@ -75,145 +76,6 @@ export interface Cluster {
   startRedis(): Promise<void>;
   /** Stops everything it started; idempotent. */
   stop(): Promise<void>;
-}
-
-/** A free TCP port on 127.0.0.1 (for the programs that cannot take port 0: redis-server, HAProxy). */
-export async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((resolve, reject) => {
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => resolve());
-  });
-  const port = (srv.address() as { port: number }).port;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
-}
-
-/** Resolves once `test()` is true; throws `what` after `ms`, or at once when `fatal()` names a reason. */
-async function until(what: string, test: () => Promise<boolean>, ms: number, fatal: () => string | null = () => null): Promise<void> {
-  const end = Date.now() + ms;
-  for (;;) {
-    if (await test().catch(() => false)) return;
-    const why = fatal();
-    if (why !== null) throw new Error(`cluster: ${what}: ${why}`);
-    if (Date.now() > end) throw new Error(`cluster: timed out after ${ms} ms waiting for ${what}`);
-    await sleep(100);
-  }
-}
-
-/** Whether a redis-server on `port` answers PING. */
-function redisPing(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = createConnection(port, '127.0.0.1');
-    const done = (ok: boolean): void => {
-      s.destroy();
-      resolve(ok);
-    };
-    s.setTimeout(1000, () => done(false));
-    s.once('error', () => done(false));
-    s.once('connect', () => s.write('PING\r\n'));
-    s.once('data', (d) => done(d.toString().startsWith('+PONG')));
-  });
-}
-
-/** SIGTERM, then SIGKILL after `graceMs`; resolves once the child has exited. */
-async function stopChild(child: ChildProcess, graceMs: number): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-  await exited;
-  clearTimeout(timer);
-}
-
-/** The HAProxy configuration: one frontend, round-robin over the instances, health from each one's /readyz. */
-export function haproxyConfig(o: { port: number; statsPort: number; instances: { name: string; rpcPort: number; metricsPort: number }[] }): string {
-  return [
-    'global',
-    '  maxconn 4096',
-    '',
-    'defaults',
-    '  mode http',
-    '  timeout connect 2s',
-    '  timeout client 60s',
-    '  timeout server 60s',
-    // An upgraded WebSocket (raw stream, eth_subscribe) is a tunnel: idle up to an hour (the daemons ping it).
-    '  timeout tunnel 1h',
-    '  timeout http-keep-alive 10s',
-    '',
-    'frontend flashblocksd',
-    `  bind 127.0.0.1:${o.port}`,
-    // The edge: a client's own X-Forwarded-For is dropped, then HAProxy adds the peer it saw (the daemons trust it
-    // through --trusted-proxies, so per-IP limits count real clients, not HAProxy).
-    '  http-request del-header X-Forwarded-For',
-    '  option forwardfor',
-    '  default_backend instances',
-    '',
-    'backend instances',
-    // Per request, also on a kept-alive client connection: consecutive requests of one client land on different
-    // instances. X-Flashblock / X-Flashblock-Min headers pass through untouched.
-    '  balance roundrobin',
-    '  option httpchk GET /readyz',
-    '  http-check expect status 200',
-    '  default-server inter 1s fall 3 rise 2',
-    ...o.instances.map((i) => `  server ${i.name} 127.0.0.1:${i.rpcPort} check port ${i.metricsPort}`),
-    '',
-    'listen stats',
-    `  bind 127.0.0.1:${o.statsPort}`,
-    '  stats enable',
-    '  stats uri /',
-    '  stats refresh 2s',
-    '',
-  ].join('\n');
-}
-
-interface Spawned {
-  child: ChildProcess;
-  rpcPort: number;
-  metricsPort: number;
-}
-
-/** Starts one flashblocksd from source (tsx) and resolves with its ports once it logs that it listens. */
-async function spawnInstance(name: string, args: string[], log: (msg: string) => void): Promise<Spawned> {
-  const { child } = spawnTied(process.execPath, ['--enable-source-maps', '--import', 'tsx', join(REPO, 'src/main.ts'), ...args], {
-    cwd: REPO,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    detached: true,
-  });
-  let partial = '';
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => {
-    stderr = (stderr + d.toString()).slice(-4000);
-  });
-  return await new Promise<Spawned>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`cluster: ${name} did not listen within 60 s: ${stderr}`));
-    }, 60_000);
-    child.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      reject(new Error(`cluster: ${name} exited (${code ?? signal}) before listening: ${stderr}`));
-    });
-    child.stdout!.on('data', (d: Buffer) => {
-      partial += d.toString();
-      let nl: number;
-      while ((nl = partial.indexOf('\n')) >= 0) {
-        const text = partial.slice(0, nl);
-        partial = partial.slice(nl + 1);
-        let line: Record<string, unknown>;
-        try {
-          line = JSON.parse(text) as Record<string, unknown>;
-        } catch {
-          continue;
-        }
-        if (typeof line.rpcPort === 'number' && typeof line.metricsPort === 'number') {
-          clearTimeout(timer);
-          resolve({ child, rpcPort: line.rpcPort, metricsPort: line.metricsPort });
-        }
-        if (line.level === 'warn' || line.level === 'error') log(`${name}: ${text}`);
-      }
-    });
-  });
 }
 
 /**
@@ -346,7 +208,7 @@ export async function startCluster(opts: ClusterOptions = {}): Promise<Cluster> 
   }
 }
 
-/** `npm run cluster [-- --port 8547 --topology flat|relay -- <daemon flags>]`: starts, prints, waits for Ctrl-C. */
+/** `npm run cluster [-- --port 8547 --stats-port 8404 --topology flat|relay -- <daemon flags>]`: starts, prints, waits for Ctrl-C. */
 async function main(argv: string[]): Promise<void> {
   const sep = argv.indexOf('--');
   const own = sep < 0 ? argv : argv.slice(0, sep);
