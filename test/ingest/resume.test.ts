@@ -6,11 +6,11 @@ import t from 'tap';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { generateStream } from '../../bench/flashblock-gen.js';
 import { loadConfig, type Config } from '../../src/config.js';
-import { resumeUrl, UpstreamPool, type ResumePosition, type UpstreamEvent } from '../../src/ingest/upstream.js';
+import { CLOSE_RESUME_TOO_OLD, resumeUrl, UpstreamPool, type ResumePosition, type UpstreamEvent } from '../../src/ingest/upstream.js';
 import { silentLogger } from '../../src/log.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { loadUws } from '../../src/native.js';
-import { mountStream } from '../../src/stream/server.js';
+import { CLOSE_RESUME_TOO_OLD as STREAM_CLOSE_RESUME_TOO_OLD, mountStream } from '../../src/stream/server.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
 import { startReplayServer } from '../helpers/replay-server.js';
 
@@ -46,6 +46,10 @@ async function startUpstreamDaemon(over: Partial<Config> = {}) {
 }
 
 const messages = generateStream({ firstBlock: 900, blocks: 3, flashblocksPerBlock: 5, txs: () => 0 }).map((f) => f.message);
+
+t.test("the upstream's too-old close code is the raw stream's", async (t) => {
+  t.equal(CLOSE_RESUME_TOO_OLD, STREAM_CLOSE_RESUME_TOO_OLD);
+});
 
 t.test('resumeUrl sets block_number and index and keeps the path, the key and other parameters', async (t) => {
   t.equal(resumeUrl('ws://h:1/flashblocks/key1?encoding=identity', { blockNumber: 12, index: 3 }), 'ws://h:1/flashblocks/key1?encoding=identity&block_number=12&index=3');
