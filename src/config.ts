@@ -26,6 +26,7 @@ interface Setting {
 export interface Config {
   flashblocksUrls: string[];
   flashblocksEnabled: boolean;
+  upstreamResume: boolean;
   nodeRpcUrl: string;
   nodeWsUrl: string;
   host: string;
@@ -84,6 +85,7 @@ const MiB = 1024 * 1024;
 export const SETTINGS: readonly Setting[] = [
   { flag: 'flashblocks-url', key: 'flashblocksUrls', kind: 'urls', def: '', schemes: ['ws:', 'wss:'], secret: true, help: 'Upstream flashblocks WebSocket URL(s), comma-separated; all are used at once (hedged)' },
   { flag: 'flashblocks-enabled', key: 'flashblocksEnabled', kind: 'bool', def: 'true', help: 'false = pure forwarding proxy (no upstream, pending = latest)' },
+  { flag: 'upstream-resume', key: 'upstreamResume', kind: 'bool', def: 'false', help: 'Relay tier: on every (re)connect ask each upstream for the flashblocks after the last one applied (block_number=&index=, as a flashblocksd /flashblocks serves them); a position too old for its replay buffer (close 4000) is dropped and the next connect goes without it' },
   { flag: 'node-rpc-url', key: 'nodeRpcUrl', kind: 'urls', def: '', schemes: ['http:', 'https:'], secret: true, help: "The node's HTTP JSON-RPC URL (forwarding, canonical head)" },
   { flag: 'node-ws-url', key: 'nodeWsUrl', kind: 'urls', def: '', schemes: ['ws:', 'wss:'], secret: true, help: "The node's WebSocket URL for newHeads (optional; polling is used without it)" },
   { flag: 'host', key: 'host', kind: 'string', def: '127.0.0.1', help: 'Address to bind the RPC, stream and metrics listeners' },

@@ -8,7 +8,7 @@ import { ExecutionFeed } from './execution.js';
 import { CanonicalTracker } from './ingest/canonical.js';
 import { metricsObserver, observeUpstreamEvent } from './ingest/observer.js';
 import { IngestPipeline } from './ingest/pipeline.js';
-import { UpstreamPool } from './ingest/upstream.js';
+import { UpstreamPool, type ResumePosition } from './ingest/upstream.js';
 import { createLogger, type Logger } from './log.js';
 import { healthReport } from './metrics/health.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
@@ -144,6 +144,17 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   if (!listenSocket) throw new StartupError(StartupCode.PORT_IN_USE, `cannot listen on ${config.host}:${config.port} (in use or not permitted); choose another --port`);
   const rpcPort = uWS.us_socket_local_port(listenSocket as never);
 
+  // Relay tier: the position of the last applied flashblock, sent on every upstream (re)connect (--upstream-resume).
+  let lastBlock = -1;
+  let lastIndex = -1;
+  if (config.upstreamResume) {
+    events.onApplied((block, fb) => {
+      lastBlock = block.number;
+      lastIndex = fb.index;
+    });
+  }
+  const resumeFrom = (): ResumePosition | null => (lastBlock < 0 ? null : { blockNumber: lastBlock, index: lastIndex });
+
   const pool =
     config.flashblocksEnabled && config.flashblocksUrls.length > 0
       ? new UpstreamPool(
@@ -156,6 +167,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
             healthyResetMs: config.healthyResetMs,
             maxFrameBytes: config.maxFrameBytes,
             connectTimeoutMs: config.connectTimeoutMs,
+            ...(config.upstreamResume ? { resumeFrom } : {}),
           },
           {
             onFrame: (f) => pipeline.handleFrame(f),

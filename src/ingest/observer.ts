@@ -33,7 +33,10 @@ export function metricsObserver(m: Metrics, blockTimeMs: number): IngestObserver
 /** Upstream connection events → the per-upstream gauges and counters. */
 export function observeUpstreamEvent(m: Metrics, e: UpstreamEvent): void {
   const up = m.forUpstream(e.upstream);
-  if (e.kind === 'connected') up.connected.set(1);
+  if (e.kind === 'connected') {
+    up.connected.set(1);
+    if (e.resumedAfter !== null) up.resumes.requested.inc();
+  } else if (e.kind === 'resume_too_old') up.resumes.too_old.inc();
   else if (e.kind === 'disconnected') {
     up.connected.set(0);
     up.reconnects.inc();

@@ -18,9 +18,22 @@ export interface UpstreamFrame {
   receivedAtMs: number;
 }
 
+/** A flashblock position: the last one applied, which a resuming upstream replays after. */
+export interface ResumePosition {
+  blockNumber: number;
+  index: number;
+}
+
+/**
+ * The close code a flashblocksd raw stream sends when it no longer holds the flashblock after a resume position
+ * (src/stream/server.ts's CLOSE_RESUME_TOO_OLD; repeated here because ingest never imports its readers).
+ */
+export const CLOSE_RESUME_TOO_OLD = 4000;
+
 /** Connection lifecycle events, for metrics and health. */
 export type UpstreamEvent =
-  | { kind: 'connected'; upstream: number }
+  | { kind: 'connected'; upstream: number; resumedAfter: ResumePosition | null }
+  | { kind: 'resume_too_old'; upstream: number; position: ResumePosition }
   | { kind: 'disconnected'; upstream: number; code: number; reason: string; retryInMs: number; attempt: number }
   | { kind: 'stalled'; upstream: number; silentMs: number }
   | { kind: 'oversized'; upstream: number };
@@ -36,6 +49,12 @@ export interface UpstreamOptions {
   healthyResetMs: number;
   maxFrameBytes: number;
   connectTimeoutMs: number;
+  /**
+   * Relay tier (--upstream-resume): asked at every connect; a position adds `block_number=<B>&index=<I>` to the URL
+   * so an upstream that is another flashblocksd replays what came after it. Null = connect without a position.
+   * After a close 4000 (position too old for the upstream's replay buffer) the next connect goes without one.
+   */
+  resumeFrom?: () => ResumePosition | null;
 }
 
 export interface UpstreamHandlers {
@@ -62,6 +81,12 @@ class Slot {
   lastError = '';
   ticker: NodeJS.Timeout | null = null;
   retryTimer: NodeJS.Timeout | null = null;
+  /** The URL of the current connection: `url`, plus a resume position when one was sent. */
+  connectUrl: string;
+  /** The position sent on the current connection, or null. */
+  resumedAfter: ResumePosition | null = null;
+  /** Set by a close 4000: the next connect goes without a position. */
+  skipResume = false;
   constructor(
     readonly index: number,
     readonly url: string,
@@ -71,7 +96,16 @@ class Slot {
     backoffMaxMs: number,
   ) {
     this.backoff = new Backoff(backoffInitialMs, backoffMaxMs);
+    this.connectUrl = url;
   }
+}
+
+/** `url` with `block_number` and `index` set to `pos` (other query parameters and the path kept). */
+export function resumeUrl(url: string, pos: ResumePosition): string {
+  const u = new URL(url);
+  u.searchParams.set('block_number', String(pos.blockNumber));
+  u.searchParams.set('index', String(pos.index));
+  return u.toString();
 }
 
 /**
@@ -155,9 +189,13 @@ export class UpstreamPool {
     if (this.stopped) return;
     slot.oversized = false;
     slot.lastError = '';
+    const pos = this.opts.resumeFrom === undefined || slot.skipResume ? null : this.opts.resumeFrom();
+    slot.skipResume = false;
+    slot.resumedAfter = pos;
+    slot.connectUrl = pos === null ? slot.url : resumeUrl(slot.url, pos);
     let ws: WebSocket;
     try {
-      ws = new WebSocket(slot.url, {
+      ws = new WebSocket(slot.connectUrl, {
         perMessageDeflate: false,
         skipUTF8Validation: true, // frames are parsed by JSON.parse downstream; invalid UTF-8 fails there
         maxPayload: this.opts.maxFrameBytes,
@@ -183,8 +221,9 @@ export class UpstreamPool {
       slot.lastActivityMs = now;
       slot.lastPingMs = now;
       slot.ticker = setInterval(() => this.tick(slot), this.tickMs);
-      slot.log.info('upstream connected', { attempt: slot.backoff.attempt });
-      this.emit({ kind: 'connected', upstream: index });
+      if (pos === null) slot.log.info('upstream connected', { attempt: slot.backoff.attempt });
+      else slot.log.info(`upstream connected; resuming after flashblock ${pos.blockNumber}-${pos.index}`, { attempt: slot.backoff.attempt });
+      this.emit({ kind: 'connected', upstream: index, resumedAfter: pos });
     });
     // Hot path: one clock read, one field write, one object for the handler.
     ws.on('message', (data, isBinary) => {
@@ -218,6 +257,7 @@ export class UpstreamPool {
       this.stopTicker(slot);
       slot.open = false;
       if (slot.ws === ws) slot.ws = null;
+      if (code === CLOSE_RESUME_TOO_OLD && slot.resumedAfter !== null) this.resumeTooOld(slot, slot.resumedAfter);
       // Our own 1009 close: the peer's reply is never read, so ws reports 1006.
       this.scheduleRetry(slot, slot.oversized ? 1009 : code, reason.toString());
     });
@@ -259,6 +299,16 @@ export class UpstreamPool {
     slot.log.warn(`upstream closed (${code}); reconnecting in ${retryInMs} ms (attempt ${attempt})`, fields);
     slot.retryTimer = setTimeout(() => this.connect(slot), retryInMs);
     this.emit({ kind: 'disconnected', upstream: slot.index, code, reason, retryInMs, attempt });
+  }
+
+  /** The upstream no longer holds what followed our position: reconnect without one; the frames between are lost. */
+  private resumeTooOld(slot: Slot, pos: ResumePosition): void {
+    slot.skipResume = true;
+    slot.log.warn(
+      `upstream no longer holds the flashblocks after ${pos.blockNumber}-${pos.index} (close ${CLOSE_RESUME_TOO_OLD}); ` +
+        'reconnecting without a resume position: the flashblocks in between are missed (a larger --replay-ring-frames upstream keeps more)',
+    );
+    this.emit({ kind: 'resume_too_old', upstream: slot.index, position: pos });
   }
 
   private stopTicker(slot: Slot): void {
@@ -314,6 +364,7 @@ function validate(o: UpstreamOptions): void {
 /** An error's message with the raw URL and its secrets replaced (ws and node put addresses into messages). */
 function safeMessage(err: unknown, slot: Slot): string {
   let msg = err instanceof Error ? err.message : String(err);
+  if (slot.connectUrl !== slot.url && msg.includes(slot.connectUrl)) msg = msg.split(slot.connectUrl).join(slot.safeUrl);
   if (msg.includes(slot.url)) msg = msg.split(slot.url).join(slot.safeUrl);
   const u = new URL(slot.url);
   for (const secret of [u.password, u.username, u.search]) {

@@ -259,7 +259,13 @@ export interface UpstreamMetrics {
   readonly reconnects: CounterCell;
   readonly stalls: CounterCell;
   readonly connected: GaugeCell;
+  /** Connects made with a resume position (--upstream-resume), and those the upstream refused as too old (4000). */
+  readonly resumes: Readonly<Record<ResumeOutcome, CounterCell>>;
 }
+
+/** Outcomes of a resumed upstream connect (label values of flashblocksd_upstream_resumes_total). */
+export const RESUME_OUTCOMES = ['requested', 'too_old'] as const;
+export type ResumeOutcome = (typeof RESUME_OUTCOMES)[number];
 
 /** The two series of one RPC method × source. */
 export interface RpcHandle {
@@ -412,6 +418,9 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   const stallsF = counter('upstream_stalls_total',
     'Times the upstream connection was dropped for sending nothing within the stall timeout.', up);
   const connectedF = gauge('upstream_connected', '1 while the upstream WebSocket is open, else 0.', up);
+  const resumesF = counter('upstream_resumes_total',
+    'Upstream connects made with a resume position (--upstream-resume; outcome=requested), and those the upstream closed with 4000 because it no longer held the flashblocks after it (outcome=too_old).',
+    ['upstream', 'outcome']);
   const upstreams: UpstreamMetrics[] = [];
   for (let i = 0; i < upstreamCount; i++) {
     const u = String(i);
@@ -423,6 +432,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
       reconnects: reconnectsF.child(u),
       stalls: stallsF.child(u),
       connected: connectedF.child(u),
+      resumes: keyed(RESUME_OUTCOMES, (o) => resumesF.child(u, o)),
     }));
   }
   const at = (i: number): UpstreamMetrics => upstreams[i]!;
