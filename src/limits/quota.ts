@@ -25,6 +25,8 @@ export interface QuotaOptions {
 class Lease {
   left = 0;
   untilMs = 0;
+  /** The limiter refused: the key is over its quota until untilMs (no limiter call before then). */
+  refused = false;
   /** The limiter call in flight for this key: later requests wait for it instead of calling again. */
   inflight: Promise<void> | null = null;
 }
@@ -82,9 +84,11 @@ export class RequestQuota {
     let lease = this.leases.get(key);
     if (lease === undefined) this.leases.set(key, (lease = new Lease()));
     if (lease.inflight === null && performance.now() < lease.untilMs) {
-      if (lease.left <= 0) return false;
-      lease.left--;
-      return true;
+      if (lease.left > 0) {
+        lease.left--;
+        return true;
+      }
+      if (lease.refused) return false;
     }
     return this.renew(key, lease);
   }
@@ -92,9 +96,11 @@ export class RequestQuota {
   private async renew(key: string, lease: Lease): Promise<boolean> {
     while (lease.inflight !== null) await lease.inflight;
     if (performance.now() < lease.untilMs) {
-      if (lease.left <= 0) return false;
-      lease.left--;
-      return true;
+      if (lease.left > 0) {
+        lease.left--;
+        return true;
+      }
+      if (lease.refused) return false;
     }
     let done!: () => void;
     lease.inflight = new Promise<void>((r) => (done = r));
@@ -104,6 +110,7 @@ export class RequestQuota {
       const granted = Math.max(0, Math.min(this.chunk, this.points - (r.consumedPoints - this.chunk)));
       lease.untilMs = performance.now() + Math.max(1, r.msBeforeNext);
       lease.left = granted > 0 ? granted - 1 : 0;
+      lease.refused = granted < this.chunk;
       return granted > 0;
     } finally {
       lease.inflight = null;
