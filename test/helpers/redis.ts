@@ -15,6 +15,9 @@ export interface RedisServer {
   /** Starts it again on the same port (empty: nothing persisted). */
   restart(): Promise<void>;
   stop(): Promise<void>;
+  /** SIGSTOP / SIGCONT: a Redis that accepts connections but never answers (a hung or swapped-out server). */
+  pause(): void;
+  resume(): void;
 }
 
 function connectable(port: number): Promise<boolean> {
@@ -60,6 +63,8 @@ export async function startRedis(): Promise<RedisServer> {
       child = await launch(port);
     },
     stop: kill,
+    pause: () => void child?.kill('SIGSTOP'),
+    resume: () => void child?.kill('SIGCONT'),
   };
 }
 

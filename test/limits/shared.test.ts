@@ -196,6 +196,29 @@ t.test("a dead instance's connections stop counting once its leases expire", asy
   await closeAll(socks, [a, b]);
 });
 
+t.test('a hung Redis (stopped, connection open) costs a connection at most the command timeout, then local limits', async (t) => {
+  const a = await instance(redis.url);
+  t.teardown(() => a.close());
+  await until(() => a.link.up, 10_000, 'link up');
+  redis.pause();
+  t.teardown(() => redis.resume());
+  const socks: WebSocket[] = [];
+  // The first upgrade waits for Redis until the command timeout, then is decided locally and admitted.
+  socks.push(await open(`${a.url}/flashblocks`));
+  t.notOk(a.link.up, 'the failed command moved the instance to local limits');
+  t.equal(a.metrics.redisUp.value, 0);
+  t.equal(a.metrics.redisFallbacks.value, 1);
+  for (let i = 1; i < LIMIT; i++) socks.push(await open(`${a.url}/flashblocks`));
+  const r = await dial(`${a.url}/flashblocks`);
+  t.ok('status' in r && r.status === 429, 'local limits refuse the 4th');
+  redis.resume();
+  await until(() => a.link.up, 10_000, 'a PING answered: shared again');
+  t.equal(a.metrics.redisUp.value, 1);
+  await until(async () => (await held(ipKey)) === LIMIT, 10_000, 'the locally admitted connections registered in Redis');
+  await closeAll(socks, [a]);
+  await until(async () => (await held(ipKey)) === 0, 10_000, 'released');
+});
+
 t.test('the redis URL password never reaches the log', async (t) => {
   const lines: string[] = [];
   const log = createLogger({ level: 'debug', write: (l: string) => void lines.push(l) });
