@@ -107,12 +107,21 @@ export class RedisLink {
     }
   }
 
-  /** Closes the client; no more logs or metric changes. */
-  close(): Promise<void> {
+  /**
+   * Closes the client; no more logs or metric changes. QUIT is answered after every command sent before it (the
+   * releases of the connections a drain just closed), so they reach Redis; a dead or hung Redis fails it at once or
+   * within the command timeout.
+   */
+  async close(): Promise<void> {
     this.closed = true;
     if (this.probe !== null) clearInterval(this.probe);
     this.probe = null;
-    this.client.disconnect();
-    return Promise.resolve();
+    try {
+      if (this.client.status === 'ready') await this.client.quit();
+    } catch {
+      // unreachable: nothing more to flush
+    } finally {
+      this.client.disconnect();
+    }
   }
 }

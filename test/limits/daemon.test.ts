@@ -2,6 +2,7 @@
 // across them, quotas answer 429, /metrics shows flashblocksd_redis_up, and the Redis password never reaches a log line.
 import t from 'tap';
 import WebSocket from 'ws';
+import { Redis } from 'ioredis';
 import { loadConfig } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
@@ -52,4 +53,11 @@ t.test('two daemons share the per-IP stream limit and the rate quota through Red
   t.ok(statuses.includes(429), 'over 2 requests/s, requests are refused');
   t.notOk(lines.some((l) => l.includes('hunter2')), 'no log line carries the Redis password');
   t.ok(lines.some((l) => l.includes('redis connected')), 'the connection to Redis is logged (redacted)');
+
+  // A graceful stop releases what the daemons held (the releases reach Redis before the client quits).
+  const probe = new Redis(redis.url);
+  t.teardown(() => probe.disconnect());
+  t.equal(await probe.zcard('flashblocksd:conn:ip:127.0.0.1'), 2);
+  for (const d of daemons.splice(0)) await d.stop();
+  t.equal(await probe.zcard('flashblocksd:conn:ip:127.0.0.1'), 0, 'no lease left behind by a stopped daemon');
 });
