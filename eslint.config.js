@@ -43,6 +43,7 @@ export default tseslint.config(
   arrows(['src/stream/**/*.ts'], ['ingest', 'rpc', 'cli', 'node', ...STATE_WRITERS, ...TOP], 'stream/ is only the raw rebroadcast; it never imports ingest, rpc or the state writers'),
   arrows(['src/exec/**/*.ts'], ['ingest', 'state', 'rpc', 'stream', 'cli', 'metrics', 'node', 'execution', ...TOP], 'exec/ is the engine behind one interface; it knows nothing of pending state, RPC or metrics'),
   arrows(['src/execution.ts'], ['ingest', 'rpc', 'stream', 'cli', ...STATE_WRITERS, ...TOP], 'the execution feed reads the state view and drives the engine; it never imports ingest, rpc or stream'),
+  arrows(['src/limits/**/*.ts'], ['chain', 'ingest', 'state', 'rpc', 'stream', 'cli', 'node', 'exec', 'execution', ...TOP], 'limits/ decides connection limits and rate quotas (local or in Redis); it knows nothing of sockets, state or RPC'),
   arrows(['src/metrics/**/*.ts', 'src/config.ts', 'src/errors.ts', 'src/log.ts'], ['chain', 'ingest', 'state', 'rpc', 'stream', 'cli', 'node', ...TOP], 'config, errors, log and metrics are leaves'),
   arrows(['src/node/**/*.ts'], ['chain', 'ingest', 'state', 'rpc', 'stream', 'cli', ...TOP], 'node/ is a leaf client'),
   arrows(['src/cli/**/*.ts'], ['ingest', 'state', 'rpc', 'stream', ...TOP], 'cli/ talks to endpoints, never to the daemon inside'),

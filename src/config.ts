@@ -68,6 +68,8 @@ export interface Config {
   streamIdleTimeoutS: number;
   apiKeys: string[];
   trustedProxies: string[];
+  redisUrl: string;
+  rateLimitRps: number;
   replayRingFrames: number;
   shutdownGraceMs: number;
   blockTimeMs: number;
@@ -127,6 +129,8 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'stream-idle-timeout-s', key: 'streamIdleTimeoutS', kind: 'int', def: '120', min: 8, max: 960, help: 'WebSocket idle timeout (uWS sends pings before it)' },
   { flag: 'api-keys', key: 'apiKeys', kind: 'list', def: '', secret: true, help: 'Optional API keys for /ws/<key> and /flashblocks/<key>; when set, keyless stream access is refused' },
   { flag: 'trusted-proxies', key: 'trustedProxies', kind: 'list', def: '', help: 'CIDRs whose X-Forwarded-For is honoured' },
+  { flag: 'redis-url', key: 'redisUrl', kind: 'urls', def: '', schemes: ['redis:', 'rediss:'], secret: true, help: 'Redis shared by several instances (redis[s]://[user:password@]host:port[/db]): --stream-max-per-ip and the per-API-key connection limit, and --rate-limit-rps, then hold across all of them; off when empty. Redis unreachable = local limits until it returns' },
+  { flag: 'rate-limit-rps', key: 'rateLimitRps', kind: 'int', def: '0', min: 0, max: 10000000, help: 'JSON-RPC requests per second per client IP and per API key (HTTP requests and WebSocket messages; HTTP 429 / -32005 above); shared through --redis-url when set; 0 = no quota' },
   { flag: 'replay-ring-frames', key: 'replayRingFrames', kind: 'int', def: '256', min: 1, max: 100000, help: 'Recent frames kept for replay/resume' },
   { flag: 'block-time-ms', key: 'blockTimeMs', kind: 'int', def: '2000', min: 100, max: 600000, help: 'L2 block time (Base, OP: 2000; Unichain: 1000); used for flashblock lateness' },
   { flag: 'ready-max-age-ms', key: 'readyMaxAgeMs', kind: 'int', def: '2000', min: 100, max: 3600000, help: '/readyz fails when no flashblock was applied for this long' },

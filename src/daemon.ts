@@ -9,6 +9,9 @@ import { CanonicalTracker } from './ingest/canonical.js';
 import { metricsObserver, observeUpstreamEvent } from './ingest/observer.js';
 import { IngestPipeline } from './ingest/pipeline.js';
 import { UpstreamPool, type ResumePosition } from './ingest/upstream.js';
+import { ConnectionLeases } from './limits/connections.js';
+import { RequestQuota } from './limits/quota.js';
+import { RedisLink } from './limits/redis.js';
 import { createLogger, type Logger } from './log.js';
 import { healthReport } from './metrics/health.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
@@ -56,6 +59,7 @@ const RPC_SETTINGS = [
   'maxBodyBytes', 'corsOrigins', 'streamMaxBackpressureBytes', 'streamIdleTimeoutS', 'maxBatchItems', 'maxResponseBytes',
   'forwardMethods', 'allowNamespaces', 'flashblocksEnabled', 'sendRawSyncTimeoutMs', 'maxSubscriptionsPerConnection',
   'pinWaitMs', 'pinMaxWaiters',
+  'trustedProxies', 'apiKeys',
 ] as const satisfies readonly (keyof RpcOptions & keyof Config)[];
 
 const STREAM_SETTINGS = [
@@ -134,14 +138,23 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
         )
       : null;
 
+  // Shared limits (--redis-url): connection leases and rate quotas in Redis; local limits while it is unreachable.
+  const redis = config.redisUrl !== '' ? new RedisLink(config.redisUrl, metrics, log) : null;
+  const leases = redis !== null ? new ConnectionLeases(redis, { limit: config.streamMaxPerIp }) : null;
+  const quota = config.rateLimitRps > 0 ? new RequestQuota({ rps: config.rateLimitRps }, redis) : null;
+
   const app = uWS.App();
-  const stream = mountStream(app, { options: pick(config, STREAM_SETTINGS) satisfies StreamOptions, events, metrics, log });
-  const rpc = mountRpc(app, { options: pick(config, RPC_SETTINGS) satisfies RpcOptions, view: state, senders: pipeline.senders, events, node, metrics, log, pendingUsable, execution });
+  const stream = mountStream(app, { options: pick(config, STREAM_SETTINGS) satisfies StreamOptions, events, metrics, log, leases });
+  const rpc = mountRpc(app, { options: pick(config, RPC_SETTINGS) satisfies RpcOptions, view: state, senders: pipeline.senders, events, node, metrics, log, pendingUsable, execution, quota });
 
   // Exclusive: uWS sets SO_REUSEPORT by default, so a second daemon on a port already serving would start silently
   // and the kernel would split connections between the two.
   const listenSocket = await new Promise<unknown>((resolve) => listenExclusive(app, config.host, config.port, resolve));
-  if (!listenSocket) throw new StartupError(StartupCode.PORT_IN_USE, `cannot listen on ${config.host}:${config.port} (in use or not permitted); choose another --port`);
+  if (!listenSocket) {
+    leases?.close();
+    await redis?.close();
+    throw new StartupError(StartupCode.PORT_IN_USE, `cannot listen on ${config.host}:${config.port} (in use or not permitted); choose another --port`);
+  }
   const rpcPort = uWS.us_socket_local_port(listenSocket as never);
 
   // Relay tier: the position of the last applied flashblock, sent on every upstream (re)connect (--upstream-resume).
@@ -212,6 +225,8 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, metrics, health }, log);
   } catch (e) {
     uWS.us_listen_socket_close(listenSocket as never);
+    leases?.close();
+    await redis?.close();
     throw new StartupError(StartupCode.PORT_IN_USE, (e as Error).message);
   }
 
@@ -235,6 +250,8 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       tracker.stop();
       uWS.us_listen_socket_close(listenSocket as never);
       await Promise.all([rpc.drain(config.shutdownGraceMs), stream.drain(config.shutdownGraceMs)]);
+      leases?.close();
+      await redis?.close();
       await pool?.stop();
       await execution?.stop();
       engineNode.close();

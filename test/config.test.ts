@@ -157,6 +157,22 @@ t.test('credentials never appear in the redacted dump or in error messages', asy
   }
 });
 
+t.test('--redis-url: off by default, redis:// or rediss://, its password redacted in the dump and in errors', async (t) => {
+  t.equal(loadConfig([], {}).redisUrl, '');
+  t.equal(loadConfig([], {}).rateLimitRps, 0, 'no rate quota by default');
+  const c = loadConfig(['--redis-url', 'rediss://default:hunter2@redis.internal:6380/2', '--rate-limit-rps', '50'], {});
+  t.equal(c.redisUrl, 'rediss://default:hunter2@redis.internal:6380/2');
+  t.equal(c.rateLimitRps, 50);
+  t.notOk(JSON.stringify(redactedConfig(c)).includes('hunter2'));
+  t.equal(loadConfig([], { REDIS_URL: 'redis://127.0.0.1:6379' }).redisUrl, 'redis://127.0.0.1:6379', 'REDIS_URL twin');
+  t.throws(() => loadConfig(['--redis-url', 'http://user:hunter2@host:6379'], {}), /--redis-url: .* must use redis:\/\/ or rediss:\/\//);
+  try {
+    loadConfig(['--redis-url', 'http://user:hunter2@host:6379'], {});
+  } catch (e) {
+    t.notOk((e as Error).message.includes('hunter2'));
+  }
+});
+
 t.test('--help lists every flag with its environment twin', async (t) => {
   const h = helpText();
   for (const s of SETTINGS) {

@@ -44,6 +44,10 @@ export type NodeErrorReason = (typeof NODE_ERROR_REASONS)[number];
 export const STREAM_REFUSAL_REASONS = ['global_limit', 'ip_limit', 'bad_key', 'key_limit', 'resume_too_old'] as const;
 export type StreamRefusalReason = (typeof STREAM_REFUSAL_REASONS)[number];
 
+/** Which quota refused a request: the client IP's or the API key's (--rate-limit-rps). */
+export const RATE_LIMIT_SCOPES = ['ip', 'key'] as const;
+export type RateLimitScope = (typeof RATE_LIMIT_SCOPES)[number];
+
 /** eth_subscribe kinds: the standard four, Base's flashblocks kinds, and `other` for anything else. */
 export const WS_SUBSCRIPTION_KINDS = [
   'newHeads', 'logs', 'newPendingTransactions', 'syncing', 'newFlashblocks', 'newFlashblockTransactions', 'pendingLogs',
@@ -343,6 +347,10 @@ export interface Metrics {
   readonly streamRefusals: Readonly<Record<StreamRefusalReason, CounterCell>>;
   readonly wsSubscriptions: Readonly<Record<WsSubscriptionKind, GaugeCell>>;
 
+  readonly redisUp: GaugeCell;
+  readonly redisFallbacks: CounterCell;
+  readonly rateLimited: Readonly<Record<RateLimitScope, CounterCell>>;
+
   readonly buildInfo: GaugeCell;
 }
 
@@ -499,6 +507,9 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   const refusalF = counter('stream_refusals_total', 'Stream connections refused, by reason.', ['reason']);
   const subsF = gauge('ws_subscriptions', 'Active eth_subscribe subscriptions, by kind.', ['kind']);
 
+  // Shared limits
+  const rateLimitedF = counter('rate_limited_total', 'JSON-RPC requests (HTTP) and messages (WebSocket) refused by --rate-limit-rps, by the quota that refused them.', ['scope']);
+
   const buildInfo = gauge('build_info', 'Always 1; labels carry the daemon version, Node.js version and git commit.',
     ['version', 'node', 'commit']).child(opts.version, process.version, opts.commit);
   buildInfo.set(1);
@@ -603,6 +614,10 @@ export function createMetrics(opts: MetricsOptions): Metrics {
       'Raw-stream subscribers closed for falling behind (backpressure over the cap).').child(),
     streamRefusals: keyed(STREAM_REFUSAL_REASONS, (r) => refusalF.child(r)),
     wsSubscriptions: keyed(WS_SUBSCRIPTION_KINDS, (k) => subsF.child(k)),
+
+    redisUp: gauge('redis_up', '1 while connection limits and rate quotas are shared through --redis-url, 0 while they are local to this instance (Redis unreachable, or not configured).').child(),
+    redisFallbacks: counter('redis_fallbacks_total', 'Times this instance switched from shared (Redis) to local limits because Redis was unreachable or did not answer in time (at start included).').child(),
+    rateLimited: keyed(RATE_LIMIT_SCOPES, (s) => rateLimitedF.child(s)),
 
     buildInfo,
   };

@@ -7,6 +7,8 @@
 import { performance } from 'node:perf_hooks';
 import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
 import { RpcCode } from '../errors.js';
+import { CidrList, clientIp, forwardedFor } from '../limits/ip.js';
+import { RequestQuota, type QuotaVerdict } from '../limits/quota.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics/metrics.js';
 import type { NodeClient } from '../node/client.js';
@@ -30,6 +32,10 @@ export interface RpcOptions extends DispatchOptions, MethodOptions, PinOptions {
   readonly streamIdleTimeoutS: number;
   /** eth_subscribe subscriptions one connection may hold. */
   readonly maxSubscriptionsPerConnection?: number;
+  /** CIDRs whose X-Forwarded-For is honoured (the client IP of the rate quota). */
+  readonly trustedProxies?: readonly string[];
+  /** API keys: a POST to /<key> also counts against that key's rate quota. */
+  readonly apiKeys?: readonly string[];
 }
 
 /** What the RPC module is given: its settings, the read-only state view and its senders, events, the node. */
@@ -45,6 +51,8 @@ export interface RpcDeps {
   pendingUsable(): boolean;
   /** Executed pending state (absent or null: execution off). */
   readonly execution?: PendingExecution | null;
+  /** Request-rate quotas (--rate-limit-rps); null or absent: none. */
+  readonly quota?: RequestQuota | null;
 }
 
 /** The mounted JSON-RPC transports. */
@@ -84,6 +92,20 @@ const BODY_503 = errorEnvelope('null', RpcCode.SERVER_ERROR, 'server is shutting
 /** Headers a browser may read from an answer (CORS): the flashblock it reflects. */
 const EXPOSED_HEADERS = 'X-Flashblock';
 
+const BODY_429 = errorEnvelope('null', RpcCode.LIMIT_EXCEEDED, 'rate limit exceeded');
+
+/** The rate-limit answer to a WebSocket message: the JSON-RPC error with the request's id when it has one. */
+function rateLimitedMessage(text: string): string {
+  let id = 'null';
+  try {
+    const m = JSON.parse(text) as unknown;
+    if (m !== null && typeof m === 'object' && !Array.isArray(m) && 'id' in m) id = JSON.stringify((m as { id: unknown }).id) ?? 'null';
+  } catch {
+    // not JSON: id null
+  }
+  return errorEnvelope(id, RpcCode.LIMIT_EXCEEDED, 'rate limit exceeded');
+}
+
 /**
  * An over-limit body is read and dropped up to this many bytes (or 4× the body limit if larger) so that the 413
  * reaches the client; past it the connection is closed at once.
@@ -118,11 +140,17 @@ class HttpCall {
     readonly res: HttpResponse,
     /** Access-Control-Allow-Origin value to send, or '' for none. */
     readonly allowOrigin: string,
+    /** Client IP for the rate quota ('' without one). */
+    readonly ip: string,
+    /** Quota id of the API key in the path (RequestQuota.apiKeyId), or null. */
+    readonly keyId: string | null,
   ) {}
 }
 
 interface WsData {
   sink: WsSink | null;
+  /** Client IP for the rate quota ('' without one). */
+  ip: string;
 }
 
 /** A WebSocket JSON-RPC connection as the dispatcher and subscription hub see it. */
@@ -159,6 +187,11 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
   const anyOrigin = cfg.corsOrigins.includes('*');
   const origins = new Set(cfg.corsOrigins);
   const corsOn = cfg.corsOrigins.length > 0;
+  const quota = deps.quota ?? null;
+  const trusted = new CidrList(cfg.trustedProxies ?? []);
+  /** Quota id per configured API key, computed once. */
+  const keyIds = new Map((cfg.apiKeys ?? []).map((k) => [k, RequestQuota.apiKeyId(k)] as const));
+  const metrics = deps.metrics;
   let draining = false;
   let inflight = 0;
   let onIdle: (() => void) | null = null;
@@ -243,6 +276,31 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
     respond(call, dispatcher.refuse(text, RpcCode.SERVER_ERROR, pins.notYetMessage(pin, how), data));
   }
 
+  /** Answers HTTP 429 with the JSON-RPC error -32005 (Retry-After: 1, the quota's window). */
+  function refuseRate(call: HttpCall, verdict: QuotaVerdict): void {
+    if (call.aborted || call.done) return;
+    metrics.rateLimited[verdict === 'key' ? 'key' : 'ip'].inc();
+    const res = call.res.writeStatus('429 Too Many Requests').writeHeader('Retry-After', '1').writeHeader('Content-Type', JSON_HEADER);
+    if (call.allowOrigin !== '') {
+      res.writeHeader('Access-Control-Allow-Origin', call.allowOrigin);
+      if (call.allowOrigin !== '*') res.writeHeader('Vary', 'Origin');
+    }
+    res.end(BODY_429, draining);
+    end(call);
+  }
+
+  /** Delivers `text` (pinning, then dispatch) once the quota allows it (synchronously while the quota has points leased). */
+  function admitHttp(call: HttpCall, text: string): void {
+    if (quota === null) return deliver(call, text);
+    const v = quota.check(call.ip, call.keyId);
+    if (v === 'ok') return deliver(call, text);
+    if (typeof v === 'string') return refuseRate(call, v);
+    void v.then((verdict) => {
+      if (call.aborted || call.done) return end(call);
+      call.res.cork(() => (verdict === 'ok' ? deliver(call, text) : refuseRate(call, verdict)));
+    });
+  }
+
   function dispatchHttp(call: HttpCall, text: string): void {
     noteRead();
     // The answer reflects the state as of this moment: handlers answering from state run synchronously inside
@@ -259,7 +317,13 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
   }
 
   app.post('/*', (res: HttpResponse, req: HttpRequest) => {
-    const call = new HttpCall(res, allowOriginFor(corsOn ? req.getHeader('origin') : ''));
+    let ip = '';
+    let keyId: string | null = null;
+    if (quota !== null) {
+      ip = clientIp(Buffer.from(res.getRemoteAddressAsText()).toString(), forwardedFor(req), trusted);
+      if (keyIds.size > 0) keyId = keyIds.get(req.getUrl().slice(1)) ?? null;
+    }
+    const call = new HttpCall(res, allowOriginFor(corsOn ? req.getHeader('origin') : ''), ip, keyId);
     inflight++;
     res.onAborted(() => {
       call.aborted = true;
@@ -324,7 +388,7 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
         text = Buffer.concat(call.chunks).toString('utf8');
         call.chunks = null;
       }
-      deliver(call, text);
+      admitHttp(call, text);
     });
   });
 
@@ -362,8 +426,9 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
         write(res, '503 Service Unavailable', BODY_503, '', true);
         return;
       }
+      const ip = quota === null ? '' : clientIp(Buffer.from(res.getRemoteAddressAsText()).toString(), forwardedFor(req), trusted);
       res.upgrade<WsData>(
-        { sink: null },
+        { sink: null, ip },
         req.getHeader('sec-websocket-key'),
         req.getHeader('sec-websocket-protocol'),
         req.getHeader('sec-websocket-extensions'),
@@ -376,18 +441,31 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
       sinks.add(sink);
     },
     message: (ws: WebSocket<WsData>, message: ArrayBuffer) => {
-      const sink = ws.getUserData().sink;
+      const data = ws.getUserData();
+      const sink = data.sink;
       if (sink === null) return;
-      noteRead();
-      const r = dispatcher.handle(Buffer.from(message).toString('utf8'), sink);
-      if (r instanceof Promise) {
-        inflight++;
-        void r.then((out) => {
-          inflight--;
-          if (out !== null && sink.open) ws.cork(() => sink.send(out));
-          if (inflight === 0 && onIdle !== null) onIdle();
-        });
-      } else if (r !== null) sink.send(r);
+      const text = Buffer.from(message).toString('utf8');
+      if (quota !== null) {
+        const v = quota.check(data.ip, null);
+        if (v !== 'ok') {
+          // Messages are answered in arrival order only per dispatch anyway; a message waiting for the quota is
+          // dispatched when it is decided.
+          inflight++;
+          void Promise.resolve(v).then((verdict) => {
+            inflight--;
+            if (!sink.open) {
+              // closed while waiting: nothing to answer
+            } else if (verdict === 'ok') ws.cork(() => dispatchWs(ws, sink, text));
+            else {
+              metrics.rateLimited.ip.inc();
+              if (sink.open) ws.cork(() => sink.send(rateLimitedMessage(text)));
+            }
+            if (inflight === 0 && onIdle !== null) onIdle();
+          });
+          return;
+        }
+      }
+      dispatchWs(ws, sink, text);
     },
     close: (ws: WebSocket<WsData>) => {
       const sink = ws.getUserData().sink;
@@ -397,6 +475,19 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
       subscriptions.disconnect(sink);
     },
   });
+
+  function dispatchWs(ws: WebSocket<WsData>, sink: WsSink, text: string): void {
+    noteRead();
+    const r = dispatcher.handle(text, sink);
+    if (r instanceof Promise) {
+      inflight++;
+      void r.then((out) => {
+        inflight--;
+        if (out !== null && sink.open) ws.cork(() => sink.send(out));
+        if (inflight === 0 && onIdle !== null) onIdle();
+      });
+    } else if (r !== null) sink.send(r);
+  }
 
   return {
     ctx,

@@ -8,9 +8,10 @@ import { brotliCompress, brotliCompressSync, constants as zlibConstants } from '
 import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
 import type { Logger } from '../log.js';
 import type { Metrics, StreamRefusalReason } from '../metrics/metrics.js';
+import type { ConnectionLeases, LeaseVerdict } from '../limits/connections.js';
 import { slicedStep, type FanoutStep, type StateEvents } from '../state/events.js';
 import type { RawFrameView as RawFrame } from '../state/view.js';
-import { CidrList, clientIp } from './ip.js';
+import { CidrList, clientIp, forwardedFor } from '../limits/ip.js';
 import { ReplayRing } from './replay.js';
 
 /** Close code for a resume position the ring no longer covers (application range 4000–4999). */
@@ -38,6 +39,8 @@ class StreamUser {
     /** -1 when the subscriber did not ask to resume. */
     readonly resumeBlock: number,
     readonly resumeIndex: number,
+    /** Its lease in the shared connection counts ('' without --redis-url). */
+    readonly member: string,
   ) {}
 }
 
@@ -64,6 +67,8 @@ export interface StreamDeps {
   readonly events: StateEvents;
   readonly metrics: Metrics;
   readonly log: Logger;
+  /** Connection counts shared through Redis (--redis-url); null or absent: this instance's counts only. */
+  readonly leases?: ConnectionLeases | null;
 }
 
 /** What mountStream returns: drain, and counters/hooks for health checks and tests. */
@@ -104,6 +109,7 @@ function isBrotliFrame(f: RawFrame): boolean {
  */
 export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream {
   const { options: config, metrics, log } = deps;
+  const leases = deps.leases ?? null;
   const cap = config.streamMaxBackpressureBytes;
   const trusted = new CidrList(config.trustedProxies);
   const keys = new Set(config.apiKeys);
@@ -170,13 +176,25 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     return true;
   };
 
+  /** This instance's own counts: the limit everywhere without Redis, and while Redis is unreachable. */
+  const localVerdict = (ip: string, key: string | null): 'ok' | 'ip_limit' | 'key_limit' => {
+    if ((perIp.get(ip) ?? 0) >= config.streamMaxPerIp) return 'ip_limit';
+    if (key !== null && (perKey.get(key) ?? 0) >= config.streamMaxPerIp) return 'key_limit';
+    return 'ok';
+  };
+
+  const refuseLimit = (res: HttpResponse, reason: 'ip_limit' | 'key_limit', ip: string): void => {
+    if (reason === 'ip_limit') refuse(res, '429 Too Many Requests', `too many connections from ${ip} (limit ${config.streamMaxPerIp})`, 'ip_limit');
+    else refuse(res, '429 Too Many Requests', `too many connections for this API key (limit ${config.streamMaxPerIp})`, 'key_limit');
+  };
+
   const upgrade = (res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void => {
     // Everything is read synchronously before upgrade/refusal: the request is stack-allocated.
     const url = req.getUrl();
     const secKey = req.getHeader('sec-websocket-key');
     const secProtocol = req.getHeader('sec-websocket-protocol');
     const secExtensions = req.getHeader('sec-websocket-extensions');
-    const xff = req.getHeader('x-forwarded-for');
+    const xff = forwardedFor(req);
     const encoding = query(req, 'encoding');
     const replay = query(req, 'replay');
     const qBlock = query(req, 'block_number');
@@ -193,12 +211,10 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
       return refuse(res, '429 Too Many Requests', `server is at its subscriber limit (${config.streamMaxSubscribers}); retry later`, 'global_limit');
     }
     const ip = clientIp(Buffer.from(res.getRemoteAddressAsText()).toString(), xff, trusted);
-    if ((perIp.get(ip) ?? 0) >= config.streamMaxPerIp) {
-      return refuse(res, '429 Too Many Requests', `too many connections from ${ip} (limit ${config.streamMaxPerIp})`, 'ip_limit');
-    }
-    if (keys.size > 0 && key !== null && (perKey.get(key) ?? 0) >= config.streamMaxPerIp) {
-      return refuse(res, '429 Too Many Requests', `too many connections for this API key (limit ${config.streamMaxPerIp})`, 'key_limit');
-    }
+    const userKey = keys.size > 0 ? key : null;
+    const local = localVerdict(ip, userKey);
+    // With Redis up, the local counts only decide when Redis does not answer (checked after the await).
+    if (local !== 'ok' && (leases === null || !leases.shared)) return refuseLimit(res, local, ip);
     if (encoding !== '' && encoding !== 'brotli' && encoding !== 'identity') {
       return refuse(res, '400 Bad Request', `encoding must be brotli or identity, got "${encoding}"`, null);
     }
@@ -212,8 +228,40 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
         return refuse(res, '400 Bad Request', 'resume needs both block_number and index as non-negative integers (decimal or 0x hex)', null);
       }
     }
-    const user = new StreamUser(ip, keys.size > 0 ? key : null, encoding === 'brotli', replay === 'block', resumeBlock, resumeIndex);
-    res.upgrade(user, secKey, secProtocol, secExtensions, context);
+    const member = leases === null ? '' : leases.member();
+    const user = new StreamUser(ip, userKey, encoding === 'brotli', replay === 'block', resumeBlock, resumeIndex, member);
+    if (leases === null) {
+      res.upgrade(user, secKey, secProtocol, secExtensions, context);
+      return;
+    }
+    if (!leases.shared) {
+      leases.hold(member, ip, userKey);
+      res.upgrade(user, secKey, secProtocol, secExtensions, context);
+      return;
+    }
+    // Shared counts: the answer waits for Redis (at most its command timeout). Everything the upgrade needs was read
+    // above; after the await the response may have been aborted, and writes must be corked.
+    let aborted = false;
+    res.onAborted(() => {
+      aborted = true;
+    });
+    void leases.acquire(member, ip, userKey).then((verdict: LeaseVerdict) => {
+      if (aborted) {
+        leases.release(member);
+        return;
+      }
+      if (verdict === 'local') {
+        // Redis failed during the call: this instance's counts decide, as when it is down.
+        const v = localVerdict(ip, userKey);
+        if (v !== 'ok') return refuseLimit(res, v, ip);
+        leases.hold(member, ip, userKey);
+      } else if (verdict !== 'ok') return refuseLimit(res, verdict, ip);
+      if (draining) {
+        leases.release(member);
+        return refuse(res, '503 Service Unavailable', 'server shutting down', null);
+      }
+      res.cork(() => res.upgrade(user, secKey, secProtocol, secExtensions, context));
+    });
   };
 
   const sendReplay = (ws: Sock, frames: RawFrame[], brotli: boolean): boolean => {
@@ -262,6 +310,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     u.closed = true;
     if (!connections.delete(ws)) return;
     sockets.delete(ws);
+    if (leases !== null) leases.release(u.member);
     const n = (perIp.get(u.ip) ?? 1) - 1;
     if (n <= 0) perIp.delete(u.ip);
     else perIp.set(u.ip, n);

@@ -3,9 +3,10 @@
 import { createServer } from 'node:net';
 import { loadConfig, type Config } from '../../src/config.js';
 import { silentLogger, type Logger } from '../../src/log.js';
-import { createMetrics } from '../../src/metrics/metrics.js';
+import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
 import { loadUws } from '../../src/native.js';
 import { NodeClient } from '../../src/node/client.js';
+import type { RequestQuota } from '../../src/limits/quota.js';
 import { rpcCall, startAnvil as startDevnetAnvil } from '../../scripts/devnet/anvil.js';
 import type { MethodContext } from '../../src/rpc/methods/types.js';
 import { mountRpc, type MountedRpc, type RpcDeps } from '../../src/rpc/server.js';
@@ -36,7 +37,7 @@ export interface RpcHarness {
 }
 
 /** Starts the RPC server on 127.0.0.1 (any free port) with the node at `nodeUrl` (default: a closed port). */
-export async function startRpc(opts: { nodeUrl?: string; config?: Partial<Config>; log?: Logger } = {}): Promise<RpcHarness> {
+export async function startRpc(opts: { nodeUrl?: string; config?: Partial<Config>; log?: Logger; /** Builds the request quota over the harness's metrics. */ quota?: (metrics: Metrics) => RequestQuota } = {}): Promise<RpcHarness> {
   const config = Object.freeze({ ...loadConfig([], {}), port: 0, nodeTimeoutMs: 2000, ...opts.config }) as Readonly<Config>;
   const { state, pipeline } = makePipeline();
   const metrics = createMetrics({ version: 'test', commit: 'test' });
@@ -52,6 +53,7 @@ export async function startRpc(opts: { nodeUrl?: string; config?: Partial<Config
     metrics,
     log: opts.log ?? silentLogger,
     pendingUsable: () => usable && config.flashblocksEnabled && state.pendingBlock() !== null,
+    quota: opts.quota?.(metrics) ?? null,
   };
   const uws = loadUws();
   const app = uws.App();

@@ -87,12 +87,12 @@ class Sub {
   }
 }
 
-function connect(url: string, headers: Record<string, string> = {}): Sub {
+function connect(url: string, headers: Record<string, string | string[]> = {}): Sub {
   return new Sub(new WebSocket(url, { headers, perMessageDeflate: false }));
 }
 
 /** HTTP status and body of a refused upgrade. */
-function refusal(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+function refusal(url: string, headers: Record<string, string | string[]> = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { headers });
     ws.on('open', () => {
@@ -486,6 +486,18 @@ t.test('X-Forwarded-For counts only from a trusted proxy', async (t) => {
   t.equal(d.status, 429);
   t.match(d.body, /from 1\.1\.1\.1/);
   await closeAll([b, c]);
+});
+
+t.test('every X-Forwarded-For line counts: a forged first line does not hide the one a proxy appended', async (t) => {
+  const h = await startStream({ streamMaxPerIp: 1, trustedProxies: ['127.0.0.0/8'] });
+  t.teardown(() => h.close());
+  // A proxy that appends its own line (HAProxy's option forwardfor) after the client's forged one.
+  const a = connect(`${h.url}/flashblocks`, { 'x-forwarded-for': ['9.9.9.9', '5.5.5.5'] });
+  await a.opened;
+  const r = await refusal(`${h.url}/flashblocks`, { 'x-forwarded-for': ['8.8.8.8', '5.5.5.5'] });
+  t.equal(r.status, 429, 'both are 5.5.5.5, the address the trusted proxy saw');
+  t.match(r.body, /from 5\.5\.5\.5/);
+  await closeAll([a]);
 });
 
 t.test('drain closes subscribers with 1001 and refuses new ones', async (t) => {

@@ -1,0 +1,234 @@
+// Shared connection limits over a real redis-server: two raw-stream servers (each its own uWS app, Redis link and
+// leases, as two instances would have) share one Redis; per-IP and per-API-key limits hold across them, a dead
+// instance's leases expire, and Redis killed/restarted moves both to local limits and back.
+import t from 'tap';
+import WebSocket from 'ws';
+import type { us_listen_socket } from 'uWebSockets.js';
+import { Redis } from 'ioredis';
+import { loadConfig, type Config } from '../../src/config.js';
+import { ConnectionLeases } from '../../src/limits/connections.js';
+import { RedisLink } from '../../src/limits/redis.js';
+import { createLogger, silentLogger } from '../../src/log.js';
+import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
+import { loadUws } from '../../src/native.js';
+import { mountStream } from '../../src/stream/server.js';
+import { makePipeline } from '../helpers/ingest.js';
+import { startRedis, until, type RedisServer } from '../helpers/redis.js';
+
+const uWS = loadUws();
+const LIMIT = 3;
+
+interface Instance {
+  url: string;
+  metrics: Metrics;
+  link: RedisLink;
+  leases: ConnectionLeases;
+  subscribers(): number;
+  close(): Promise<void>;
+}
+
+async function instance(redisUrl: string, over: Partial<Config> = {}, lease = { leaseMs: 30_000, heartbeatMs: 10_000 }): Promise<Instance> {
+  const config: Config = { ...loadConfig([], {}), streamMaxPerIp: LIMIT, ...over };
+  const metrics = createMetrics({ version: 'test', commit: 'test' });
+  const link = new RedisLink(redisUrl, metrics, silentLogger, { probeMs: 50 });
+  const leases = new ConnectionLeases(link, { limit: LIMIT, ...lease });
+  const app = uWS.App();
+  const stream = mountStream(app, { options: config, events: makePipeline().pipeline.events, metrics, log: silentLogger, leases });
+  const listen = await new Promise<us_listen_socket>((resolve, reject) => app.listen('127.0.0.1', 0, (s) => (s === false ? reject(new Error('listen')) : resolve(s))));
+  let closed = false;
+  return {
+    url: `ws://127.0.0.1:${uWS.us_socket_local_port(listen)}`,
+    metrics,
+    link,
+    leases,
+    subscribers: () => stream.subscriberCount(),
+    async close() {
+      if (closed) return;
+      closed = true;
+      await stream.drain(0);
+      uWS.us_listen_socket_close(listen);
+      leases.close();
+      await link.close();
+    },
+  };
+}
+
+/** Opens a stream connection; resolves with the socket, or with the refusal's status and body. */
+function dial(url: string, headers: Record<string, string> = {}): Promise<{ ws: WebSocket } | { status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { headers, perMessageDeflate: false });
+    ws.on('open', () => resolve({ ws }));
+    ws.on('error', (e) => {
+      if (!/Unexpected server response/.test(String(e))) reject(e);
+    });
+    ws.on('unexpected-response', (_req, res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+  });
+}
+
+async function open(url: string, headers: Record<string, string> = {}): Promise<WebSocket> {
+  const r = await dial(url, headers);
+  if ('ws' in r) return r.ws;
+  throw new Error(`expected ${url} to accept, got HTTP ${r.status}: ${r.body}`);
+}
+
+async function closeAll(socks: WebSocket[], insts: Instance[]): Promise<void> {
+  for (const s of socks.splice(0)) s.close();
+  await until(() => insts.every((i) => i.subscribers() === 0), 10_000, 'subscribers closed');
+}
+
+
+let redis: RedisServer;
+let probe: Redis;
+t.before(async () => {
+  redis = await startRedis();
+  probe = new Redis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 50 });
+  probe.on('error', () => {});
+  await probe.connect();
+});
+t.teardown(async () => {
+  probe.disconnect();
+  await redis.stop();
+});
+
+const ipKey = 'flashblocksd:conn:ip:127.0.0.1';
+const held = async (key: string): Promise<number> => {
+  try {
+    return await probe.zcard(key);
+  } catch {
+    return -1;
+  }
+};
+
+t.test('per-IP limit holds across two instances; killing Redis falls back to local limits; restarting it shares them again', async (t) => {
+  const a = await instance(redis.url);
+  const b = await instance(redis.url);
+  t.teardown(() => Promise.all([a.close(), b.close()]).then(() => undefined));
+  await until(() => a.link.up && b.link.up, 10_000, 'both links up');
+  t.equal(a.metrics.redisUp.value, 1);
+  const socks: WebSocket[] = [];
+  socks.push(await open(`${a.url}/flashblocks`), await open(`${b.url}/flashblocks`), await open(`${a.url}/ws`));
+  t.equal(await held(ipKey), LIMIT, 'three leases for 127.0.0.1 in Redis');
+  for (const inst of [a, b]) {
+    const r = await dial(`${inst.url}/flashblocks`);
+    t.ok('status' in r && r.status === 429, 'the 4th connection is refused on either instance');
+    if ('status' in r) t.equal(r.body, `too many connections from 127.0.0.1 (limit ${LIMIT})\n`);
+    t.equal(inst.metrics.streamRefusals.ip_limit.value, 1);
+  }
+  t.equal(a.subscribers() + b.subscribers(), LIMIT);
+
+  // One closes on A: a slot frees on B.
+  socks.shift()!.close();
+  await until(async () => (await held(ipKey)) === LIMIT - 1, 10_000, 'lease released');
+  socks.push(await open(`${b.url}/flashblocks`));
+  t.equal(b.subscribers(), 2);
+  await closeAll(socks, [a, b]);
+  await until(async () => (await held(ipKey)) === 0, 10_000, 'all leases released');
+
+  // Redis dies: each instance counts on its own and keeps serving.
+  await redis.kill();
+  await until(() => !a.link.up && !b.link.up, 10_000, 'both links down');
+  t.equal(a.metrics.redisUp.value, 0);
+  t.equal(b.metrics.redisUp.value, 0);
+  t.ok(a.metrics.redisFallbacks.value >= 1 && b.metrics.redisFallbacks.value >= 1, 'fallbacks counted');
+  for (const inst of [a, b]) for (let i = 0; i < LIMIT; i++) socks.push(await open(`${inst.url}/flashblocks`));
+  t.equal(a.subscribers() + b.subscribers(), 2 * LIMIT, 'local limits: each instance admits its own three');
+  const local = await dial(`${a.url}/flashblocks`);
+  t.ok('status' in local && local.status === 429, 'the local limit still refuses the 4th on one instance');
+
+  // Redis returns (empty): both go back to shared limits and re-register the six they hold.
+  await redis.restart();
+  await until(() => a.link.up && b.link.up, 15_000, 'both links up again');
+  t.equal(a.metrics.redisUp.value, 1);
+  await until(async () => (await held(ipKey)) === 2 * LIMIT, 15_000, 'held connections re-registered');
+  const shared = await dial(`${b.url}/flashblocks`);
+  t.ok('status' in shared && shared.status === 429, 'shared again: six held, the next one is refused');
+  await closeAll(socks, [a, b]);
+  await until(async () => (await held(ipKey)) === 0, 10_000, 'released after the restart');
+  socks.push(await open(`${a.url}/flashblocks`), await open(`${a.url}/flashblocks`), await open(`${b.url}/flashblocks`));
+  const again = await dial(`${b.url}/flashblocks`);
+  t.ok('status' in again && again.status === 429, 'the N+1-th is refused across instances after recovery');
+  await closeAll(socks, [a, b]);
+});
+
+t.test('per-API-key limit holds across instances, whatever the client IP', async (t) => {
+  const over = { apiKeys: ['k-one', 'k-two'], trustedProxies: ['127.0.0.1'], streamMaxPerIp: LIMIT };
+  const a = await instance(redis.url, over);
+  const b = await instance(redis.url, over);
+  t.teardown(() => Promise.all([a.close(), b.close()]).then(() => undefined));
+  await until(() => a.link.up && b.link.up, 10_000, 'both links up');
+  const socks: WebSocket[] = [];
+  for (let i = 0; i < LIMIT; i++) socks.push(await open(`${(i % 2 === 0 ? a : b).url}/flashblocks/k-one`, { 'x-forwarded-for': `10.0.0.${i + 1}` }));
+  for (const inst of [a, b]) {
+    const r = await dial(`${inst.url}/flashblocks/k-one`, { 'x-forwarded-for': '10.0.0.99' });
+    t.ok('status' in r && r.status === 429, 'a 4th connection with the same key is refused on either instance');
+    if ('status' in r) t.equal(r.body, `too many connections for this API key (limit ${LIMIT})\n`);
+    t.equal(inst.metrics.streamRefusals.key_limit.value, 1);
+  }
+  socks.push(await open(`${b.url}/flashblocks/k-two`, { 'x-forwarded-for': '10.0.0.99' }));
+  t.pass('another key is not affected');
+  const keys = await probe.keys('flashblocksd:conn:key:*');
+  t.equal(keys.length, 2);
+  t.notOk(keys.some((k) => k.includes('k-one') || k.includes('k-two')), 'Redis holds hashes of the keys, never the keys');
+  await closeAll(socks, [a, b]);
+});
+
+t.test("a dead instance's connections stop counting once its leases expire", async (t) => {
+  const lease = { leaseMs: 400, heartbeatMs: 100 };
+  const a = await instance(redis.url, {}, lease);
+  const b = await instance(redis.url, {}, lease);
+  t.teardown(() => Promise.all([a.close(), b.close()]).then(() => undefined));
+  await until(() => a.link.up && b.link.up, 10_000, 'both links up');
+  const socks: WebSocket[] = [];
+  for (let i = 0; i < LIMIT; i++) socks.push(await open(`${a.url}/flashblocks`));
+  // Renewals keep them counted over several lease periods.
+  await new Promise((r) => setTimeout(r, 1000));
+  const r = await dial(`${b.url}/flashblocks`);
+  t.ok('status' in r && r.status === 429, 'renewed leases still count');
+  // A "dies": no more renewals, no releases (its sockets stay open, as if its host vanished).
+  a.leases.close();
+  await a.link.close();
+  await until(async () => 'ws' in (await dial(`${b.url}/flashblocks`).then((x) => ('ws' in x ? (socks.push(x.ws), x) : x))), 10_000, "B admits once A's leases expired");
+  t.pass();
+  await closeAll(socks, [a, b]);
+});
+
+t.test('a hung Redis (stopped, connection open) costs a connection at most the command timeout, then local limits', async (t) => {
+  const a = await instance(redis.url);
+  t.teardown(() => a.close());
+  await until(() => a.link.up, 10_000, 'link up');
+  redis.pause();
+  t.teardown(() => redis.resume());
+  const socks: WebSocket[] = [];
+  // The first upgrade waits for Redis until the command timeout, then is decided locally and admitted.
+  socks.push(await open(`${a.url}/flashblocks`));
+  t.notOk(a.link.up, 'the failed command moved the instance to local limits');
+  t.equal(a.metrics.redisUp.value, 0);
+  t.equal(a.metrics.redisFallbacks.value, 1);
+  for (let i = 1; i < LIMIT; i++) socks.push(await open(`${a.url}/flashblocks`));
+  const r = await dial(`${a.url}/flashblocks`);
+  t.ok('status' in r && r.status === 429, 'local limits refuse the 4th');
+  redis.resume();
+  await until(() => a.link.up, 10_000, 'a PING answered: shared again');
+  t.equal(a.metrics.redisUp.value, 1);
+  await until(async () => (await held(ipKey)) === LIMIT, 10_000, 'the locally admitted connections registered in Redis');
+  await closeAll(socks, [a]);
+  await until(async () => (await held(ipKey)) === 0, 10_000, 'released');
+});
+
+t.test('the redis URL password never reaches the log', async (t) => {
+  const lines: string[] = [];
+  const log = createLogger({ level: 'debug', write: (l: string) => void lines.push(l) });
+  const metrics = createMetrics({ version: 'test', commit: 'test' });
+  const link = new RedisLink('redis://user:hunter2-secret@127.0.0.1:1', metrics, log, { probeMs: 50 });
+  await until(() => metrics.redisFallbacks.value === 1, 10_000, 'the unreachable Redis counted');
+  await link.close();
+  t.equal(metrics.redisUp.value, 0);
+  const warns = lines.filter((l) => l.includes('redis unreachable'));
+  t.equal(warns.length, 1, 'one warning, not one per reconnect attempt');
+  t.notOk(lines.join('\n').includes('hunter2'), 'no password in any line');
+});
+
