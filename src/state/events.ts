@@ -27,6 +27,7 @@ export class FanoutQueue {
   private readonly tasks: FanoutStep[] = [];
   private head = 0;
   private scheduled = false;
+  private yieldFirst = false;
   private idleWaiters: (() => void)[] = [];
   /** Where a throwing step is reported (the pipeline sets its listener-error handler). */
   onError: (e: unknown) => void = () => undefined;
@@ -34,8 +35,13 @@ export class FanoutQueue {
   turns = 0;
   finished = 0;
 
-  /** Appends a task; it starts after every task queued before it has finished. */
+  /**
+   * Appends a task; it starts after every task queued before it has finished. Into an idle queue, the first turn
+   * only yields: the loop polls sockets once more before any fan-out work, so requests that arrived while the state
+   * was being applied are answered from it first.
+   */
   push(step: FanoutStep): void {
+    if (this.head >= this.tasks.length && !this.scheduled) this.yieldFirst = true;
     this.tasks.push(step);
     this.schedule();
   }
@@ -73,6 +79,11 @@ export class FanoutQueue {
 
   private readonly turn = (): void => {
     this.scheduled = false;
+    if (this.yieldFirst) {
+      this.yieldFirst = false;
+      this.schedule();
+      return;
+    }
     this.turns++;
     const step = this.tasks[this.head];
     if (step === undefined) return;

@@ -24,6 +24,8 @@ export class SenderRecovery implements SenderSource {
   /** Settles when the worker's batch has been applied (or failed); null when none is in flight. */
   private inWorkerDone: Promise<void> | null = null;
   private sliceScheduled = false;
+  /** A batch for the worker is due (prepared after the loop has polled sockets once; see schedule()). */
+  private workerScheduled = false;
   /** Resolvers of drained(), called once nothing awaits recovery. */
   private drainWaiters: (() => void)[] = [];
 
@@ -64,7 +66,12 @@ export class SenderRecovery implements SenderSource {
   private schedule(): void {
     const worker = this.opts.worker;
     if (worker != null && worker.usable) {
-      this.recoverOn(worker);
+      // Preparing a batch (signing hash per transaction, ~1–3 ms for 200) waits until the loop has polled sockets
+      // once after the apply: requests that arrived meanwhile are answered from the new state first. A reader that
+      // needs the senders meanwhile (settled) sends the batch at once.
+      if (this.workerScheduled) return;
+      this.workerScheduled = true;
+      setImmediate(() => setImmediate(() => this.flushToWorker()));
       return;
     }
     if (this.sliceScheduled || this.queued.length === 0) return;
@@ -74,6 +81,14 @@ export class SenderRecovery implements SenderSource {
       if (this.recoverQueued(this.opts.sliceMs ?? 2) > 0) this.schedule();
       else this.notifyIfDrained();
     });
+  }
+
+  private flushToWorker(): void {
+    if (!this.workerScheduled) return;
+    this.workerScheduled = false;
+    const worker = this.opts.worker;
+    if (worker != null && worker.usable) this.recoverOn(worker);
+    else this.schedule();
   }
 
   /** Recovers one record on this thread and indexes its nonce; false when its signature does not recover. */
@@ -163,6 +178,7 @@ export class SenderRecovery implements SenderSource {
 
   /** SenderSource: see there. Recovers the queue on this thread when the worker does not hold a relevant batch. */
   settled(address: string): Promise<void> | null {
+    this.flushToWorker();
     if (this.inWorkerDone !== null && this.maySend(address)) {
       return (async () => {
         // A batch that finishes may start the next (senders that arrived meanwhile): wait for those too.
