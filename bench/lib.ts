@@ -1,6 +1,7 @@
 // Shared benchmark helpers: timing loops, percentiles, a log-bucket latency histogram, the result shape bench/run.ts
 // writes to BENCHMARKS.md, plot output, child-process plumbing, autocannon, /proc sampling, /metrics parsing and
 // CPU-profile summaries.
+import http from 'node:http';
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -394,6 +395,35 @@ export async function scrapeMetrics(url: string): Promise<Map<string, number>> {
     const sp = line.lastIndexOf(' ');
     out.set(line.slice(0, sp), Number(line.slice(sp + 1)));
   }
+  return out;
+}
+
+/**
+ * `n` sequential keep-alive POSTs of `body` to `url` (after `warmup` untimed ones), each round trip in µs. Rejects on
+ * a non-2xx answer when `requireOk`.
+ */
+export async function sequentialPosts(url: string, body: string, n: number, opts: { headers?: Record<string, string>; warmup?: number; requireOk?: boolean } = {}): Promise<number[]> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const u = new URL(url);
+  const headers = { 'content-type': 'application/json', ...opts.headers, 'content-length': String(Buffer.byteLength(body)) };
+  const once = (): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const req = http.request({ agent, host: u.hostname, port: u.port, path: '/', method: 'POST', headers }, (res) => {
+        if (opts.requireOk === true && (res.statusCode ?? 0) >= 300) reject(new Error(`HTTP ${res.statusCode}`));
+        res.resume();
+        res.on('end', resolve);
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+  for (let i = 0; i < (opts.warmup ?? 200); i++) await once();
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await once();
+    out.push((performance.now() - t0) * 1000);
+  }
+  agent.destroy();
   return out;
 }
 

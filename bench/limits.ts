@@ -2,7 +2,6 @@
 // taken in Redis vs counted locally; (b) per JSON-RPC request under --rate-limit-rps (high enough never to refuse):
 // quota in Redis (leased in chunks, the daemon's way), quota in Redis with one round trip per request (chunk 1),
 // quota in memory, and no quota. All in one run, against one real redis-server on loopback, interleaved in rounds.
-import http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import type { us_listen_socket } from 'uWebSockets.js';
@@ -18,34 +17,10 @@ import { unichainMessages, unichainRpcBlock } from '../test/helpers/fixtures.js'
 import { feed, makePipeline } from '../test/helpers/ingest.js';
 import { startRedis } from '../test/helpers/redis.js';
 import { startRpc, type RpcHarness } from '../test/helpers/rpc-harness.js';
-import { fmt, percentile, postLoad, runStandalone, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
+import { fmt, percentile, postLoad, runStandalone, sequentialPosts, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
 
 const RPS = 10_000_000; // the flag's maximum: never refuses here
 const signed = (x: number): string => (x >= 0 ? '+' : '−') + fmt(Math.abs(x));
-
-async function sequentialMicros(url: string, body: string, n: number): Promise<number[]> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const u = new URL(url);
-  const once = (): Promise<void> =>
-    new Promise((resolve, reject) => {
-      const req = http.request({ agent, host: u.hostname, port: u.port, path: '/', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-        if (res.statusCode !== 200) reject(new Error(`HTTP ${res.statusCode}`));
-        res.resume();
-        res.on('end', resolve);
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
-  for (let i = 0; i < 100; i++) await once();
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await once();
-    out.push((performance.now() - t0) * 1000);
-  }
-  agent.destroy();
-  return out;
-}
 
 interface StreamSubject {
   url: string;
@@ -139,7 +114,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     for (const v of variants) {
       rps.set(v.name, []);
       seq.set(v.name, []);
-      await sequentialMicros(v.h.url, body, 200);
+      await sequentialPosts(v.h.url, body, 200, { warmup: 100, requireOk: true });
     }
     for (let r = 0; r < 2; r++) {
       for (const v of variants) {
@@ -147,7 +122,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
         // on the same connection (see bench/rpc.ts); the same for every variant.
         const res = await postLoad(v.h.url, body, seconds / 2, 32, { workers: 1, pipelining: 1 });
         rps.get(v.name)!.push(res.requests.average);
-        seq.get(v.name)!.push(...(await sequentialMicros(v.h.url, body, nSeq / 2)));
+        seq.get(v.name)!.push(...(await sequentialPosts(v.h.url, body, nSeq / 2, { warmup: 100, requireOk: true })));
       }
     }
     const avg = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;

@@ -2,39 +2,12 @@
 // through at once) against the same requests unpinned, same server, same run. eth_getTransactionReceipt and
 // eth_getBlockByNumber("pending"): req/s and p50/p99 under autocannon load (interleaved rounds), and p50/p99 of
 // sequential keep-alive round trips. Load generator: autocannon (bench/lib.ts postLoad) in a worker thread.
-import http from 'node:http';
-import { performance } from 'node:perf_hooks';
 import { unichainMessages, unichainRpcBlock } from '../test/helpers/fixtures.js';
 import { feed } from '../test/helpers/ingest.js';
 import { startRpc } from '../test/helpers/rpc-harness.js';
-import { fmt, percentile, postLoad, runStandalone, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
+import { fmt, percentile, postLoad, runStandalone, sequentialPosts, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
 
 const JSON_TYPE = { 'content-type': 'application/json' };
-
-/** `n` sequential keep-alive POSTs of `body` (after 200 warm-up), each round trip in µs. */
-async function roundTrips(url: string, body: string, headers: Record<string, string>, n: number): Promise<number[]> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const u = new URL(url);
-  const all = { ...headers, 'content-length': String(Buffer.byteLength(body)) };
-  const once = (): Promise<void> =>
-    new Promise((resolve, reject) => {
-      const req = http.request({ agent, host: u.hostname, port: u.port, path: '/', method: 'POST', headers: all }, (res) => {
-        res.resume();
-        res.on('end', resolve);
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
-  for (let i = 0; i < 200; i++) await once();
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await once();
-    out.push((performance.now() - t0) * 1000);
-  }
-  agent.destroy();
-  return out;
-}
 
 interface Case {
   method: string;
@@ -85,7 +58,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
         c.p50.push(res.latency.p50);
         c.p99.push(res.latency.p99);
       }
-      for (const c of cases) c.trips.push(...(await roundTrips(h.url, c.body, c.pinned ? pinHeaders : JSON_TYPE, trips / rounds)));
+      for (const c of cases) c.trips.push(...(await sequentialPosts(h.url, c.body, trips / rounds, { headers: c.pinned ? pinHeaders : JSON_TYPE })));
     }
     const m = h.deps.metrics.pinWaits;
     if (m.waited.value + m.timeout.value + m.refused.value > 0) throw new Error('a pinned request waited or was refused: not the immediate path');

@@ -3,42 +3,18 @@
 // with the node client on undici's Pool (src/node/client.ts) and on node:http (bench/baseline/), same run.
 // Load generator: autocannon (bench/lib.ts postLoad) in a worker thread; servers on the main thread.
 import http from 'node:http';
-import { performance } from 'node:perf_hooks';
 import { NodeClient } from '../src/node/client.js';
 import { Dispatcher } from '../src/rpc/dispatch.js';
 import { loadUws } from '../src/native.js';
 import { unichainMessages, unichainRpcBlock } from '../test/helpers/fixtures.js';
 import { feed } from '../test/helpers/ingest.js';
 import { startAnvil, startRpc } from '../test/helpers/rpc-harness.js';
-import { fmt, percentile, postLoad, writePlot, type AutocannonResult, type BenchOptions, type BenchResult, runStandalone } from './lib.js';
+import { fmt, percentile, postLoad, sequentialPosts, writePlot, type AutocannonResult, type BenchOptions, type BenchResult, runStandalone } from './lib.js';
 import { cdfChart, cdfPoints } from './svg.js';
 import { NodeClient as HttpNodeClient } from './baseline/node-http-client.js';
 
 async function load(url: string, body: string, seconds: number, connections: number, pipelining = 16): Promise<number> {
   return (await postLoad(url, body, seconds, connections, { workers: 1, pipelining })).requests.average;
-}
-
-async function sequentialMicros(url: string, body: string, n: number): Promise<number[]> {
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const u = new URL(url);
-  const once = (): Promise<void> =>
-    new Promise((resolve, reject) => {
-      const req = http.request({ agent, host: u.hostname, port: u.port, path: '/', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-        res.resume();
-        res.on('end', resolve);
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
-  for (let i = 0; i < 200; i++) await once();
-  const out: number[] = [];
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await once();
-    out.push((performance.now() - t0) * 1000);
-  }
-  agent.destroy();
-  return out;
 }
 
 /** Runs both benchmarks; `quick` keeps the whole run under ~40 s. */
@@ -102,11 +78,11 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const via: number[] = [];
     const viaHttp: number[] = [];
     for (let r = 0; r < rounds; r++) {
-      direct.push(...(await sequentialMicros(anvil.url, chainId, n / rounds)));
+      direct.push(...(await sequentialPosts(anvil.url, chainId, n / rounds)));
       mutable.node = undiciClient;
-      via.push(...(await sequentialMicros(h.url, chainId, n / rounds)));
+      via.push(...(await sequentialPosts(h.url, chainId, n / rounds)));
       mutable.node = httpClient;
-      viaHttp.push(...(await sequentialMicros(h.url, chainId, n / rounds)));
+      viaHttp.push(...(await sequentialPosts(h.url, chainId, n / rounds)));
     }
     // Pipelining 1 here: uWS closes a connection that pipelines a request behind a forwarded (asynchronous) one,
     // and autocannon reconnects silently (~100-200 req/s at 32 × 16, p50 1-5 s, either client; see

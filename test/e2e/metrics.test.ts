@@ -1,7 +1,8 @@
 // Every metric family the README documents moves at least once in one end-to-end run: the devnet as upstream 0 and
 // node, a fake upstream 1 for the targeted faults a healthy run never shows (a bad frame, a stall, a preconfirmed
 // transaction the canonical block lacks, early and late flashblocks, a subscriber over its cap, a resume too old,
-// the devnet going away: stale pending, node unreachable). Waits are on events and metric values, never fixed sleeps.
+// Redis down at start then up (shared limits), a burst over the request quota, an upstream resuming after its
+// stall, the devnet going away: stale pending, node unreachable). Waits are on events and metric values, never fixed sleeps.
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import WebSocket from 'ws';
@@ -10,6 +11,7 @@ import { loadConfig } from '../../src/config.js';
 import { startDaemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
 import { unichainMessages } from '../helpers/fixtures.js';
+import { startRedis } from '../helpers/redis.js';
 import { startReplayServer } from '../helpers/replay-server.js';
 
 /** The metric names of the README's Metrics table. */
@@ -57,6 +59,14 @@ function until<T>(get: () => Promise<T>, ok: (v: T) => boolean, subscribe: (fn: 
   });
 }
 
+/** An until() subscription firing every `ms`. */
+function everyTickOf(ms: number): (fn: () => void) => () => void {
+  return (fn) => {
+    const timer = setInterval(fn, ms);
+    return () => clearInterval(timer);
+  };
+}
+
 /** A Unichain capture message rewritten as flashblock `index` of block `blockNumber` (payload `payloadId`). */
 function fake(src: Record<string, unknown>, blockNumber: number, index: number, payloadId: string, extra: { timestamp?: number; padBytes?: number } = {}): string {
   const m = structuredClone(src) as Record<string, any>;
@@ -78,12 +88,17 @@ t.test('every documented metric family moves in one end-to-end run with targeted
   t.teardown(() => devnet.stop());
   const fakeUp = await startReplayServer();
   t.teardown(() => fakeUp.close());
+  // A Redis that is down when the daemon starts (a fallback to local limits), and comes up later (shared again).
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  await redis.kill();
   const capBytes = 64 * 1024;
   const config = loadConfig(
     [
       '--flashblocks-url', `${devnet.flashblocksUrl},${fakeUp.url}`,
       '--node-rpc-url', devnet.nodeRpcUrl,
       '--port', '0', '--metrics-port', '0', '--block-time-ms', '1000', '--log-level', 'error', '--execution', 'false',
+      '--redis-url', redis.url, '--rate-limit-rps', '100', '--upstream-resume', 'true',
       '--stream-max-backpressure-bytes', String(capBytes), '--replay-ring-frames', '1', '--node-timeout-ms', '1000', '--max-ahead-ms', '0', '--pending-max-age-ms', '500', '--max-frame-bytes', String(32 * 1024 * 1024),
     ],
     {},
@@ -171,13 +186,16 @@ t.test('every documented metric family moves in one end-to-end run with targeted
   fakeUp.send(fake(uni[0]!, head + 101, 0, '0x00000000000000a2', { timestamp: nowS + 600 }));
   await until(() => value('flashblocksd_flashblock_early_total'), (v) => v > 0, onFlashblock, 10_000, 'an early flashblock');
 
+  // Redis comes up: limits are shared again. A burst over the per-IP request quota is refused (429).
+  await redis.restart();
+  await until(() => value('flashblocksd_redis_up'), (v) => v === 1, everyTickOf(100), 10_000, 'Redis to be shared again');
+  const burst = await Promise.all(Array.from({ length: 300 }, () => fetch(rpcUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}' }).then((r) => r.status)));
+  t.ok(burst.includes(429), `a burst over --rate-limit-rps is refused in part (${burst.filter((x) => x === 429).length} of 300)`);
+
   // The devnet goes away: upstream 0 drops, pending turns stale (answered as latest, counted), and a forwarded
   // call fails to connect to the node.
   await devnet.stop();
-  const everyTick = (fn: () => void): (() => void) => {
-    const timer = setInterval(fn, 50);
-    return () => clearInterval(timer);
-  };
+  const everyTick = everyTickOf(50);
   await until(
     async () => {
       await call('eth_getBlockByNumber', ['pending', false]);

@@ -8,20 +8,10 @@ import { rpcCall, startAnvil } from '../../scripts/devnet/anvil.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { silentLogger } from '../../src/log.js';
-import { unichainMessages } from '../helpers/fixtures.js';
+import { unichainAtHeight } from '../helpers/fixtures.js';
 import { startReplayServer, type ReplayServer } from '../helpers/replay-server.js';
 
-/** The Unichain capture (5 flashblocks) moved to height n with its own payload id and block hashes. */
-function atHeight(n: number): Record<string, any>[] {
-  return unichainMessages().map((m) => {
-    const c = structuredClone(m) as Record<string, any>;
-    c.metadata.block_number = n;
-    c.payload_id = '0x' + n.toString(16).padStart(16, '0');
-    c.diff.block_hash = '0x' + n.toString(16).padStart(8, '0') + (c.diff.block_hash as string).slice(10);
-    if (c.base) c.base.block_number = '0x' + n.toString(16);
-    return c;
-  });
-}
+const atHeight = unichainAtHeight;
 
 interface Answer {
   status: number;

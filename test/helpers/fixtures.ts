@@ -27,3 +27,15 @@ export function unichainRpcBlock(): Record<string, unknown> {
 export function baseSepoliaMessages(): Record<string, unknown>[] {
   return loadJson('flashblocks/base-sepolia-block-33439826.messages.json');
 }
+
+/** The Unichain capture (5 flashblocks) moved to height n with its own payload id and block hashes. */
+export function unichainAtHeight(n: number): Record<string, any>[] {
+  return unichainMessages().map((m) => {
+    const c = structuredClone(m) as Record<string, any>;
+    c.metadata.block_number = n;
+    c.payload_id = '0x' + n.toString(16).padStart(16, '0');
+    c.diff.block_hash = '0x' + n.toString(16).padStart(8, '0') + (c.diff.block_hash as string).slice(10);
+    if (c.base) c.base.block_number = '0x' + n.toString(16);
+    return c;
+  });
+}

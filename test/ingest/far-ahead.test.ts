@@ -7,19 +7,9 @@ import { loadConfig } from '../../src/config.js';
 import { startDaemon } from '../../src/daemon.js';
 import { silentLogger } from '../../src/log.js';
 import { rpcCall, startAnvil } from '../../scripts/devnet/anvil.js';
-import { unichainMessages } from '../helpers/fixtures.js';
+import { unichainAtHeight } from '../helpers/fixtures.js';
 
-/** The Unichain capture moved to height n with its own payload id. */
-function atHeight(n: number): Record<string, any>[] {
-  return unichainMessages().map((m) => {
-    const c = structuredClone(m) as Record<string, any>;
-    c.metadata.block_number = n;
-    c.payload_id = '0x' + n.toString(16).padStart(16, '0');
-    c.diff.block_hash = '0x' + n.toString(16).padStart(8, '0') + (c.diff.block_hash as string).slice(10);
-    if (c.base) c.base.block_number = '0x' + n.toString(16);
-    return c;
-  });
-}
+const atHeight = unichainAtHeight;
 
 t.test('a far-future index 0 is refused; eth_blockNumber and eth_getBlockByNumber("pending") follow the real blocks', async (t) => {
   const anvil = await startAnvil({ chainId: 31337, automine: true });
