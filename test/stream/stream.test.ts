@@ -13,7 +13,8 @@ import { loadUws } from '../../src/native.js';
 import type { RawFrame } from '../../src/state/block.js';
 import { CidrList, clientIp, normalizeIp } from '../../src/stream/ip.js';
 import { ReplayRing } from '../../src/stream/replay.js';
-import { mountStream, type MountedStream } from '../../src/stream/server.js';
+import { mountLocalStream as mountStream } from '../../src/stream/local.js';
+import type { MountedStream } from '../../src/stream/server.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
 import { baseSepoliaMessages, unichainMessages } from '../helpers/fixtures.js';
 
