@@ -78,9 +78,14 @@ export interface StreamPort {
   stop(graceMs: number): Promise<void>;
 }
 
-/** The worker entry next to this file: worker.ts under tsx (tests, benchmarks), worker.js from dist/. */
-function workerEntry(): URL {
-  return new URL(import.meta.url.endsWith('.ts') ? './worker.ts' : './worker.js', import.meta.url);
+/**
+ * The worker entry next to this file: worker.js from dist/; from source (tests, benchmarks under tsx) worker.ts,
+ * through a bootstrap that registers tsx in the thread (Node 20 does not apply --import loader hooks to workers).
+ */
+function workerEntry(): { file: string | URL; eval: boolean } {
+  if (!import.meta.url.endsWith('.ts')) return { file: new URL('./worker.js', import.meta.url), eval: false };
+  const entry = new URL('./worker.ts', import.meta.url).href;
+  return { file: `import('tsx/esm/api').then((m) => { m.register(); return import(${JSON.stringify(entry)}); });`, eval: true };
 }
 
 /** One stream thread, seen from the main thread. */
@@ -103,7 +108,8 @@ class StreamThread {
     const lag = new SharedArrayBuffer(16);
     this.lag = new Float64Array(lag);
     const data: StreamThreadData = { name, host: opts.host, port: opts.port, logLevel: opts.logLevel, options: opts.options, lag };
-    this.worker = new Worker(workerEntry(), { workerData: data, name });
+    const entry = workerEntry();
+    this.worker = new Worker(entry.file, { eval: entry.eval, workerData: data, name });
     const log = deps.log.child({ thread: name });
     let markReady: (ok: boolean) => void = () => undefined;
     this.ready = new Promise((resolve) => (markReady = resolve));

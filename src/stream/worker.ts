@@ -90,10 +90,13 @@ function run(port: MessagePort, data: StreamThreadData): void {
       for (const fn of listeners) fn(frame);
     } else if (m.t === 'admit') admission.answer(m.id, m.admit);
     else {
-      // Stop: close subscribers (1001) and the listener, report the last counts, let the thread end.
+      // Stop: close subscribers (1001) and the listener, then every socket uWS still holds (HTTP keep-alive, closing
+      // handshakes): a uWS socket left open when the thread's loop ends aborts the process. Then report the last
+      // counts and let the thread end.
       if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket as never);
       void stream.drain(0);
       fanout.clear();
+      (app as unknown as { close(): void }).close();
       clearInterval(lagTimer);
       clearInterval(reportTimer);
       delay.disable();
