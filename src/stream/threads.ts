@@ -40,7 +40,9 @@ export type FromThread =
   | { t: 'acquire'; id: number; ip: string; key: string | null }
   | { t: 'release'; ticket: number }
   | { t: 'metrics'; delta: SinkDelta }
-  | { t: 'log'; level: LogLevel; msg: string; fields: LogFields };
+  | { t: 'log'; level: LogLevel; msg: string; fields: LogFields }
+  /** An unexpected error: the thread closes its sockets and ends. */
+  | { t: 'crashed'; error: string };
 
 export interface StreamPortOptions {
   readonly host: string;
@@ -112,6 +114,13 @@ class StreamThread {
     this.worker = new Worker(entry.file, { eval: entry.eval, workerData: data, name });
     const log = deps.log.child({ thread: name });
     let markReady: (ok: boolean) => void = () => undefined;
+    let failed = false;
+    const fail = (error: string): void => {
+      if (failed) return;
+      failed = true;
+      deps.crashes.inc();
+      log.error('stream thread failed; its subscribers are disconnected, the other threads and the main port go on', { error });
+    };
     this.ready = new Promise((resolve) => (markReady = resolve));
     this.worker.on('message', (m: FromThread) => {
       switch (m.t) {
@@ -126,14 +135,11 @@ class StreamThread {
           return deps.hub.add(name, m.delta);
         case 'log':
           return log[m.level](m.msg, m.fields);
+        case 'crashed':
+          return fail(m.error);
       }
     });
-    let failed = false;
-    this.worker.on('error', (e) => {
-      failed = true;
-      deps.crashes.inc();
-      log.error('stream thread failed; its subscribers are gone, the other threads and the main port go on', { error: e.message });
-    });
+    this.worker.on('error', (e) => fail(e.message));
     this.exited = new Promise((resolve) => {
       this.worker.once('exit', (code) => {
         this.running = false;
@@ -141,10 +147,7 @@ class StreamThread {
         for (const t of this.tickets) deps.admission.release(t);
         this.tickets.clear();
         deps.hub.setSubscribers(name, 0);
-        if (!stopping() && !failed) {
-          deps.crashes.inc();
-          log.error('stream thread exited unexpectedly; the other threads and the main port go on', { code });
-        }
+        if (!stopping()) fail(`exited (${code})`);
         resolve();
       });
     });
@@ -222,6 +225,8 @@ export async function startStreamPort(opts: StreamPortOptions, deps: StreamPortD
     clearTimeout(timer);
     const stuck = threads.filter((th) => th.running);
     if (stuck.length > 0) {
+      // Only a thread whose JavaScript never returns gets here (shutdown closes every socket); terminating it with
+      // uWS sockets open may abort the process, which is then exiting anyway.
       deps.log.warn('stream threads did not exit in time; terminating them', { threads: stuck.map((th) => th.name), timeoutMs: stopTimeoutMs });
       await Promise.all(stuck.map((th) => th.worker.terminate().then(() => th.exited)));
     }

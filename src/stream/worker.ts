@@ -84,25 +84,39 @@ function run(port: MessagePort, data: StreamThreadData): void {
     send({ t: 'ready', ok: listenSocket !== null });
   });
 
+  let ended = false;
+  /**
+   * Closes subscribers (1001) and the listener, then every socket uWS still holds (HTTP keep-alive, closing
+   * handshakes), reports the last counts and lets the thread end. A uWS socket still open when the thread's loop
+   * ends aborts the whole process (Node's uv_loop_close check), so every way out goes through here.
+   */
+  const shutdown = (): void => {
+    if (ended) return;
+    ended = true;
+    if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket as never);
+    void stream.drain(0);
+    fanout.clear();
+    (app as unknown as { close(): void }).close();
+    clearInterval(lagTimer);
+    clearInterval(reportTimer);
+    delay.disable();
+    send({ t: 'metrics', delta: sink.take() });
+    port.close();
+  };
+  // An unexpected error ends this thread only: reported, then the same clean shutdown (never an abort).
+  const crash = (e: unknown): void => {
+    send({ t: 'crashed', error: e instanceof Error ? e.message : String(e) });
+    shutdown();
+  };
+  process.on('uncaughtException', crash);
+  process.on('unhandledRejection', crash);
+
   port.on('message', (m: ToThread) => {
     if (m.t === 'frame') {
       const frame: RawFrameView = { data: Buffer.from(m.data), isBinary: m.isBinary, blockNumber: m.blockNumber, index: m.index, receivedAtMs: m.receivedAtMs };
       for (const fn of listeners) fn(frame);
     } else if (m.t === 'admit') admission.answer(m.id, m.admit);
-    else {
-      // Stop: close subscribers (1001) and the listener, then every socket uWS still holds (HTTP keep-alive, closing
-      // handshakes): a uWS socket left open when the thread's loop ends aborts the process. Then report the last
-      // counts and let the thread end.
-      if (listenSocket !== null) uWS.us_listen_socket_close(listenSocket as never);
-      void stream.drain(0);
-      fanout.clear();
-      (app as unknown as { close(): void }).close();
-      clearInterval(lagTimer);
-      clearInterval(reportTimer);
-      delay.disable();
-      send({ t: 'metrics', delta: sink.take() });
-      port.close();
-    }
+    else shutdown();
   });
 }
 

@@ -4,6 +4,7 @@
 // and an RPC request on the main port answered while the stream threads send a large frame to 600 subscribers.
 import net from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { Worker } from 'node:worker_threads';
 import { brotliCompressSync, brotliDecompressSync } from 'node:zlib';
 import t from 'tap';
 import { keccak256 } from 'viem';
@@ -225,6 +226,50 @@ t.test('API keys on the stream port: keyless and unknown keys get 401; the per-k
   t.match(rk.body, /for this API key \(limit 2\)/);
   t.ok(await until(() => h.metrics.streamRefusals.key_limit.value === 1));
   await closeAll([x, y, z]);
+});
+
+t.test('a stream thread that fails is logged and counted; the other thread and the main port go on', async (t) => {
+  // The threads are reached the way the main thread reaches them: their Worker objects (seen on the first frame).
+  const workers = new Set<Worker>();
+  const proto = Worker.prototype as unknown as { postMessage(this: Worker, ...args: unknown[]): void };
+  const post = proto.postMessage;
+  proto.postMessage = function (this: Worker, ...args: unknown[]) {
+    workers.add(this);
+    post.apply(this, args);
+  };
+  t.teardown(() => {
+    proto.postMessage = post;
+  });
+  const h = await startPorts({ streamMaxPerIp: 100 });
+  t.teardown(() => h.close());
+  const uni = unichainMessages().map((m) => Buffer.from(JSON.stringify(m)));
+  feed(h.pipeline, uni[0]!);
+  t.ok(await until(() => workers.size === 2), 'both threads seen');
+  // Subscribers on both threads (the kernel spreads them), so that the failing thread has open sockets.
+  const early: Sub[] = [];
+  for (let i = 0; i < 10; i++) early.push(connect(`${h.url}/flashblocks`));
+  await Promise.all(early.map((s) => s.opened));
+  const victim = [...workers][0]!;
+  const exited = new Promise((resolve) => victim.once('exit', resolve));
+  victim.postMessage({ t: 'frame', data: null }); // a frame without bytes: the thread throws
+  await exited;
+  t.equal(h.metrics.streamThreadCrashes.value, 1, 'counted');
+  t.ok(h.logs.some((l) => l.includes('stream thread failed') && l.includes('"thread":"stream-')), 'logged with its thread');
+  t.equal(h.port.threadCount(), 1, 'one thread left');
+  await new Promise((r) => setTimeout(r, 50));
+  const survivors = early.filter((s) => s.closeCode === 0);
+  t.ok(early.every((s) => s.closeCode === 0 || s.closeCode === 1001 || s.closeCode === 1006), 'the failing thread\'s subscribers were closed');
+  t.comment(`subscribers closed with the failing thread: ${early.length - survivors.length} of ${early.length}`);
+  const subs: Sub[] = [...survivors];
+  for (let i = 0; i < 10; i++) subs.push(connect(`${h.url}/flashblocks`));
+  const onMain = connect(`${h.mainUrl}/flashblocks`);
+  await Promise.all([...subs, onMain].map((s) => s.opened));
+  const before = new Map(subs.map((s) => [s, s.frames.length]));
+  for (const b of uni.slice(1)) feed(h.pipeline, b);
+  await Promise.all([...subs, onMain].map((s) => s.waitFor((before.get(s) ?? 0) + uni.length - 1)));
+  const want = digest(asText(uni.slice(1)));
+  t.ok([...subs, onMain].every((s) => digest(s.frames.slice(before.get(s) ?? 0)) === want), 'the remaining thread and the main port serve every frame');
+  await closeAll([...subs, onMain]);
 });
 
 /** A daemon with --stream-port (no upstream; frames are fed to its pipeline). */
