@@ -2,12 +2,12 @@
 // upstream ws → pipeline → sliced uWS sends), for flashblocksd with the subscribers on --stream-port (served by stream
 // worker threads) and for a minimal `ws` relay, same run, same subscriber code; and the server's own CPU per frame
 // (user + system, every thread of the process) for all three. Measures only.
-import net from 'node:net';
 import WebSocket, { WebSocketServer } from 'ws';
 import { defaultStreamThreads, loadConfig } from '../src/config.js';
 import { startDaemon } from '../src/daemon.js';
 import { silentLogger } from '../src/log.js';
 import { unichainMessages } from '../test/helpers/fixtures.js';
+import { freePort } from '../test/helpers/rpc-harness.js';
 import { absNow, fmt, frameKey, LatencyHistogram, percentile, sleep, SubscriberPool, writePlot, type BenchOptions, type BenchResult, runStandalone } from './lib.js';
 import { cdfChart, cdfPoints } from './svg.js';
 
@@ -108,18 +108,6 @@ async function measure(subject: Subject, pool: SubscriberPool, frames: Buffer[],
     serverCpuUsPerFrame: ((cpu.user + cpu.system) / frames.length) * (1000 / SUBSCRIBERS),
     serverSystemShare: cpu.system / Math.max(1, cpu.user + cpu.system),
   };
-}
-
-/** A port free right now on 127.0.0.1 (--stream-port has no "any free port" value). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** The daemon; with `streamThreads` set, the subscribers connect to --stream-port served by that many threads. */

@@ -1,6 +1,7 @@
 // Raw-stream test helpers: a recording `ws` subscriber, refused-upgrade probes, frame digests, block rewriting. Shared
 // by the main-port tests (test/stream/stream.test.ts) and the stream-port tests (test/stream/threads.test.ts).
 import { createHash } from 'node:crypto';
+import net from 'node:net';
 import WebSocket from 'ws';
 import { feed, type makePipeline } from './ingest.js';
 
@@ -107,4 +108,36 @@ export async function subscribersDownTo(stream: { subscriberCount(): number }, n
 export async function closeAll(subs: Sub[]): Promise<void> {
   for (const s of subs) s.ws.terminate();
   await Promise.all(subs.map((s) => s.closed));
+}
+
+/** One HTTP/1.1 keep-alive connection; `post` writes a request at once and resolves with the response body. */
+export async function rawHttp(port: number): Promise<{ post(body: string): Promise<string>; close(): void }> {
+  const sock = net.connect(port, '127.0.0.1');
+  await new Promise<void>((resolve, reject) => {
+    sock.once('connect', resolve);
+    sock.once('error', reject);
+  });
+  let buf = '';
+  let waiter: ((body: string) => void) | null = null;
+  sock.setEncoding('utf8');
+  sock.on('data', (chunk: string) => {
+    buf += chunk;
+    const head = buf.indexOf('\r\n\r\n');
+    if (head < 0 || waiter === null) return;
+    const len = Number(/content-length: (\d+)/i.exec(buf.slice(0, head))?.[1] ?? -1);
+    if (len < 0 || buf.length < head + 4 + len) return;
+    const body = buf.slice(head + 4, head + 4 + len);
+    buf = buf.slice(head + 4 + len);
+    const w = waiter;
+    waiter = null;
+    w(body);
+  });
+  return {
+    post(body) {
+      const p = new Promise<string>((resolve) => (waiter = resolve));
+      sock.write(`POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      return p;
+    },
+    close: () => sock.destroy(),
+  };
 }

@@ -19,21 +19,10 @@ import { mountLocalStream, type LocalStream } from '../../src/stream/local.js';
 import { startStreamPort, type StreamPort } from '../../src/stream/threads.js';
 import { baseSepoliaMessages, unichainMessages } from '../helpers/fixtures.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
-import { Sub, asBlock, asText, closeAll, connect, digest, fence, refusal } from '../helpers/stream.js';
+import { freePort } from '../helpers/rpc-harness.js';
+import { Sub, asBlock, asText, closeAll, connect, digest, fence, rawHttp, refusal } from '../helpers/stream.js';
 
 const uWS = loadUws();
-
-/** A port free right now on 127.0.0.1 (the stream port has no "any free port" value: 0 means off). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** Polls `check` (metrics from threads arrive every 250 ms) until it holds or ~10 s passed. */
 async function until(check: () => boolean): Promise<boolean> {
@@ -347,38 +336,6 @@ t.test('a port in use fails start-up with E_LISTEN', async (t) => {
   t.match((err as StartupError).message, /cannot listen on 127\.0\.0\.1:\d+ .*--stream-port/);
   t.equal(workerCount(), before, 'no thread was left behind');
 });
-
-/** One HTTP/1.1 keep-alive connection; `post` writes a request and resolves with the response body. */
-async function rawHttp(port: number): Promise<{ post(body: string): Promise<string>; close(): void }> {
-  const sock = net.connect(port, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => {
-    sock.once('connect', resolve);
-    sock.once('error', reject);
-  });
-  let buf = '';
-  let waiter: ((body: string) => void) | null = null;
-  sock.setEncoding('utf8');
-  sock.on('data', (chunk: string) => {
-    buf += chunk;
-    const head = buf.indexOf('\r\n\r\n');
-    if (head < 0 || waiter === null) return;
-    const len = Number(/content-length: (\d+)/i.exec(buf.slice(0, head))?.[1] ?? -1);
-    if (len < 0 || buf.length < head + 4 + len) return;
-    const body = buf.slice(head + 4, head + 4 + len);
-    buf = buf.slice(head + 4 + len);
-    const w = waiter;
-    waiter = null;
-    w(body);
-  });
-  return {
-    post(body) {
-      const p = new Promise<string>((resolve) => (waiter = resolve));
-      sock.write(`POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-      return p;
-    },
-    close: () => sock.destroy(),
-  };
-}
 
 t.test('an RPC request on the main port is answered while the stream threads send a large frame to 600 subscribers; the main thread sends none of it', async (t) => {
   const SUBSCRIBERS = 600;
