@@ -14,11 +14,14 @@ import { startDaemon } from '../../src/daemon.js';
 import { StartupError } from '../../src/errors.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
+import { ConnectionLeases } from '../../src/limits/connections.js';
+import { RedisLink } from '../../src/limits/redis.js';
 import { loadUws } from '../../src/native.js';
 import { mountLocalStream, type LocalStream } from '../../src/stream/local.js';
 import { startStreamPort, type StreamPort } from '../../src/stream/threads.js';
 import { baseSepoliaMessages, unichainMessages } from '../helpers/fixtures.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
+import { startRedis } from '../helpers/redis.js';
 import { freePort } from '../helpers/rpc-harness.js';
 import { Sub, asBlock, asText, closeAll, connect, digest, fence, rawHttp, refusal } from '../helpers/stream.js';
 
@@ -43,14 +46,17 @@ interface PortHarness {
 }
 
 /** The main port's stream (main thread) and a stream port on `threads` threads, sharing counts and metrics. */
-async function startPorts(over: Partial<Config> = {}, threads = 2): Promise<PortHarness> {
+async function startPorts(over: Partial<Config> = {}, threads = 2, redisUrl = ''): Promise<PortHarness> {
   const config: Config = { ...loadConfig([], {}), ...over };
   const { pipeline } = makePipeline();
   const metrics = createMetrics({ version: 'test', commit: 'test', streamThreads: threads });
   const logs: string[] = [];
   const log = createLogger({ level: 'info', write: (line) => logs.push(line) });
   const app: TemplatedApp = uWS.App();
-  const main = mountLocalStream(app, { options: config, events: pipeline.events, metrics, log });
+  const link = redisUrl === '' ? null : new RedisLink(redisUrl, metrics, silentLogger, { probeMs: 50 });
+  const leases = link === null ? null : new ConnectionLeases(link, { limit: config.streamMaxPerIp });
+  if (link !== null) await until(() => link.up);
+  const main = mountLocalStream(app, { options: config, events: pipeline.events, metrics, log, leases });
   const listen = await new Promise<us_listen_socket>((resolve, reject) => {
     app.listen('127.0.0.1', 0, (s) => (s === false ? reject(new Error('listen failed')) : resolve(s)));
   });
@@ -71,6 +77,8 @@ async function startPorts(over: Partial<Config> = {}, threads = 2): Promise<Port
       await port.stop(0);
       await main.drain(0);
       uWS.us_listen_socket_close(listen);
+      leases?.close();
+      await link?.close();
     },
   };
 }
@@ -200,6 +208,29 @@ t.test('per-IP and global limits count the main port and the stream port togethe
   await closeAll(subs);
 });
 
+t.test('with Redis, the per-IP limit holds across the main port, the stream threads and another instance', async (t) => {
+  const redis = await startRedis();
+  t.teardown(() => redis.stop());
+  const a = await startPorts({ streamMaxPerIp: 3 }, 2, redis.url);
+  t.teardown(() => a.close());
+  const b = await startPorts({ streamMaxPerIp: 3 }, 2, redis.url);
+  t.teardown(() => b.close());
+  const subs = [connect(`${a.mainUrl}/flashblocks`), connect(`${a.url}/flashblocks`), connect(`${b.url}/ws`)];
+  await Promise.all(subs.map((s) => s.opened));
+  const r = await refusal(`${b.url}/flashblocks`);
+  t.equal(r.status, 429, 'the fourth from one IP is refused on the other instance\'s stream port');
+  t.match(r.body, /too many connections from 127\.0\.0\.1 \(limit 3\)/);
+  t.equal((await refusal(`${a.url}/flashblocks`)).status, 429, 'and on this instance\'s stream port');
+  t.ok(await until(() => a.metrics.streamRefusals.ip_limit.value === 1 && b.metrics.streamRefusals.ip_limit.value === 1), 'each counted by its instance');
+  subs[1]!.ws.close();
+  await subs[1]!.closed;
+  t.ok(await until(() => a.main.admission.count === 1), 'the close released its lease');
+  const again = connect(`${b.url}/flashblocks`);
+  await again.opened;
+  t.pass('the freed slot is usable from the other instance');
+  await closeAll([subs[0]!, subs[2]!, again]);
+});
+
 t.test('API keys on the stream port: keyless and unknown keys get 401; the per-key limit spans both ports', async (t) => {
   const h = await startPorts({ apiKeys: ['k1', 'k2'], streamMaxPerIp: 2, trustedProxies: ['127.0.0.0/8'] });
   t.teardown(() => h.close());
@@ -286,6 +317,8 @@ t.test('graceful stop closes stream-port subscribers with 1001 and leaves no thr
   const { d, url, streamPort, apply } = await daemonWithStreamPort({ streamThreads: 2 });
   t.ok(workerCount() > before, 'the threads are running');
   t.ok(Object.keys(d.metrics.threads).includes('stream-2'), 'each stream thread has its thread label');
+  const th = d.metrics.threads['stream-2']!;
+  t.ok(await until(() => th.utilization.value > 0 && th.lagMaxSeconds.value > 0), `and its own load: utilisation ${th.utilization.value}, lag max ${th.lagMaxSeconds.value} s`);
   const subs = [connect(`${url}/flashblocks`), connect(`${url}/flashblocks`), connect(`${url}/flashblocks`)];
   await Promise.all(subs.map((s) => s.opened));
   apply(unichainMessages()[0]!);
