@@ -35,7 +35,6 @@ class StreamUser {
   after = 0;
   constructor(
     readonly ip: string,
-    readonly key: string | null,
     readonly brotli: boolean,
     readonly replayBlock: boolean,
     /** -1 when the subscriber did not ask to resume. */
@@ -221,7 +220,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     const ip = clientIp(Buffer.from(res.getRemoteAddressAsText()).toString(), xff, trusted);
     const userKey = keys.size > 0 ? key : null;
     const admit = (ticket: number): void => {
-      res.upgrade(new StreamUser(ip, userKey, encoding === 'brotli', replay === 'block', resumeBlock, resumeIndex, ticket), secKey, secProtocol, secExtensions, context);
+      res.upgrade(new StreamUser(ip, encoding === 'brotli', replay === 'block', resumeBlock, resumeIndex, ticket), secKey, secProtocol, secExtensions, context);
     };
     const verdict = admission.acquire(ip, userKey);
     if (!(verdict instanceof Promise)) {
