@@ -1,11 +1,13 @@
 // Fan-out latency: upstream frame sent → received by the last of 1,000 subscribers, for flashblocksd (full daemon:
-// upstream ws → pipeline → sliced uWS sends) and for a minimal `ws` relay, same run, same subscriber code; and the
-// server's own CPU per frame (user + system) for both. Measures only.
+// upstream ws → pipeline → sliced uWS sends), for flashblocksd with the subscribers on --stream-port (served by stream
+// worker threads) and for a minimal `ws` relay, same run, same subscriber code; and the server's own CPU per frame
+// (user + system, every thread of the process) for all three. Measures only.
 import WebSocket, { WebSocketServer } from 'ws';
-import { loadConfig } from '../src/config.js';
+import { defaultStreamThreads, loadConfig } from '../src/config.js';
 import { startDaemon } from '../src/daemon.js';
 import { silentLogger } from '../src/log.js';
 import { unichainMessages } from '../test/helpers/fixtures.js';
+import { freePort } from '../test/helpers/rpc-harness.js';
 import { absNow, fmt, frameKey, LatencyHistogram, percentile, sleep, SubscriberPool, writePlot, type BenchOptions, type BenchResult, runStandalone } from './lib.js';
 import { cdfChart, cdfPoints } from './svg.js';
 
@@ -108,10 +110,12 @@ async function measure(subject: Subject, pool: SubscriberPool, frames: Buffer[],
   };
 }
 
-function flashblocksd(): Subject {
+/** The daemon; with `streamThreads` set, the subscribers connect to --stream-port served by that many threads. */
+function flashblocksd(streamThreads: number | null = null): Subject {
   let stop: () => Promise<void> = () => Promise.resolve();
   return {
     async start(upstreamUrl) {
+      const streamPort = streamThreads === null ? 0 : await freePort();
       const config = {
         ...loadConfig([], {}),
         host: '127.0.0.1',
@@ -122,10 +126,12 @@ function flashblocksd(): Subject {
         nodeRpcUrl: 'http://127.0.0.1:9',
         streamMaxPerIp: SUBSCRIBERS * 2,
         streamMaxSubscribers: SUBSCRIBERS * 2,
+        streamPort,
+        streamThreads: streamThreads ?? 0,
       };
       const d = await startDaemon(config, { log: silentLogger });
       stop = () => d.stop();
-      return `ws://127.0.0.1:${d.rpcPort}/flashblocks`;
+      return `ws://127.0.0.1:${streamPort > 0 ? streamPort : d.rpcPort}/flashblocks`;
     },
     stop: () => stop(),
   };
@@ -157,7 +163,7 @@ function wsRelay(): Subject {
   };
 }
 
-/** Runs both subjects with the same 1,000 subscribers (two child processes) and frame schedule. */
+/** Runs the three subjects with the same 1,000 subscribers (two child processes) and frame schedule. */
 export async function run(opts: BenchOptions): Promise<BenchResult> {
   const frameCount = opts.quick ? 150 : 1000;
   const warmup = opts.quick ? 20 : 50;
@@ -167,10 +173,14 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   const pool = new SubscriberPool(CHILDREN);
   try {
     const ours = await measure(flashblocksd(), pool, frames, warmup, intervalMs);
+    const streamThreads = defaultStreamThreads();
+    const threaded = await measure(flashblocksd(streamThreads), pool, frames, warmup, intervalMs);
     const relay = await measure(wsRelay(), pool, frames, warmup, intervalMs);
     const ratio = relay.p99Ms / ours.p99Ms;
+    const threadsLabel = `stream port on ${streamThreads} worker thread${streamThreads === 1 ? '' : 's'}`;
     const plot = writePlot('fanout-cdf', cdfChart(`Fan-out: upstream → last of ${fmt(SUBSCRIBERS)} subscribers, per frame`, 'ms (log)', [
       { name: 'flashblocksd (uWS, sliced fan-out)', points: cdfPoints(ours.perFrame) },
+      { name: `flashblocksd, ${threadsLabel}`, points: cdfPoints(threaded.perFrame) },
       { name: 'minimal ws relay (baseline)', points: cdfPoints(relay.perFrame), dashed: true },
       { name: 'flashblocksd, every delivery', points: ours.all.cdf() },
       { name: 'ws relay, every delivery', points: relay.all.cdf(), dashed: true },
@@ -193,6 +203,13 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
             `time is inside both numbers and compresses the ratio` +
             (ours.p99Ms > relay.p99Ms ? `; flashblocksd also runs the ingest pipeline (decode + apply + deferred sender recovery) before it publishes, which the relay does not` : ''),
         },
+        {
+          name: `${threadsLabel}: upstream → last of 1,000 subscribers, p99`,
+          value: threaded.p99Ms,
+          unit: 'ms',
+          baseline: { label: 'ws relay', value: relay.p99Ms },
+          verdict: `${faster(relay.p99Ms / threaded.p99Ms)}; main port (same run): ${fmt(ours.p99Ms)} ms`,
+        },
         { name: 'upstream → every subscriber (all deliveries), p99', value: ours.all.percentile(99), unit: 'ms', baseline: { label: 'ws relay', value: relay.all.percentile(99) }, verdict: faster(relay.all.percentile(99) / ours.all.percentile(99)) },
         {
           name: 'server CPU per frame per 1,000 subscribers (user + system)',
@@ -201,17 +218,26 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
           baseline: { label: 'ws relay', value: relay.serverCpuUsPerFrame },
           verdict: `${fmt(relay.serverCpuUsPerFrame / ours.serverCpuUsPerFrame)}× less CPU than the ws relay; kernel (system) share ${fmt(ours.serverSystemShare * 100)} % vs ${fmt(relay.serverSystemShare * 100)} %`,
         },
+        {
+          name: `${threadsLabel}: server CPU per frame per 1,000 subscribers (all threads)`,
+          value: threaded.serverCpuUsPerFrame,
+          unit: 'µs',
+          baseline: { label: 'ws relay', value: relay.serverCpuUsPerFrame },
+          verdict: `${fmt(relay.serverCpuUsPerFrame / threaded.serverCpuUsPerFrame)}× less CPU than the ws relay; main port (same run): ${fmt(ours.serverCpuUsPerFrame)} µs (one copy of each frame per thread, posted by the main thread)`,
+        },
         { name: 'server RSS per 1,000 subscribers', value: ours.rssPer1000MiB, unit: 'MiB', baseline: { label: 'ws relay', value: relay.rssPer1000MiB }, verdict: ours.rssPer1000MiB > 0 && relay.rssPer1000MiB > 0 ? `${fmt(relay.rssPer1000MiB / ours.rssPer1000MiB)}× less` : 'not comparable (RSS fell during a run: GC)' },
       ],
       plots: [plot],
       notes:
         `${frameCount - warmup} frames (${warmup} warm-up) of the Unichain capture re-numbered, one every ${intervalMs} ms, text, ~2–3 KB. ` +
         `flashblocksd = startDaemon (upstream ws client → ingest pipeline → fan-out queue → uWS sends on /flashblocks in ~1 ms slices); relay = ws client → ` +
-        `WebSocketServer broadcasting each message to all clients. Subscribers: ws clients split over ${CHILDREN} child processes ` +
+        `WebSocketServer broadcasting each message to all clients; ${threadsLabel} = the same daemon with the subscribers on --stream-port ` +
+        `(--stream-threads ${streamThreads}, the default here: cores − 1, 1–4), frames posted once per thread in shared memory. Subscribers: ws clients split over ${CHILDREN} child processes ` +
         `(bench/clients.ts), timestamps from performance.timeOrigin + performance.now(); latency = last arrival − upstream send. The server shares a ` +
         `process with the upstream and the harness; RSS = growth of that process while the subscribers connected; server CPU = ` +
         `process.cpuUsage() of that process over the frames (the subscribers' CPU is in their own processes, not in it), per frame. ` +
-        `Max: ${fmt(ours.maxMs)} ms vs ${fmt(relay.maxMs)} ms. Frames not seen by all 1,000: ${ours.incomplete} vs ${relay.incomplete}.`,
+        `Max: ${fmt(ours.maxMs)} ms (stream port ${fmt(threaded.maxMs)} ms) vs ${fmt(relay.maxMs)} ms. Frames not seen by all 1,000: ${ours.incomplete} ` +
+        `(stream port ${threaded.incomplete}) vs ${relay.incomplete}.`,
     };
   } finally {
     pool.kill();

@@ -31,7 +31,7 @@ async function server(): Promise<void> {
   const { loadUws } = await import('../src/native.js');
   const { PendingState } = await import('../src/state/pending.js');
   const { IngestPipeline } = await import('../src/ingest/pipeline.js');
-  const { mountStream } = await import('../src/stream/server.js');
+  const { mountLocalStream: mountStream } = await import('../src/stream/local.js');
   const uWS = loadUws();
   const config = { ...loadConfig([], {}), streamMaxPerIp: 10_000 };
   const state = new PendingState({ maxPendingBlocks: 8 });

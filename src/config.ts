@@ -1,6 +1,7 @@
 // Configuration: one defaults table, command-line flags with environment twins, validation once, then frozen.
 // Owns parsing and the redacted dump; knows nothing of sockets or state.
 import { isIP } from 'node:net';
+import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { StartupCode, StartupError } from './errors.js';
 import { redactUrl } from './log.js';
@@ -20,6 +21,8 @@ interface Setting {
   /** ws/wss or http/https for url kinds. */
   schemes?: string[];
   secret?: boolean;
+  /** How a computed default is derived (shown after it in --help). */
+  defNote?: string;
 }
 
 /** The frozen configuration every module receives. Units are in the names. */
@@ -64,6 +67,8 @@ export interface Config {
   streamMaxBackpressureBytes: number;
   streamMaxSubscribers: number;
   streamMaxPerIp: number;
+  streamPort: number;
+  streamThreads: number;
   maxSubscriptionsPerConnection: number;
   streamIdleTimeoutS: number;
   apiKeys: string[];
@@ -82,6 +87,11 @@ export interface Config {
 }
 
 const MiB = 1024 * 1024;
+
+/** Stream threads by default: one core stays with the main thread (RPC, ingest), at most 4, at least 1. */
+export function defaultStreamThreads(): number {
+  return Math.min(4, Math.max(1, os.availableParallelism() - 1));
+}
 
 /** The defaults table: every setting, its flag, its environment twin (derived), its default and its meaning. */
 export const SETTINGS: readonly Setting[] = [
@@ -126,6 +136,8 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'stream-max-subscribers', key: 'streamMaxSubscribers', kind: 'int', def: '10000', min: 1, max: 1000000, help: 'Global WebSocket connection cap' },
   { flag: 'stream-max-per-ip', key: 'streamMaxPerIp', kind: 'int', def: '100', min: 1, max: 1000000, help: 'WebSocket connections per client IP' },
   { flag: 'max-subscriptions-per-connection', key: 'maxSubscriptionsPerConnection', kind: 'int', def: '100', min: 1, max: 100000, help: 'eth_subscribe subscriptions one WebSocket connection may hold (-32005 above)' },
+  { flag: 'stream-port', key: 'streamPort', kind: 'int', def: '0', min: 0, max: 65535, help: 'A second port serving only the raw stream (/flashblocks, /ws, with replay, resume, brotli, API keys and the same limits, counted together with --port) on --stream-threads worker threads, so that fan-out to many subscribers never competes with RPC answers for the main thread; 0 = off (the stream is served on --port only)' },
+  { flag: 'stream-threads', key: 'streamThreads', kind: 'int', def: String(defaultStreamThreads()), defNote: 'cores − 1, 1–4', min: 0, max: 64, help: 'Worker threads serving --stream-port, each with its own listener on it (the kernel spreads connections); 0 = the main thread serves --stream-port too' },
   { flag: 'stream-idle-timeout-s', key: 'streamIdleTimeoutS', kind: 'int', def: '120', min: 8, max: 960, help: 'WebSocket idle timeout (uWS sends pings before it)' },
   { flag: 'api-keys', key: 'apiKeys', kind: 'list', def: '', secret: true, help: 'Optional API keys for /ws/<key> and /flashblocks/<key>; when set, keyless stream access is refused' },
   { flag: 'trusted-proxies', key: 'trustedProxies', kind: 'list', def: '', help: 'CIDRs whose X-Forwarded-For is honoured' },
@@ -195,7 +207,7 @@ function parseValue(s: Setting, raw: string, from: string): unknown {
 export function helpText(): string {
   const lines = ['Usage: flashblocksd [flags]   (every flag also reads from its environment variable)', ''];
   for (const s of SETTINGS) {
-    lines.push(`  --${s.flag.padEnd(30)} ${envName(s.flag).padEnd(30)} default: ${s.def === '' ? '(none)' : s.def}`);
+    lines.push(`  --${s.flag.padEnd(30)} ${envName(s.flag).padEnd(30)} default: ${s.def === '' ? '(none)' : s.def}${s.defNote === undefined ? '' : ` (${s.defNote})`}`);
     lines.push(`      ${s.help}`);
   }
   lines.push(
@@ -321,6 +333,9 @@ export function checkRunnable(c: Readonly<Config>): void {
   }
   if (c.port !== 0 && c.metricsPort === c.port) {
     fail(`--metrics-port: ${c.metricsPort} is also --port (JSON-RPC); give the metrics listener its own port, e.g. ${c.port === 9464 ? 9465 : 9464}`);
+  }
+  if (c.streamPort !== 0 && (c.streamPort === c.port || c.streamPort === c.metricsPort)) {
+    fail(`--stream-port: ${c.streamPort} is also --port or --metrics-port; give the stream its own port`);
   }
   if (c.nodeRpcUrl === '') {
     fail(

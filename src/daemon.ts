@@ -17,17 +17,21 @@ import { healthReport } from './metrics/health.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer, type HealthReport, type MetricsServer } from './metrics/server.js';
 import { mainThreadLoad, watchThreads } from './metrics/threads.js';
-import { checkNative, loadUws, type NativeReport } from './native.js';
+import { checkNative, listenExclusive, loadUws, type NativeReport } from './native.js';
 import { NodeClient } from './node/client.js';
 import { mountRpc, type RpcOptions } from './rpc/server.js';
 import { PendingState } from './state/pending.js';
 import { RecoveryWorker } from './state/recover-worker.js';
 import type { PendingView } from './state/view.js';
-import { mountStream, type StreamOptions } from './stream/server.js';
+import { mountLocalStream } from './stream/local.js';
+import type { StreamOptions } from './stream/server.js';
+import { startStreamPort, type StreamPort } from './stream/threads.js';
 
 /** A running daemon. */
 export interface Daemon {
   readonly rpcPort: number;
+  /** --stream-port when set, else 0. */
+  readonly streamPort: number;
   readonly metricsPort: number;
   readonly metrics: Metrics;
   /** The pending state, read-only. */
@@ -67,21 +71,14 @@ const STREAM_SETTINGS = [
   'replayRingFrames', 'maxFrameBytes',
 ] as const satisfies readonly (keyof StreamOptions & keyof Config)[];
 
-/** uWS's LIBUS_LISTEN_EXCLUSIVE_PORT: bind without SO_REUSEPORT (the typings lack the host+options overload). */
-const LISTEN_EXCLUSIVE_PORT = 1;
-
-/** `app.listen(host, port, options, cb)` with the exclusive-port option: `cb(false)` when the port is taken. */
-function listenExclusive(app: unknown, host: string, port: number, cb: (socket: unknown) => void): void {
-  (app as { listen(host: string, port: number, options: number, cb: (s: unknown) => void): unknown }).listen(host, port, LISTEN_EXCLUSIVE_PORT, cb);
-}
-
 /** Starts the daemon. Throws StartupError (E_NATIVE, E_LISTEN) when it cannot. */
 export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions = {}): Promise<Daemon> {
   const log = opts.log ?? createLogger({ level: config.logLevel });
   const uWS = loadUws();
   const native = checkNative(uWS, log);
   const upstreamCount = Math.max(1, config.flashblocksUrls.length);
-  const metrics = createMetrics({ version: opts.version ?? '0.0.0', commit: opts.commit ?? 'unknown', upstreamCount });
+  const streamThreads = config.streamPort > 0 ? config.streamThreads : 0;
+  const metrics = createMetrics({ version: opts.version ?? '0.0.0', commit: opts.commit ?? 'unknown', upstreamCount, streamThreads });
   const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });
   // Sender recovery (~50 µs a transaction) on a worker thread; with the JS fallback it stays on the event loop.
   const recoveryWorker = native.secp256k1 ? RecoveryWorker.start(log) : null;
@@ -143,8 +140,10 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const leases = redis !== null ? new ConnectionLeases(redis, { limit: config.streamMaxPerIp }) : null;
   const quota = config.rateLimitRps > 0 ? new RequestQuota({ rps: config.rateLimitRps }, redis) : null;
 
+  // The raw stream's limits are counted once for the main port and the stream port (and its threads).
+  const streamOptions = pick(config, STREAM_SETTINGS) satisfies StreamOptions;
   const app = uWS.App();
-  const stream = mountStream(app, { options: pick(config, STREAM_SETTINGS) satisfies StreamOptions, events, metrics, log, leases });
+  const stream = mountLocalStream(app, { options: streamOptions, events, metrics, log, leases });
   const rpc = mountRpc(app, { options: pick(config, RPC_SETTINGS) satisfies RpcOptions, view: state, senders: pipeline.senders, events, node, metrics, log, pendingUsable, execution, quota });
 
   // Exclusive: uWS sets SO_REUSEPORT by default, so a second daemon on a port already serving would start silently
@@ -156,6 +155,24 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     throw new StartupError(StartupCode.PORT_IN_USE, `cannot listen on ${config.host}:${config.port} (in use or not permitted); choose another --port`);
   }
   const rpcPort = uWS.us_socket_local_port(listenSocket as never);
+
+  // --stream-port: the raw stream again on its own port, served by stream threads (or the main thread with 0).
+  let streamPort: StreamPort | null = null;
+  if (config.streamPort > 0) {
+    try {
+      streamPort = await startStreamPort(
+        { host: config.host, port: config.streamPort, threads: streamThreads, logLevel: config.logLevel, options: streamOptions },
+        { uWS, frames: stream.frames, fanout: events.fanout, admission: stream.admission, hub: stream.hub, crashes: metrics.streamThreadCrashes, log },
+      );
+    } catch (e) {
+      uWS.us_listen_socket_close(listenSocket as never);
+      await stream.drain(0);
+      leases?.close();
+      await redis?.close();
+      await recoveryWorker?.close().catch(() => undefined);
+      throw e;
+    }
+  }
 
   // Relay tier: the position of the last applied flashblock, sent on every upstream (re)connect (--upstream-resume).
   let lastBlock = -1;
@@ -225,18 +242,16 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     metricsServer = await startMetricsServer({ host: config.host, port: config.metricsPort, metrics, health }, log);
   } catch (e) {
     uWS.us_listen_socket_close(listenSocket as never);
+    await streamPort?.stop(0);
     leases?.close();
     await redis?.close();
     throw new StartupError(StartupCode.PORT_IN_USE, (e as Error).message);
   }
 
-  const ticker = setInterval(() => {
-    pipeline.tick();
-    metrics.streamSubscribers.set(stream.subscriberCount());
-  }, config.tickIntervalMs);
+  const ticker = setInterval(() => pipeline.tick(), config.tickIntervalMs);
   ticker.unref();
   const mainLoad = mainThreadLoad();
-  const stopWatchingThreads = watchThreads(metrics, { main: mainLoad.sample, recover: () => recoveryWorker?.loopLoad() ?? null });
+  const stopWatchingThreads = watchThreads(metrics, { main: mainLoad.sample, recover: () => recoveryWorker?.loopLoad() ?? null, ...streamPort?.loads });
   execution?.start();
   pool?.start();
   tracker.start();
@@ -249,7 +264,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       mainLoad.stop();
       tracker.stop();
       uWS.us_listen_socket_close(listenSocket as never);
-      await Promise.all([rpc.drain(config.shutdownGraceMs), stream.drain(config.shutdownGraceMs)]);
+      await Promise.all([rpc.drain(config.shutdownGraceMs), stream.drain(config.shutdownGraceMs), streamPort?.stop(config.shutdownGraceMs)]);
       leases?.close();
       await redis?.close();
       await pool?.stop();
@@ -263,5 +278,5 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     return stopping;
   };
 
-  return { rpcPort, metricsPort: metricsServer.port, metrics, view: state, pipeline, native, execution, health, stop };
+  return { rpcPort, streamPort: streamPort?.port ?? 0, metricsPort: metricsServer.port, metrics, view: state, pipeline, native, execution, health, stop };
 }

@@ -42,6 +42,9 @@ export interface LoggerOptions {
   /** Where lines go; defaults to stdout. Tests pass an array sink. */
   write?: (line: string) => void;
   base?: LogFields;
+  /** Takes each record instead of `write` (level, message, fields with the base merged in): a worker thread's
+   * logger forwards records to the main thread's this way. */
+  emit?: (level: LogLevel, msg: string, fields: LogFields) => void;
 }
 
 /** Creates a logger. */
@@ -52,6 +55,7 @@ export function createLogger(opts: LoggerOptions): Logger {
 
   function emit(level: LogLevel, base: LogFields | undefined, msg: string, fields?: LogFields): void {
     if (LEVEL_RANK[level] < min) return;
+    if (opts.emit !== undefined) return opts.emit(level, msg, { ...base, ...fields });
     const rec: LogFields = { time: new Date().toISOString(), level, msg, ...base, ...fields };
     let line: string;
     try {

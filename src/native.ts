@@ -70,3 +70,11 @@ function loadEmbeddedUws(): typeof import('uWebSockets.js') {
   }
   return mod.exports as typeof import('uWebSockets.js');
 }
+
+/** uWS's LIBUS_LISTEN_EXCLUSIVE_PORT: bind without SO_REUSEPORT (the typings lack the host+options overload). */
+const LISTEN_EXCLUSIVE_PORT = 1;
+
+/** `app.listen(host, port, options, cb)` with the exclusive-port option: `cb(false)` when the port is taken. */
+export function listenExclusive(app: unknown, host: string, port: number, cb: (socket: unknown) => void): void {
+  (app as { listen(host: string, port: number, options: number, cb: (s: unknown) => void): unknown }).listen(host, port, LISTEN_EXCLUSIVE_PORT, cb);
+}

@@ -1,3 +1,4 @@
+import { availableParallelism } from 'node:os';
 import t from 'tap';
 import { spawn } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
@@ -194,4 +195,20 @@ t.test('pending execution settings: on by default, a strategy from the list, a w
   t.equal(d.anvilBinary, '/opt/anvil');
   t.equal(d.executionWaitMs, 250);
   t.throws(() => loadConfig(['--execution-strategy', 'fast'], {}), /--execution-strategy: "fast" is not one of hybrid, rebuild, reorg, per-flashblock/);
+});
+
+t.test('--stream-port: off by default; --stream-threads defaults to cores − 1 within 1–4, 0 allowed; a port of its own', async (t) => {
+  const c = loadConfig([], {});
+  t.equal(c.streamPort, 0, 'off');
+  t.equal(c.streamThreads, Math.min(4, Math.max(1, availableParallelism() - 1)));
+  t.match(helpText(), /--stream-threads\s+STREAM_THREADS\s+default: [1-4] \(cores − 1, 1–4\)/);
+  t.equal(loadConfig(['--stream-threads', '0'], {}).streamThreads, 0);
+  t.throws(() => loadConfig(['--stream-threads', '-1'], {}));
+  const base = ['--flashblocks-enabled', 'false', '--node-rpc-url', 'http://127.0.0.1:1'];
+  for (const clash of [['--stream-port', '8547'], ['--stream-port', '9464']]) {
+    const err = t.throws(() => checkRunnable(loadConfig([...base, ...clash], {}))) as unknown;
+    t.ok(err instanceof StartupError && err.code === 'E_CONFIG');
+    t.match((err as Error).message, /^--stream-port: \d+ is also --port or --metrics-port; give the stream its own port$/);
+  }
+  t.doesNotThrow(() => checkRunnable(loadConfig([...base, '--stream-port', '8548'], {})));
 });

@@ -91,9 +91,15 @@ export function subscriptionKindLabel(kind: string): WsSubscriptionKind {
 /** The preconfirmation interval: one flashblock every 200 ms. */
 export const FLASHBLOCK_INTERVAL_MS = 200;
 
-/** Threads whose event loops are watched (per-thread lag and utilisation). */
+/** Threads whose event loops are always watched (per-thread lag and utilisation); stream threads are added. */
 export const THREADS = ['main', 'recover'] as const;
-export type ThreadName = (typeof THREADS)[number];
+/** `main`, `recover`, or `stream-<n>` (n = 1 … --stream-threads). */
+export type ThreadName = string;
+
+/** The thread label values: the fixed threads, then `stream-1` … `stream-<streamThreads>`. */
+export function threadNames(streamThreads: number): readonly string[] {
+  return [...THREADS, ...Array.from({ length: streamThreads }, (_, i) => `stream-${i + 1}`)];
+}
 
 /** Per-thread event-loop load, over the last sampling window. */
 export interface ThreadLoadMetrics {
@@ -344,6 +350,8 @@ export interface Metrics {
   readonly threads: Readonly<Record<ThreadName, ThreadLoadMetrics>>;
   readonly streamFramesDropped: CounterCell;
   readonly streamSlowCloses: CounterCell;
+  /** Stream threads (--stream-port) that died without being asked to stop. */
+  readonly streamThreadCrashes: CounterCell;
   readonly streamRefusals: Readonly<Record<StreamRefusalReason, CounterCell>>;
   readonly wsSubscriptions: Readonly<Record<WsSubscriptionKind, GaugeCell>>;
 
@@ -361,6 +369,8 @@ export interface MetricsOptions {
   upstreamCount?: number;
   /** Jitter allowed above the 200 ms interval before an `interval` budget miss is counted (default 50 ms). */
   intervalToleranceMs?: number;
+  /** Stream threads serving --stream-port (default 0): their thread label values exist from the start. */
+  streamThreads?: number;
 }
 
 const PREFIX = 'flashblocksd_';
@@ -408,7 +418,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   };
 
   // Threads
-  const eluF = gauge('thread_event_loop_utilization', 'Share of the last second the thread\'s event loop was busy (0–1), by thread: main serves RPC, the stream and ingest; recover is sender recovery.', ['thread']);
+  const eluF = gauge('thread_event_loop_utilization', 'Share of the last second the thread\'s event loop was busy (0–1), by thread: main serves RPC, the stream and ingest; recover is sender recovery; stream-1 … serve --stream-port.', ['thread']);
   const lagP99F = gauge('thread_event_loop_lag_p99_seconds', 'Event-loop delay p99 over the last second, by thread.', ['thread']);
   const lagMaxF = gauge('thread_event_loop_lag_max_seconds', 'Event-loop delay maximum over the last second, by thread.', ['thread']);
 
@@ -603,7 +613,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     flashblockVisibleSeconds: histogram('flashblock_visible_seconds',
       'Frame arrival → the first JSON-RPC request (HTTP or WebSocket) that read its state. With clients polling every few ms this is when a flashblock becomes visible over RPC; with sparse traffic it is an upper bound.',
       VISIBLE_BUCKETS).child(),
-    threads: keyed(THREADS, (th) => Object.freeze({
+    threads: keyed(threadNames(opts.streamThreads ?? 0), (th) => Object.freeze({
       utilization: eluF.child(th),
       lagP99Seconds: lagP99F.child(th),
       lagMaxSeconds: lagMaxF.child(th),
@@ -612,6 +622,8 @@ export function createMetrics(opts: MetricsOptions): Metrics {
       'Frames not delivered to a subscriber because its send buffer was over the backpressure cap: the frame it was not sent when closed, plus those published to it since its buffer was last empty (its discarded backlog, at most).').child(),
     streamSlowCloses: counter('stream_slow_closes_total',
       'Raw-stream subscribers closed for falling behind (backpressure over the cap).').child(),
+    streamThreadCrashes: counter('stream_thread_crashes_total',
+      'Stream threads (--stream-port) that failed or exited without being asked to; their subscribers were disconnected, the other threads and the main port went on.').child(),
     streamRefusals: keyed(STREAM_REFUSAL_REASONS, (r) => refusalF.child(r)),
     wsSubscriptions: keyed(WS_SUBSCRIPTION_KINDS, (k) => subsF.child(k)),
 

@@ -33,12 +33,12 @@ export function mainThreadLoad(): { sample: ThreadLoadSource; stop(): void } {
 }
 
 /** Samples every source once a second into `metrics.threads`; returns the stop function. */
-export function watchThreads(metrics: Metrics, sources: Partial<Record<ThreadName, ThreadLoadSource>>, intervalMs = 1000): () => void {
+export function watchThreads(metrics: Metrics, sources: Readonly<Record<ThreadName, ThreadLoadSource>>, intervalMs = 1000): () => void {
   const tick = (): void => {
     for (const [name, sample] of Object.entries(sources) as [ThreadName, ThreadLoadSource][]) {
       const load = sample();
       const m = metrics.threads[name];
-      if (load === null) continue;
+      if (load === null || m === undefined) continue;
       m.utilization.set(load.utilization);
       m.lagP99Seconds.set(load.lagP99Seconds);
       m.lagMaxSeconds.set(load.lagMaxSeconds);

@@ -1,18 +1,20 @@
 // The raw flashblocks stream: /flashblocks and /ws (optionally /<api-key>) rebroadcast every applied upstream frame
 // byte for byte, plus replay/resume, limits and slow-consumer closes. Never re-encodes a frame except for the opt-in
 // brotli copy, which is made once per frame (off the event loop for live frames).
-// Sends go through the state events' fan-out queue: a frame is sent to its subscribers in slices of about a
-// millisecond, after the loop has answered the RPC requests waiting on the new state (latency isolation, issue 15).
+// Sends go through a fan-out queue: a frame is sent to its subscribers in slices of about a millisecond, after the
+// loop has answered the RPC requests waiting on the new state (latency isolation, issue 15). The same code serves the
+// main port and the stream port's worker threads: frames, admission (limits) and metrics come in through interfaces.
 import { performance } from 'node:perf_hooks';
 import { brotliCompress, brotliCompressSync, constants as zlibConstants } from 'node:zlib';
 import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
 import type { Logger } from '../log.js';
-import type { Metrics, StreamRefusalReason } from '../metrics/metrics.js';
-import type { ConnectionLeases, LeaseVerdict } from '../limits/connections.js';
-import { slicedStep, type FanoutStep, type StateEvents } from '../state/events.js';
+import type { StreamRefusalReason } from '../metrics/metrics.js';
+import { slicedStep, type FanoutQueue, type FanoutStep } from '../state/events.js';
 import type { RawFrameView as RawFrame } from '../state/view.js';
 import { CidrList, clientIp, forwardedFor } from '../limits/ip.js';
+import type { Admission, Admit } from './admission.js';
 import { ReplayRing } from './replay.js';
+import type { StreamSink } from './sink.js';
 
 /** Close code for a resume position the ring no longer covers (application range 4000–4999). */
 export const CLOSE_RESUME_TOO_OLD = 4000;
@@ -33,14 +35,13 @@ class StreamUser {
   after = 0;
   constructor(
     readonly ip: string,
-    readonly key: string | null,
     readonly brotli: boolean,
     readonly replayBlock: boolean,
     /** -1 when the subscriber did not ask to resume. */
     readonly resumeBlock: number,
     readonly resumeIndex: number,
-    /** Its lease in the shared connection counts ('' without --redis-url). */
-    readonly member: string,
+    /** Its admission (handed back on close). */
+    readonly ticket: number,
   ) {}
 }
 
@@ -61,14 +62,19 @@ export interface StreamOptions {
   readonly maxFrameBytes: number;
 }
 
-/** What the raw stream is given: its settings, the applied-frame events, metrics and a logger. */
+/** Subscribes `fn` to every applied frame, in apply order; returns the unsubscribe function. */
+export type FrameSource = (fn: (frame: RawFrame) => void) => () => void;
+
+/** What the raw stream is given: its settings, applied frames, a fan-out queue, limits, metrics and a logger. */
 export interface StreamDeps {
   readonly options: StreamOptions;
-  readonly events: StateEvents;
-  readonly metrics: Metrics;
+  readonly frames: FrameSource;
+  /** Where sends are queued (on the main thread, the state events' queue shared with subscriptions). */
+  readonly fanout: FanoutQueue;
+  /** The connection limits (counted across every place the stream is served). */
+  readonly admission: Admission;
+  readonly sink: StreamSink;
   readonly log: Logger;
-  /** Connection counts shared through Redis (--redis-url); null or absent: this instance's counts only. */
-  readonly leases?: ConnectionLeases | null;
 }
 
 /** What mountStream returns: drain, and counters/hooks for health checks and tests. */
@@ -103,22 +109,19 @@ function isBrotliFrame(f: RawFrame): boolean {
 
 /**
  * Mounts the raw stream on `app` (routes /flashblocks, /flashblocks/*, /ws, /ws/*) and starts rebroadcasting every
- * applied frame from `deps.events`. With `apiKeys` set, the path suffix must be one of the keys (HTTP 401
- * otherwise); each key is limited to `streamMaxPerIp` connections. Query: `encoding=brotli`, `replay=block`,
- * `block_number=N&index=I` (resume after that flashblock).
+ * applied frame from `deps.frames`. With `apiKeys` set, the path suffix must be one of the keys (HTTP 401
+ * otherwise); each key is limited to `streamMaxPerIp` connections (`deps.admission` counts). Query:
+ * `encoding=brotli`, `replay=block`, `block_number=N&index=I` (resume after that flashblock).
  */
 export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream {
-  const { options: config, metrics, log } = deps;
-  const leases = deps.leases ?? null;
+  const { options: config, sink, log, admission } = deps;
   const cap = config.streamMaxBackpressureBytes;
   const trusted = new CidrList(config.trustedProxies);
   const keys = new Set(config.apiKeys);
   const ring = new ReplayRing(config.replayRingFrames);
-  /** Open connections (limits count these), and the subset receiving live frames (after any replay). */
+  /** Open connections, and the subset receiving live frames (after any replay). */
   const connections = new Set<Sock>();
   const sockets = new Set<Sock>();
-  const perIp = new Map<string, number>();
-  const perKey = new Map<string, number>();
   /** Brotli copies of frames, made at most once per frame (live or on replay). */
   const brotliCopies = new WeakMap<RawFrame, Buffer>();
   let draining = false;
@@ -136,7 +139,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   };
 
   const refuse = (res: HttpResponse, status: string, body: string, reason: StreamRefusalReason | null): void => {
-    if (reason !== null) metrics.streamRefusals[reason].inc();
+    if (reason !== null) sink.refusal(reason);
     res.cork(() => {
       res.writeStatus(status).writeHeader('content-type', 'text/plain; charset=utf-8').end(body + '\n');
     });
@@ -148,7 +151,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
    * the peer sees an abnormal closure (1006) instead of a close frame it could only read after all the backlog.
    */
   const slowClose = (ws: Sock, buffered: number): void => {
-    metrics.streamSlowCloses.inc();
+    sink.slowClose();
     log.limited('info', 'stream:slow', 1000, 'stream subscriber closed: send buffer over the cap; its buffered frames are dropped', { ip: ws.getUserData().ip, bufferedBytes: buffered, capBytes: cap });
     ws.close();
   };
@@ -166,7 +169,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     if (b > peakBuffered) peakBuffered = b;
     if (b === 0) u.queuedFrames = 0;
     else if (b > cap) {
-      metrics.streamFramesDropped.inc(u.queuedFrames + 1);
+      sink.framesDropped(u.queuedFrames + 1);
       slowClose(ws, b);
       return false;
     }
@@ -176,16 +179,10 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     return true;
   };
 
-  /** This instance's own counts: the limit everywhere without Redis, and while Redis is unreachable. */
-  const localVerdict = (ip: string, key: string | null): 'ok' | 'ip_limit' | 'key_limit' => {
-    if ((perIp.get(ip) ?? 0) >= config.streamMaxPerIp) return 'ip_limit';
-    if (key !== null && (perKey.get(key) ?? 0) >= config.streamMaxPerIp) return 'key_limit';
-    return 'ok';
-  };
-
-  const refuseLimit = (res: HttpResponse, reason: 'ip_limit' | 'key_limit', ip: string): void => {
+  const refuseLimit = (res: HttpResponse, reason: Exclude<Admit, number>, ip: string): void => {
     if (reason === 'ip_limit') refuse(res, '429 Too Many Requests', `too many connections from ${ip} (limit ${config.streamMaxPerIp})`, 'ip_limit');
-    else refuse(res, '429 Too Many Requests', `too many connections for this API key (limit ${config.streamMaxPerIp})`, 'key_limit');
+    else if (reason === 'key_limit') refuse(res, '429 Too Many Requests', `too many connections for this API key (limit ${config.streamMaxPerIp})`, 'key_limit');
+    else refuse(res, '429 Too Many Requests', `server is at its subscriber limit (${config.streamMaxSubscribers}); retry later`, 'global_limit');
   };
 
   const upgrade = (res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void => {
@@ -207,14 +204,6 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
       if (key === null) return refuse(res, '401 Unauthorized', 'API key required: connect to /flashblocks/<key>', 'bad_key');
       if (!keys.has(key)) return refuse(res, '401 Unauthorized', 'unknown API key', 'bad_key');
     }
-    if (connections.size >= config.streamMaxSubscribers) {
-      return refuse(res, '429 Too Many Requests', `server is at its subscriber limit (${config.streamMaxSubscribers}); retry later`, 'global_limit');
-    }
-    const ip = clientIp(Buffer.from(res.getRemoteAddressAsText()).toString(), xff, trusted);
-    const userKey = keys.size > 0 ? key : null;
-    const local = localVerdict(ip, userKey);
-    // With Redis up, the local counts only decide when Redis does not answer (checked after the await).
-    if (local !== 'ok' && (leases === null || !leases.shared)) return refuseLimit(res, local, ip);
     if (encoding !== '' && encoding !== 'brotli' && encoding !== 'identity') {
       return refuse(res, '400 Bad Request', `encoding must be brotli or identity, got "${encoding}"`, null);
     }
@@ -228,39 +217,33 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
         return refuse(res, '400 Bad Request', 'resume needs both block_number and index as non-negative integers (decimal or 0x hex)', null);
       }
     }
-    const member = leases === null ? '' : leases.member();
-    const user = new StreamUser(ip, userKey, encoding === 'brotli', replay === 'block', resumeBlock, resumeIndex, member);
-    if (leases === null) {
-      res.upgrade(user, secKey, secProtocol, secExtensions, context);
-      return;
+    const ip = clientIp(Buffer.from(res.getRemoteAddressAsText()).toString(), xff, trusted);
+    const userKey = keys.size > 0 ? key : null;
+    const admit = (ticket: number): void => {
+      res.upgrade(new StreamUser(ip, encoding === 'brotli', replay === 'block', resumeBlock, resumeIndex, ticket), secKey, secProtocol, secExtensions, context);
+    };
+    const verdict = admission.acquire(ip, userKey);
+    if (!(verdict instanceof Promise)) {
+      if (typeof verdict !== 'number') return refuseLimit(res, verdict, ip);
+      return admit(verdict);
     }
-    if (!leases.shared) {
-      leases.hold(member, ip, userKey);
-      res.upgrade(user, secKey, secProtocol, secExtensions, context);
-      return;
-    }
-    // Shared counts: the answer waits for Redis (at most its command timeout). Everything the upgrade needs was read
-    // above; after the await the response may have been aborted, and writes must be corked.
+    // The answer waits for Redis or the main thread. Everything the upgrade needs was read above; after the await
+    // the response may have been aborted, and writes must be corked.
     let aborted = false;
     res.onAborted(() => {
       aborted = true;
     });
-    void leases.acquire(member, ip, userKey).then((verdict: LeaseVerdict) => {
-      if (aborted) {
-        leases.release(member);
+    void verdict.then((v: Admit) => {
+      if (typeof v !== 'number') {
+        if (!aborted) refuseLimit(res, v, ip);
         return;
       }
-      if (verdict === 'local') {
-        // Redis failed during the call: this instance's counts decide, as when it is down.
-        const v = localVerdict(ip, userKey);
-        if (v !== 'ok') return refuseLimit(res, v, ip);
-        leases.hold(member, ip, userKey);
-      } else if (verdict !== 'ok') return refuseLimit(res, verdict, ip);
+      if (aborted) return admission.release(v);
       if (draining) {
-        leases.release(member);
+        admission.release(v);
         return refuse(res, '503 Service Unavailable', 'server shutting down', null);
       }
-      res.cork(() => res.upgrade(user, secKey, secProtocol, secExtensions, context));
+      res.cork(() => admit(v));
     });
   };
 
@@ -271,7 +254,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
         const f = frames[i]!;
         // 2 = dropped: the replay alone is over the cap.
         ok = (brotli ? ws.send(brotliOf(f), true) : ws.send(f.data, f.isBinary)) !== 2;
-        if (!ok) metrics.streamFramesDropped.inc(frames.length - i);
+        if (!ok) sink.framesDropped(frames.length - i);
       }
     });
     return ok;
@@ -280,13 +263,11 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   const open = (ws: Sock): void => {
     const u = ws.getUserData();
     connections.add(ws);
-    perIp.set(u.ip, (perIp.get(u.ip) ?? 0) + 1);
-    if (u.key !== null) perKey.set(u.key, (perKey.get(u.key) ?? 0) + 1);
     let frames: RawFrame[] | null = null;
     if (u.resumeBlock >= 0) {
       const r = ring.resumeAfter(u.resumeBlock, u.resumeIndex);
       if (!r.ok) {
-        metrics.streamRefusals.resume_too_old.inc();
+        sink.refusal('resume_too_old');
         ws.end(CLOSE_RESUME_TOO_OLD, RESUME_TOO_OLD_REASON);
         return;
       }
@@ -302,7 +283,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
       return;
     }
     sockets.add(ws);
-    metrics.streamSubscribers.set(connections.size);
+    sink.subscribers(connections.size);
   };
 
   const close = (ws: Sock): void => {
@@ -310,16 +291,8 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     u.closed = true;
     if (!connections.delete(ws)) return;
     sockets.delete(ws);
-    if (leases !== null) leases.release(u.member);
-    const n = (perIp.get(u.ip) ?? 1) - 1;
-    if (n <= 0) perIp.delete(u.ip);
-    else perIp.set(u.ip, n);
-    if (u.key !== null) {
-      const k = (perKey.get(u.key) ?? 1) - 1;
-      if (k <= 0) perKey.delete(u.key);
-      else perKey.set(u.key, k);
-    }
-    metrics.streamSubscribers.set(connections.size);
+    admission.release(u.ticket);
+    sink.subscribers(connections.size);
   };
 
   const behavior = {
@@ -353,7 +326,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
       if (targets === null) {
         targets = [...sockets];
         if (targets.length === 0) {
-          metrics.streamFanoutSeconds.observe((performance.now() - appliedAt) / 1000);
+          sink.fanoutSeconds((performance.now() - appliedAt) / 1000);
           return true;
         }
         if (targets.some((ws) => ws.getUserData().brotli)) {
@@ -378,8 +351,8 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
       });
       const done = send();
       if (done) {
-        metrics.streamFramesSent.inc(sent);
-        metrics.streamFanoutSeconds.observe((performance.now() - appliedAt) / 1000);
+        sink.framesSent(sent);
+        sink.fanoutSeconds((performance.now() - appliedAt) / 1000);
       }
       return done;
     };
@@ -395,9 +368,9 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
       });
     });
 
-  const stopListening = deps.events.onApplied((_block, _fb, frame) => {
+  const stopListening = deps.frames((frame) => {
     ring.push(frame);
-    deps.events.fanout.push(fanOut(frame, ++seq, performance.now()));
+    deps.fanout.push(fanOut(frame, ++seq, performance.now()));
   });
 
   return {

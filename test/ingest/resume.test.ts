@@ -10,7 +10,8 @@ import { CLOSE_RESUME_TOO_OLD, resumeUrl, UpstreamPool, type ResumePosition, typ
 import { silentLogger } from '../../src/log.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
 import { loadUws } from '../../src/native.js';
-import { CLOSE_RESUME_TOO_OLD as STREAM_CLOSE_RESUME_TOO_OLD, mountStream } from '../../src/stream/server.js';
+import { CLOSE_RESUME_TOO_OLD as STREAM_CLOSE_RESUME_TOO_OLD } from '../../src/stream/server.js';
+import { mountLocalStream as mountStream } from '../../src/stream/local.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
 import { startReplayServer } from '../helpers/replay-server.js';
 

@@ -11,7 +11,7 @@ import { RedisLink } from '../../src/limits/redis.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
 import { loadUws } from '../../src/native.js';
-import { mountStream } from '../../src/stream/server.js';
+import { mountLocalStream as mountStream } from '../../src/stream/local.js';
 import { makePipeline } from '../helpers/ingest.js';
 import { startRedis, until, type RedisServer } from '../helpers/redis.js';
 

@@ -1,7 +1,6 @@
 // Latency isolation (issue 15): a JSON-RPC request is answered from a new flashblock's state while that flashblock
 // is still being sent to 1,000 raw-stream subscribers — the fan-out runs in slices after the loop has read pending
 // requests, never in front of them. Real daemon (uWS), real `ws` subscribers, a raw keep-alive HTTP connection.
-import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import t from 'tap';
 import { keccak256 } from 'viem';
@@ -10,42 +9,11 @@ import { loadConfig } from '../../src/config.js';
 import { startDaemon } from '../../src/daemon.js';
 import { silentLogger } from '../../src/log.js';
 import { unichainMessages } from '../helpers/fixtures.js';
+import { rawHttp } from '../helpers/stream.js';
 
 const SUBSCRIBERS = 1000;
 /** Padding that makes the published frame Base-sized and larger (so 1,000 sends take many slices). */
 const PAD_BYTES = 256 * 1024;
-
-/** One HTTP/1.1 keep-alive connection; `post` writes a request at once and resolves with the response body. */
-async function rawHttp(port: number): Promise<{ post(body: string): Promise<string>; close(): void }> {
-  const sock = net.connect(port, '127.0.0.1');
-  await new Promise<void>((resolve, reject) => {
-    sock.once('connect', resolve);
-    sock.once('error', reject);
-  });
-  let buf = '';
-  let waiter: ((body: string) => void) | null = null;
-  sock.setEncoding('utf8');
-  sock.on('data', (chunk: string) => {
-    buf += chunk;
-    const head = buf.indexOf('\r\n\r\n');
-    if (head < 0 || waiter === null) return;
-    const len = Number(/content-length: (\d+)/i.exec(buf.slice(0, head))?.[1] ?? -1);
-    if (len < 0 || buf.length < head + 4 + len) return;
-    const body = buf.slice(head + 4, head + 4 + len);
-    buf = buf.slice(head + 4 + len);
-    const w = waiter;
-    waiter = null;
-    w(body);
-  });
-  return {
-    post(body) {
-      const p = new Promise<string>((resolve) => (waiter = resolve));
-      sock.write(`POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
-      return p;
-    },
-    close: () => sock.destroy(),
-  };
-}
 
 t.test('an RPC request is answered from the new state while a 1,000-subscriber publish of a large frame is in progress', async (t) => {
   const config = {

@@ -1,10 +1,8 @@
 // Raw stream over real sockets: uWS server, `ws` clients, frames fed through the real ingest pipeline. Checks
 // byte-identical in-order fan-out, slow-consumer closes, replay/resume, limits, API keys and the trusted-proxy rule.
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { brotliCompressSync } from 'node:zlib';
 import t from 'tap';
-import WebSocket from 'ws';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
@@ -13,8 +11,10 @@ import { loadUws } from '../../src/native.js';
 import type { RawFrame } from '../../src/state/block.js';
 import { CidrList, clientIp, normalizeIp } from '../../src/stream/ip.js';
 import { ReplayRing } from '../../src/stream/replay.js';
-import { mountStream, type MountedStream } from '../../src/stream/server.js';
+import { mountLocalStream as mountStream } from '../../src/stream/local.js';
+import type { MountedStream } from '../../src/stream/server.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
+import { Sub, asBlock, asText, closeAll, connect, digest, fence, refusal, subscribersDownTo, tick } from '../helpers/stream.js';
 import { baseSepoliaMessages, unichainMessages } from '../helpers/fixtures.js';
 
 const uWS = loadUws();
@@ -51,110 +51,6 @@ async function startStream(over: Partial<Config> = {}): Promise<Harness> {
   };
 }
 
-/** A subscriber that records every frame (bytes + kind). */
-class Sub {
-  readonly frames: { data: Buffer; isBinary: boolean }[] = [];
-  closeCode = 0;
-  closeReason = '';
-  readonly opened: Promise<void>;
-  readonly closed: Promise<void>;
-  private waiters: { n: number; resolve: () => void }[] = [];
-  constructor(readonly ws: WebSocket) {
-    ws.on('message', (data: Buffer, isBinary: boolean) => {
-      this.frames.push({ data, isBinary });
-      this.waiters = this.waiters.filter((w) => (this.frames.length >= w.n ? (w.resolve(), false) : true));
-    });
-    ws.on('error', () => {});
-    this.opened = new Promise((resolve, reject) => {
-      ws.once('open', () => resolve());
-      ws.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
-      ws.once('error', reject);
-    });
-    this.closed = new Promise((resolve) =>
-      ws.once('close', (code, reason) => {
-        this.closeCode = code;
-        this.closeReason = reason.toString();
-        resolve();
-      }),
-    );
-  }
-  waitFor(n: number, ms = 10_000): Promise<void> {
-    if (this.frames.length >= n) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`got ${this.frames.length} of ${n} frames`)), ms);
-      this.waiters.push({ n, resolve: () => (clearTimeout(timer), resolve()) });
-    });
-  }
-}
-
-function connect(url: string, headers: Record<string, string | string[]> = {}): Sub {
-  return new Sub(new WebSocket(url, { headers, perMessageDeflate: false }));
-}
-
-/** HTTP status and body of a refused upgrade. */
-function refusal(url: string, headers: Record<string, string | string[]> = {}): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers });
-    ws.on('open', () => {
-      ws.close();
-      reject(new Error(`expected ${url} to be refused`));
-    });
-    ws.on('error', () => {});
-    ws.on('unexpected-response', (_req, res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-  });
-}
-
-/** Text frames as a subscriber records them. */
-const asText = (bufs: Buffer[]): { data: Buffer; isBinary: boolean }[] => bufs.map((data) => ({ data, isBinary: false }));
-
-/**
- * Feeds a fence (the first frame of block `blockNumber`, a later block) and returns it: frames arrive in order, so
- * anything extra or repeated before it would stand in front of it.
- */
-function fence(h: Harness, msgs: Record<string, unknown>[], blockNumber: number): Buffer {
-  const f = Buffer.from(JSON.stringify(asBlock(msgs, blockNumber)[0]));
-  feed(h.pipeline, f);
-  return f;
-}
-
-function digest(frames: { data: Buffer; isBinary: boolean }[]): string {
-  const h = createHash('sha256');
-  for (const f of frames) {
-    h.update(f.isBinary ? 'b' : 't');
-    h.update(String(f.data.length) + ':');
-    h.update(f.data);
-  }
-  return h.digest('hex');
-}
-
-/** The messages of a captured block rewritten as another block (new number and payload id); optional padding. */
-function asBlock(msgs: Record<string, unknown>[], blockNumber: number, padBytes = 0): Record<string, unknown>[] {
-  const payloadId = '0x' + blockNumber.toString(16).padStart(16, '0');
-  return msgs.map((m) => {
-    const c = structuredClone(m) as Record<string, Record<string, unknown> | unknown>;
-    c.payload_id = payloadId;
-    (c.metadata as Record<string, unknown>).block_number = blockNumber;
-    if (c.base !== null && c.base !== undefined) (c.base as Record<string, unknown>).block_number = '0x' + blockNumber.toString(16);
-    if (padBytes > 0) c._pad = 'x'.repeat(padBytes);
-    return c as Record<string, unknown>;
-  });
-}
-
-const tick = (ms = 0): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
-/** Resolves once the server has processed closes down to `n` open subscribers (its close handler runs per socket). */
-async function subscribersDownTo(stream: MountedStream, n: number): Promise<void> {
-  for (let i = 0; i < 10_000 && stream.subscriberCount() > n; i++) await new Promise((r) => setImmediate(r));
-}
-
-async function closeAll(subs: Sub[]): Promise<void> {
-  for (const s of subs) s.ws.terminate();
-  await Promise.all(subs.map((s) => s.closed));
-}
 
 t.test('client IP and CIDR matching', async (t) => {
   t.equal(normalizeIp('::ffff:10.1.2.3'), '10.1.2.3', 'IPv4-mapped IPv6 folds to IPv4');
