@@ -31,6 +31,8 @@ function runSubscribers(): void {
   process.on('message', (msg: { start?: SubStart; report?: { sentAt: [string, number][] } }) => {
     if (msg.start !== undefined) {
       const { url, count, mode } = msg.start;
+      // A new phase: the previous phase's subscribers leave (they would still be sent to, and count).
+      for (const old of sockets) old.terminate();
       sockets = [];
       arrivals = new Map();
       closes = {};

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { brotliCompressSync, constants } from 'node:zlib';
 import { startAnvil } from '../scripts/devnet/anvil.js';
 import { startReplayServer } from '../test/helpers/replay-server.js';
+import { freePort } from '../test/helpers/rpc-harness.js';
 import { RPC_MIX, type MixReport } from './clients.js';
 import type { AppliedRow } from './daemon-child.js';
 import { generateStream } from './flashblock-gen.js';
@@ -98,6 +99,8 @@ interface PhaseResult {
   /** daemon received → applied (the daemon's own parse + apply), ms */
   arrivalToApplied: LatencyHistogram;
   visible: LatencyHistogram;
+  /** per frame: daemon applied → receipt visible to the poller (what the serving design controls), ms */
+  appliedToVisible: LatencyHistogram;
   notVisible: number;
   raw: LatencyHistogram;
   rawLast: LatencyHistogram;
@@ -130,6 +133,7 @@ async function phase(s: Setup, frames: Frame[], raw: number, nf: number, rate: n
   const sentByHash = new Map<string, number>();
   const sentByIndex = new Map<string, number>();
   const visible = new LatencyHistogram();
+  const seenByIndex = new Map<string, number>();
   let notVisible = 0;
   const t0 = absNow() + 50;
   for (let i = 0; i < frames.length; i++) {
@@ -144,7 +148,10 @@ async function phase(s: Setup, frames: Frame[], raw: number, nf: number, rate: n
     s.mixChild.send({ fresh: { txHashes: f.txHashes.slice(-50), senders: f.senders.slice(-50) } });
     const seen = await poller.until(f.lastTx, sent + INTERVAL_MS * 0.75);
     if (seen === null) notVisible++;
-    else visible.record(seen - sent);
+    else {
+      visible.record(seen - sent);
+      seenByIndex.set(`${f.blockNumber}:${f.index}`, seen);
+    }
   }
   await sleep(500);
   poller.close();
@@ -154,7 +161,7 @@ async function phase(s: Setup, frames: Frame[], raw: number, nf: number, rate: n
   const rows = await request<AppliedRow[]>(s.daemon, { report: true }, 'report');
   const r: PhaseResult = {
     received: new LatencyHistogram(), applied: new LatencyHistogram(), notified: new LatencyHistogram(), arrivalToApplied: new LatencyHistogram(),
-    visible, notVisible, raw: rawRep.all, rawLast: new LatencyHistogram(), rawIncomplete: 0, nf: nfRep.all, nfIncomplete: 0,
+    visible, appliedToVisible: new LatencyHistogram(), notVisible, raw: rawRep.all, rawLast: new LatencyHistogram(), rawIncomplete: 0, nf: nfRep.all, nfIncomplete: 0,
     closes: { ...rawRep.closes }, mix, subscriberCpuPct: (rawRep.cpuMs / rawRep.wallMs) * 100,
   };
   for (const [code, n] of Object.entries(nfRep.closes)) r.closes[code] = (r.closes[code] ?? 0) + n;
@@ -165,6 +172,8 @@ async function phase(s: Setup, frames: Frame[], raw: number, nf: number, rate: n
     r.applied.record(applied - sent);
     if (fannedOut > 0) r.notified.record(fannedOut - sent);
     r.arrivalToApplied.record(applied - recv);
+    const seen = seenByIndex.get(`${b}:${i}`);
+    if (seen !== undefined) r.appliedToVisible.record(Math.max(0, seen - applied));
   }
   for (const f of frames) {
     const e = rawRep.last.get(f.key);
@@ -184,13 +193,16 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   const idleN = (idleSeconds * 1000) / INTERVAL_MS;
   const loadN = (loadSeconds * 1000) / INTERVAL_MS;
   const t = performance.now();
-  const { frames, jsonBytes, txs } = streamFrames(idleN + loadN);
+  const { frames, jsonBytes, txs } = streamFrames(idleN + 2 * loadN);
   const genSeconds = (performance.now() - t) / 1000;
   const profDir = opts.profile === true ? mkdtempSync(join(os.tmpdir(), 'flashblocksd-prof-')) : null;
 
   const anvil = await startAnvil();
   const upstream = await startReplayServer();
+  const streamPort = await freePort();
   const daemon = forkTs('daemon-child.ts', [
+    // The third phase: the raw subscribers on the stream port, served by worker threads (default count).
+    '--stream-port', String(streamPort),
     '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--port', '0', '--metrics-port', '0', '--execution', 'false',
     '--stream-max-per-ip', '5000', '--stream-max-subscribers', '5000', '--log-level', 'error',
     // The stream's blocks are not anvil's, so the canonical head never catches up: hold 2 blocks, as a daemon whose
@@ -220,8 +232,11 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const idle = await phase(s, frames.slice(1, idleN), 1, 1, 20);
     const loadStartT = sampler.samples.at(-1)?.t ?? 0;
     const metricsBefore = await scrapeMetrics(`http://127.0.0.1:${ready.metricsPort}/metrics`);
-    const loaded = await phase(s, frames.slice(idleN), RAW_SUBSCRIBERS, NF_SUBSCRIBERS, rate);
+    const loaded = await phase(s, frames.slice(idleN, idleN + loadN), RAW_SUBSCRIBERS, NF_SUBSCRIBERS, rate);
     const metricsAfter = await scrapeMetrics(`http://127.0.0.1:${ready.metricsPort}/metrics`);
+    const threadsPhase = await phase({ ...s, streamUrl: `ws://127.0.0.1:${streamPort}/flashblocks` }, frames.slice(idleN + loadN), RAW_SUBSCRIBERS, NF_SUBSCRIBERS, rate);
+    const threadMetrics = await scrapeMetrics(`http://127.0.0.1:${ready.metricsPort}/metrics`);
+    const streamThreads = [...threadMetrics.keys()].filter((k) => k.startsWith('flashblocksd_thread_event_loop_utilization{thread="stream-')).length;
     const proc = sampler.stop();
     const loadSamples = sampler.samples.filter((x) => x.t >= loadStartT);
     const loadCpu = loadSamples.reduce((a, x) => a + x.cpuPct, 0) / Math.max(1, loadSamples.length);
@@ -252,7 +267,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
       }
       rmSync(profDir, { recursive: true, force: true });
     }
-    return report(opts, { idle, loaded, proc, loadCpu, samples: sampler.samples, loadStartT, slowCloses, framesDropped, daemonView, jsonBytes, txs, frames: frames[1]!.data.length, genSeconds, rate, loadSeconds, idleSeconds, profileNote, top });
+    return report(opts, { idle, loaded, threadsPhase, streamThreads, proc, loadCpu, samples: sampler.samples, loadStartT, slowCloses, framesDropped, daemonView, jsonBytes, txs, frames: frames[1]!.data.length, genSeconds, rate, loadSeconds, idleSeconds, profileNote, top });
   } finally {
     rawPool.kill();
     nfPool.kill();
@@ -266,6 +281,9 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
 interface Collected {
   idle: PhaseResult;
   loaded: PhaseResult;
+  /** The loaded phase again with the raw subscribers on --stream-port (worker threads). */
+  threadsPhase: PhaseResult;
+  streamThreads: number;
   proc: { cpuPct: number; peakRssMiB: number; lastRssMiB: number };
   loadCpu: number;
   samples: ProcSample[];
@@ -313,6 +331,17 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
         met: ratio <= ISOLATION_MAX_RATIO && vis99 <= ISOLATION_MAX_MS && loaded.notVisible === 0,
       });
     })(),
+    (() => {
+      const tv99 = c.threadsPhase.visible.percentile(99);
+      const ratio = tv99 / idle.visible.percentile(99);
+      return lat(`latency isolation, raw subscribers on --stream-port (${c.streamThreads} worker thread${c.streamThreads === 1 ? '' : 's'}): receipt visible vs idle`, c.threadsPhase.visible, idle.visible, {
+        verdict: `p99 ${fmt(ratio)}× idle (target ≤ ${ISOLATION_MAX_RATIO}×), ${fmt(tv99)} ms (target ≤ ${ISOLATION_MAX_MS} ms on 2 cores)`,
+        met: ratio <= ISOLATION_MAX_RATIO && tv99 <= ISOLATION_MAX_MS && c.threadsPhase.notVisible === 0,
+      });
+    })(),
+    lat(`frame sent → last of ${RAW_SUBSCRIBERS} raw subscribers on --stream-port`, c.threadsPhase.rawLast, idle.rawLast),
+    lat('per frame: daemon applied → receipt visible to the poller (the serving part; main-port subscribers)', loaded.appliedToVisible, idle.appliedToVisible),
+    lat('per frame: daemon applied → receipt visible to the poller (--stream-port subscribers)', c.threadsPhase.appliedToVisible, idle.appliedToVisible),
     lat('frame sent → daemon fan-out done (raw stream + newFlashblocks sent; queue drained)', loaded.notified, idle.notified),
     lat(`frame sent → received, all deliveries to ${RAW_SUBSCRIBERS} raw subscribers`, loaded.raw, idle.raw),
     lat(`frame sent → last of ${RAW_SUBSCRIBERS} raw subscribers`, loaded.rawLast, idle.rawLast),
@@ -387,8 +416,24 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
       `${RPC_MIX.map((m) => `${m.method} ${m.weight} %`).join(', ')}), and the replay process polling eth_getTransactionReceipt of each frame's last ` +
       `transaction back to back from the moment it sent the frame (resolution: one loopback round trip). Baseline "idle": the same daemon and stream ` +
       `for ${c.idleSeconds} s with 1 subscriber of each kind and the mix at 20 req/s. Times: performance.timeOrigin + performance.now() in every ` +
-      `process. Daemon CPU and RSS from /proc/<pid>/stat every 250 ms; whole-run average CPU ${fmt(c.proc.cpuPct)} %.` +
-      (opts.quick ? ' Quick mode: shorter phases.' : '') + c.profileNote,
+      `process. Daemon CPU and RSS from /proc/<pid>/stat every 250 ms; whole-run average CPU ${fmt(c.proc.cpuPct)} %. A third phase repeats the load ` +
+      `with the ${RAW_SUBSCRIBERS} raw subscribers on --stream-port (${c.streamThreads} worker thread${c.streamThreads === 1 ? '' : 's'}, the default here) instead of --port; ` +
+      `the per-frame "applied → visible" rows subtract the daemon's own apply time, leaving what the serving design controls.` +
+      (opts.quick ? ' Quick mode: shorter phases.' : '') + c.profileNote +
+      `\n\n**Serving design (issue 15), and why.** RPC answers are never queued behind fan-out: the main thread applies a flashblock and ` +
+      `answers RPC; the raw-stream rebroadcast and eth_subscribe notifications are tasks on a fan-out queue (src/state/events.ts) that yields one ` +
+      `event-loop turn — requests that arrived during the apply are answered from the new state — then sends in ~1 ms slices with a socket poll ` +
+      `between slices; sender-recovery batches are prepared after that poll too. Options weighed: (1) fan-out on worker threads behind the same ` +
+      `port — impossible with this uWebSockets.js build (20.30 unofficial: no addChildAppDescriptor, no socket adoption; an accepted socket cannot ` +
+      `change threads); (2) RPC on several threads with read-only state replicas — every replica would re-decode every frame (parse + apply ` +
+      `~1.3 ms p50 a 200-tx frame, above) and the senders, execution engine and subscriptions would need cross-thread state: not built; (3) the raw ` +
+      `stream on its own port served by worker threads (--stream-port, --stream-threads, default cores − 1, 1–4): built — the main thread copies a ` +
+      `frame once into shared memory whatever the number of subscribers, and admits their connections (limits shared); (4) ordering on one ` +
+      `thread: built, the default. Measured here (2 cores shared with ~7 load processes): the stream port gives no latency gain — the cores are ` +
+      `the limit, not the thread — and the remaining tail is the apply's own (the idle baseline shows the same p99). Expected on ≥ 8 cores ` +
+      `with the load elsewhere: applied → visible stays within one slice plus a round trip (~1–2 ms), so frame → visible ≈ decode + apply ` +
+      `(p50 ~2.5–3 ms for a Base-sized brotli frame here, p99 set by GC); the 2 ms budget then needs a faster decode/apply (the parse + apply ` +
+      `≤ 1.5× JSON.parse row), not more threads.`,
   };
 }
 

@@ -40,7 +40,7 @@ async function main(): Promise<void> {
     }
   });
   process.on('disconnect', () => void d.stop().finally(() => process.exit(0)));
-  process.send!({ ready: { rpcPort: d.rpcPort, metricsPort: d.metricsPort, pid: process.pid } });
+  process.send!({ ready: { rpcPort: d.rpcPort, metricsPort: d.metricsPort, streamPort: d.streamPort, pid: process.pid } });
 }
 
 function staticServer(): void {
