@@ -3,6 +3,7 @@
 // with 1,000 raw-stream subscribers, 100 `eth_subscribe newFlashblocks` subscribers and a fixed-rate JSON-RPC mix
 // (pending block, receipts of fresh transactions, pending balances and nonces, calls forwarded to a real anvil), all
 // at once. Baseline, same run: the same daemon and stream with 1 subscriber of each kind and the mix at 20 req/s.
+// BENCH_DAEMON_FLAGS (env): extra node flags for the daemon child, e.g. GC settings to compare (not used by default).
 // Timeline of each flashblock: sent by the replay server → received by the daemon → applied → receipt of its last
 // transaction visible over RPC (tight polling from the replay process) → fan-out done → received by subscribers.
 import http from 'node:http';
@@ -210,7 +211,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     '--max-pending-blocks', '2',
     // For the same reason the far-ahead bound is off: anvil's head is ~35 M blocks behind the replayed capture.
     '--max-ahead-ms', '0',
-  ], profDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`]);
+  ], [...(process.env.BENCH_DAEMON_FLAGS ?? '').split(' ').filter((x) => x !== ''), ...(profDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`])]);
   const rawPool = new SubscriberPool(2);
   const nfPool = new SubscriberPool(1);
   const mixChild = forkTs('clients.ts', ['--rpc-mix']);
@@ -243,7 +244,13 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const delta = (name: string): number => (metricsAfter.get(name) ?? 0) - (metricsBefore.get(name) ?? 0);
     // The daemon's own histograms over the loaded phase (bucket upper bounds).
     const loadedHist = new Map([...metricsAfter].map(([k, v]) => [k, v - (metricsBefore.get(k) ?? 0)]));
+    const gcKinds = ['minor', 'major', 'incremental', 'weakcb'].map((k) => {
+      const n = loadedHist.get(`flashblocksd_nodejs_gc_duration_seconds_count{kind="${k}"}`) ?? 0;
+      const sum = loadedHist.get(`flashblocksd_nodejs_gc_duration_seconds_sum{kind="${k}"}`) ?? 0;
+      return n > 0 ? `${k} ${fmt(n)} × ${fmt((sum / n) * 1000)} ms` : '';
+    }).filter((x) => x !== '');
     const daemonView = {
+      gc: gcKinds.join(', '),
       visibleP50: promHistogramPercentile(loadedHist, 'flashblocksd_flashblock_visible_seconds', 50) * 1000,
       visibleP99: promHistogramPercentile(loadedHist, 'flashblocksd_flashblock_visible_seconds', 99) * 1000,
       fanoutP50: promHistogramPercentile(loadedHist, 'flashblocksd_stream_fanout_seconds', 50) * 1000,
@@ -290,7 +297,7 @@ interface Collected {
   loadStartT: number;
   slowCloses: number;
   framesDropped: number;
-  daemonView: { visibleP50: number; visibleP99: number; fanoutP50: number; fanoutP99: number };
+  daemonView: { gc: string; visibleP50: number; visibleP99: number; fanoutP50: number; fanoutP99: number };
   jsonBytes: number;
   txs: number;
   frames: number;
@@ -362,7 +369,8 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
       name: 'the daemon\'s own view under load (/metrics, bucket upper bounds): arrival → first RPC read / applied → raw fan-out done, p50 / p99',
       value: c.daemonView.visibleP99,
       unit: 'ms',
-      display: `${fmt(c.daemonView.visibleP50)} / ${fmt(c.daemonView.visibleP99)} ms; fan-out ${fmt(c.daemonView.fanoutP50)} / ${fmt(c.daemonView.fanoutP99)} ms`,
+      display: `${fmt(c.daemonView.visibleP50)} / ${fmt(c.daemonView.visibleP99)} ms; fan-out ${fmt(c.daemonView.fanoutP50)} / ${fmt(c.daemonView.fanoutP99)} ms (all stream threads, idle ones included)`,
+      verdict: c.daemonView.gc === '' ? '' : `daemon GC during the loaded phase (count × mean pause): ${c.daemonView.gc}`,
     },
     { name: 'daemon CPU, average under load', value: c.loadCpu, unit: '% of a core', verdict: `subscriber processes: ${fmt(loaded.subscriberCpuPct)} % of a core` },
     { name: 'daemon RSS, peak', value: c.proc.peakRssMiB, unit: 'MiB', verdict: `last ${fmt(c.proc.lastRssMiB)} MiB` },

@@ -153,17 +153,36 @@ interface WsData {
   ip: string;
 }
 
+/** The end of every eth_subscription notification (see shapes/subscription.ts notification()). */
+const NOTIFICATION_END = '}}';
+
 /** A WebSocket JSON-RPC connection as the dispatcher and subscription hub see it. */
 class WsSink implements SubscriberSink {
   open = true;
   constructor(
     readonly id: number,
     private readonly ws: WebSocket<WsData>,
+    /** The socket's send-buffer cap (uWS maxBackpressure). */
+    private readonly maxBackpressure: number,
   ) {}
   send(text: string | Buffer): boolean {
     if (!this.open) return false;
     // 2 = dropped (over maxBackpressure); uWS closes the socket itself when closeOnBackpressureLimit is set.
     return this.ws.send(text, false) !== 2;
+  }
+  sendShared(prefix: string, payload: Buffer): boolean {
+    if (!this.open) return false;
+    const bytes = prefix.length + payload.length + NOTIFICATION_END.length;
+    // Near the cap, uWS could drop a later fragment and leave half a message: send it whole then (all or nothing).
+    if (this.ws.getBufferedAmount() + bytes > this.maxBackpressure) return this.send(prefix + payload.toString('utf8') + NOTIFICATION_END);
+    // Three fragments of one text message, written together, around the one encoded copy of the payload.
+    let ok = false;
+    this.ws.cork(() => {
+      ok = this.ws.sendFirstFragment(prefix, false);
+      ok = this.ws.sendFragment(payload) && ok;
+      ok = this.ws.sendLastFragment(NOTIFICATION_END) && ok;
+    });
+    return ok;
   }
   close(code: number, reason: string): void {
     if (!this.open) return;
@@ -436,7 +455,7 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
       );
     },
     open: (ws: WebSocket<WsData>) => {
-      const sink = new WsSink(nextSinkId++, ws);
+      const sink = new WsSink(nextSinkId++, ws, cfg.streamMaxBackpressureBytes);
       ws.getUserData().sink = sink;
       sinks.add(sink);
     },

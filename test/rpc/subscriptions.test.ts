@@ -13,6 +13,7 @@ import { createMetrics } from '../../src/metrics/metrics.js';
 import { NodeClient } from '../../src/node/client.js';
 import { Shapes } from '../../src/rpc/shapes/json.js';
 import { Subscriptions, type SubscriberSink } from '../../src/rpc/subscriptions.js';
+import { flashblockPayload, notification, notificationPrefix } from '../../src/rpc/shapes/subscription.js';
 import { executionReceiptSource } from '../../src/rpc/methods/executed.js';
 import { captureExecution } from '../helpers/capture-execution.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
@@ -231,6 +232,57 @@ t.test('over a real socket: viem raw eth_subscribe gets newFlashblocks; eth_unsu
   t.equal(d.metrics.wsSubscriptions.newFlashblocks.value, 0);
   const socket = await transport.getRpcClient();
   socket.close();
+});
+
+t.test('newFlashblocks over a real socket: the shared payload sent as fragments around one encoded copy arrives as the exact message', async (t) => {
+  const config = { ...loadConfig([], {}), port: 0, metricsPort: 0, host: '127.0.0.1', flashblocksUrls: [], nodeRpcUrl: 'http://127.0.0.1:9' };
+  const d = await startDaemon(config, { log: silentLogger });
+  t.teardown(() => d.stop());
+  const ws = new WebSocket(`ws://127.0.0.1:${d.rpcPort}/`);
+  await new Promise((resolve, reject) => {
+    ws.once('open', resolve);
+    ws.once('error', reject);
+  });
+  t.teardown(() => ws.close());
+  const texts: string[] = [];
+  let wake: (() => void) | null = null;
+  ws.on('message', (data: Buffer, isBinary: boolean) => {
+    t.notOk(isBinary, 'a text message');
+    texts.push(data.toString('utf8'));
+    wake?.();
+  });
+  const until = async (n: number): Promise<void> => {
+    while (texts.length < n) await new Promise<void>((r) => (wake = r));
+  };
+  ws.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['newFlashblocks'] }));
+  await until(1);
+  const id = (JSON.parse(texts[0]!) as { result: string }).result;
+  const two = new WebSocket(`ws://127.0.0.1:${d.rpcPort}/`);
+  await new Promise((resolve) => two.once('open', resolve));
+  t.teardown(() => two.close());
+  const twoTexts: string[] = [];
+  two.on('message', (data: Buffer) => twoTexts.push(data.toString('utf8')));
+  two.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_subscribe', params: ['newFlashblocks'] }));
+  while (twoTexts.length < 1) await new Promise((r) => setTimeout(r, 5));
+  const idTwo = (JSON.parse(twoTexts[0]!) as { result: string }).result;
+
+  const shapes = new Shapes(d.pipeline.senders);
+  const expected: string[] = [];
+  for (const [i, m] of uni.entries()) {
+    feed(d.pipeline, m);
+    const block = d.view.pendingBlock()!;
+    expected.push(notification(notificationPrefix(id), JSON.stringify(flashblockPayload(shapes.blockObject(block, false, i), i))));
+  }
+  t.ok(expected.every((x) => x.length > 1024), 'every payload is large enough to go out as fragments');
+  await until(1 + uni.length);
+  t.same(texts.slice(1), expected, 'each notification is the exact message the string path builds');
+  for (let i = 0; i < 100 && twoTexts.length < 1 + uni.length; i++) await new Promise((r) => setTimeout(r, 10));
+  t.same(twoTexts.slice(1).map((x) => x.replace(idTwo, id)), expected, 'and a second subscriber gets the same bytes but its id');
+  const after = (await new Promise<Record<string, unknown>>((resolve) => {
+    ws.once('message', (data: Buffer) => resolve(JSON.parse(data.toString('utf8')) as Record<string, unknown>));
+    ws.send(JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'eth_chainId', params: [] }));
+  }));
+  t.equal(after.id, 7, 'the connection carries ordinary answers after fragmented messages');
 });
 
 t.test('newPendingTransactions: the hash of each transaction as it is preconfirmed (raw ws and ethers on "pending")', async (t) => {
