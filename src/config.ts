@@ -80,6 +80,8 @@ export interface Config {
   blockTimeMs: number;
   readyMaxAgeMs: number;
   execution: boolean;
+  executionEngine: 'revm' | 'anvil';
+  executionCacheMb: number;
   executionStrategy: 'per-flashblock' | 'reorg' | 'rebuild' | 'hybrid';
   executionHardfork: string;
   anvilBinary: string;
@@ -147,6 +149,8 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'block-time-ms', key: 'blockTimeMs', kind: 'int', def: '2000', min: 100, max: 600000, help: 'L2 block time (Base, OP: 2000; Unichain: 1000); used for flashblock lateness' },
   { flag: 'ready-max-age-ms', key: 'readyMaxAgeMs', kind: 'int', def: '2000', min: 100, max: 3600000, help: '/readyz fails when no flashblock was applied for this long' },
   { flag: 'execution', key: 'execution', kind: 'bool', def: 'true', help: 'Execute every flashblock in an anvil (revm) sidecar forked from the node, so pending state reads (eth_call, eth_getCode, …) answer from executed state; false = they answer as latest' },
+  { flag: 'execution-engine', key: 'executionEngine', kind: 'string', def: 'revm', help: 'revm: the in-process EVM of the native core (op-revm; each flashblock appended to the open block) | anvil: the former sidecar (re-mines the block so far at every flashblock; kept for comparison)' },
+  { flag: 'execution-cache-mb', key: 'executionCacheMb', kind: 'int', def: '512', min: 16, max: 65536, help: 'Bound of the native engine\'s cache of the node\'s state, MiB (dropped and read again above it)' },
   { flag: 'execution-strategy', key: 'executionStrategy', kind: 'string', def: 'rebuild', help: 'How flashblocks after index 0 are executed: rebuild (re-mine the block so far, exact) | hybrid (fast, checked, re-mined when needed) | reorg (loses txs on anvil 1.7.1) | per-flashblock (inexact baseline)' },
   { flag: 'execution-hardfork', key: 'executionHardfork', kind: 'string', def: 'isthmus', help: "The chain's OP hardfork, as anvil's --hardfork takes it (isthmus, jovian, …)" },
   { flag: 'anvil-binary', key: 'anvilBinary', kind: 'string', def: '', help: 'Path of the anvil binary (default: the one of the @foundry-rs/anvil-<platform> package)' },
@@ -295,6 +299,7 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Rea
   if (c.canonicalWsRetryMaxMs < c.canonicalWsRetryInitialMs) {
     fail(`--canonical-ws-retry-max-ms (${c.canonicalWsRetryMaxMs}) must be ≥ --canonical-ws-retry-initial-ms (${c.canonicalWsRetryInitialMs})`);
   }
+  if (!['revm', 'anvil'].includes(c.executionEngine)) fail(`${src('execution-engine')}: "${c.executionEngine}" is not one of revm, anvil`);
   if (!['per-flashblock', 'reorg', 'rebuild', 'hybrid'].includes(c.executionStrategy)) {
     fail(`${src('execution-strategy')}: "${c.executionStrategy}" is not one of hybrid, rebuild, reorg, per-flashblock`);
   }

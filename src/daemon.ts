@@ -4,6 +4,8 @@ import { performance } from 'node:perf_hooks';
 import type { Config } from './config.js';
 import { StartupCode, StartupError } from './errors.js';
 import { AnvilEngine } from './exec/anvil.js';
+import type { ExecutionEngine } from './exec/engine.js';
+import { RevmEngine } from './exec/revm.js';
 import { ExecutionFeed } from './execution.js';
 import { CanonicalTracker } from './ingest/canonical.js';
 import { metricsObserver, observeUpstreamEvent } from './ingest/observer.js';
@@ -71,6 +73,29 @@ const STREAM_SETTINGS = [
   'replayRingFrames', 'maxFrameBytes',
 ] as const satisfies readonly (keyof StreamOptions & keyof Config)[];
 
+/** The execution engine --execution-engine names (the native core by default). */
+function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logger): ExecutionEngine {
+  const logTo = (msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error'): void =>
+    level === 'info' ? log.info(msg, fields) : level === 'error' ? log.error(msg, fields) : log.warn(msg, fields);
+  if (config.executionEngine === 'anvil') {
+    return new AnvilEngine({
+      nodeRpcUrl: config.nodeRpcUrl,
+      nodePost: (body) => engineNode.postRaw(body),
+      hardfork: config.executionHardfork,
+      strategy: config.executionStrategy,
+      ...(config.anvilBinary !== '' ? { anvilBinary: config.anvilBinary } : {}),
+      log: (msg, fields, level) => (level === 'info' ? log.info(msg, fields) : log.warn(msg, fields)),
+    });
+  }
+  return new RevmEngine({
+    nodePost: (body) => engineNode.postRaw(body),
+    specAt: () => config.executionHardfork,
+    cacheCapBytes: config.executionCacheMb * 1024 * 1024,
+    nodeTimeoutMs: config.nodeTimeoutMs,
+    log: logTo,
+  });
+}
+
 /** Starts the daemon. Throws StartupError (E_NATIVE, E_LISTEN) when it cannot. */
 export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions = {}): Promise<Daemon> {
   const log = opts.log ?? createLogger({ level: config.logLevel });
@@ -117,14 +142,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     config.execution && config.flashblocksEnabled && config.flashblocksUrls.length > 0 && config.nodeRpcUrl !== ''
       ? new ExecutionFeed(
           {
-            engine: new AnvilEngine({
-              nodeRpcUrl: config.nodeRpcUrl,
-              nodePost: (body) => engineNode.postRaw(body),
-              hardfork: config.executionHardfork,
-              strategy: config.executionStrategy,
-              ...(config.anvilBinary !== '' ? { anvilBinary: config.anvilBinary } : {}),
-              log: (msg, fields, level) => (level === 'info' ? log.info(msg, fields) : log.warn(msg, fields)),
-            }),
+            engine: makeEngine(config, engineNode, log),
             view: state,
             events,
             metrics,

@@ -119,7 +119,7 @@ export class ExecutionFeed {
       this.phase = 'down';
       this.lastStartError = (e as Error).message;
       // No binary to run: retrying cannot help (the single binary ships without anvil; see --anvil-binary).
-      if (/anvil binary not found|cannot run anvil/.test(this.lastStartError)) {
+      if (/anvil binary not found|cannot run/.test(this.lastStartError)) {
         this.d.log.error('execution engine cannot run; pending state reads answer as latest (set --anvil-binary, or --execution false)', { error: this.lastStartError });
         return;
       }
@@ -180,6 +180,7 @@ export class ExecutionFeed {
         gasLimit: base.gasLimit,
         prevRandao: base.prevRandao,
         parentHash: base.parentHash,
+        parentBeaconBlockRoot: base.parentBeaconBlockRoot,
       },
       txs,
       receiptsRoot: b.diffs[index]?.receiptsRoot ?? null,

@@ -129,6 +129,8 @@ export interface BlockEnv {
   gasLimit: bigint;
   prevRandao: string;
   parentHash: string;
+  /** EIP-4788 parent beacon block root (from Ecotone); null when the stream gives none. */
+  parentBeaconBlockRoot?: string | null;
 }
 
 /** One flashblock to execute: its block's env, its new transactions (EIP-2718 0x-hex) and the builder's commitment. */
@@ -178,11 +180,25 @@ export interface EngineStatus {
   lastSwapMs: number | null;
   /** JSON-RPC calls the engine (its anvil processes included) made to the node; null when not counted. */
   nodeReads: number | null;
+  /** Bytes held by the engine's state cache (in-process engine), else null. */
+  cacheBytes?: number | null;
   lastError: string | null;
 }
 
 /** A call as eth_call takes it (JSON-RPC shapes, hex strings). */
 export type CallRequest = Record<string, unknown>;
+
+/** A JSON-RPC error an engine read answers with (a revert: code 3 with its data), passed through to the client. */
+export class RpcReplyError extends Error {
+  constructor(
+    readonly method: string,
+    readonly code: number,
+    readonly rpcMessage: string,
+    readonly data: unknown,
+  ) {
+    super(`${method}: ${rpcMessage} (${code})`);
+  }
+}
 
 /** Reads refused because the engine has no usable state (down, restarting, or nothing applied). */
 export class EngineUnavailableError extends Error {}

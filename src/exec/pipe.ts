@@ -3,18 +3,10 @@
 // Not a batch and not WebSocket on purpose: anvil runs batch entries (and pipelined WS messages) concurrently and
 // loses their order; pipelined HTTP keeps it (research/pending-execution.md, "HTTP/1.1 pipelining keeps order").
 import { connect, type Socket } from 'node:net';
+import { RpcReplyError } from './engine.js';
 
 /** A JSON-RPC error answered by the server (the call reached it and was refused). */
-export class RpcReplyError extends Error {
-  constructor(
-    readonly method: string,
-    readonly code: number,
-    readonly rpcMessage: string,
-    readonly data: unknown,
-  ) {
-    super(`${method}: ${rpcMessage} (${code})`);
-  }
-}
+export { RpcReplyError };
 
 /** The connection failed or closed with calls in flight (the server is gone or restarting). */
 export class ConnectionLostError extends Error {}

@@ -4,8 +4,7 @@
 // executed the flashblock `pending` means here (so the state is never older than the receipts served); when
 // execution is off, down, failed at that block or still behind after the wait, the call is forwarded as `latest`
 // and counted (pending_fallbacks_total{reason="execution"}). eth_getProof at pending is refused.
-import { EngineUnavailableError } from '../../exec/engine.js';
-import { RpcReplyError } from '../../exec/pipe.js';
+import { EngineUnavailableError, RpcReplyError } from '../../exec/engine.js';
 import { toQuantity } from '../../chain/hex.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView, TxView } from '../../state/view.js';

@@ -1,0 +1,783 @@
+//! Executing flashblocks on the open pending block (op-revm), and answering reads on a snapshot. Pure engine logic:
+//! no threads, no N-API. Inputs and outputs are JSON values so the boundary stays a handful of strings.
+use crate::state::{quantity, Db, DbError, Layer, LayerAccount, Shared, Snapshot};
+use alloy_consensus::Transaction as _;
+use alloy_eips::eip2718::Decodable2718;
+use alloy_eips::eip2930::{AccessList, AccessListItem};
+use alloy_eips::{eip2935::HISTORY_STORAGE_ADDRESS, eip4788::BEACON_ROOTS_ADDRESS};
+use alloy_primitives::{hex, keccak256, Address, Bytes, TxKind, B256, U256};
+use op_alloy_consensus::OpTxEnvelope;
+use op_revm::revm::{
+    bytecode::Bytecode,
+    context::{BlockEnv, CfgEnv, Context, TxEnv},
+    context_interface::{block::BlobExcessGasAndPrice, either::Either, result::ExecutionResult},
+    handler::system_call::{SystemCallEvm, SYSTEM_ADDRESS},
+    primitives::hardfork::SpecId,
+    state::{AccountInfo, EvmState},
+    ExecuteEvm,
+};
+use op_revm::{DefaultOp, L1BlockInfo, OpBuilder, OpHaltReason, OpSpecId, OpTransaction};
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// geth's default gas cap for eth_call / eth_estimateGas.
+const RPC_GAS_CAP: u64 = 50_000_000;
+
+/// An engine failure with a stable code for the TypeScript side.
+#[derive(Debug)]
+pub struct EngineError {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl EngineError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+}
+
+impl From<DbError> for EngineError {
+    fn from(e: DbError) -> Self {
+        EngineError::new("E_NODE", e.0)
+    }
+}
+
+/// The pending block's env, from index 0's `base`.
+#[derive(Clone, Debug)]
+pub struct BlockSpec {
+    pub number: u64,
+    pub timestamp: u64,
+    pub base_fee: u64,
+    pub coinbase: Address,
+    pub gas_limit: u64,
+    pub prev_randao: B256,
+    pub parent_hash: B256,
+    pub parent_beacon_root: Option<B256>,
+    pub spec: OpSpecId,
+    pub chain_id: u64,
+}
+
+impl BlockSpec {
+    pub fn block_env(&self) -> BlockEnv {
+        BlockEnv {
+            number: U256::from(self.number),
+            beneficiary: self.coinbase,
+            timestamp: U256::from(self.timestamp),
+            gas_limit: self.gas_limit,
+            basefee: self.base_fee,
+            difficulty: U256::ZERO,
+            prevrandao: Some(self.prev_randao),
+            // OP-stack L2 blocks carry no blobs: excess blob gas 0 (blob base fee 1) from Ecotone on.
+            blob_excess_gas_and_price: Some(BlobExcessGasAndPrice::new_with_spec(0, self.spec.into_eth_spec())),
+            ..Default::default()
+        }
+    }
+
+    pub fn cfg(&self) -> CfgEnv<OpSpecId> {
+        let mut cfg = CfgEnv::new_with_spec(self.spec);
+        cfg.chain_id = self.chain_id;
+        cfg
+    }
+}
+
+/// One open pending block: its env, its flashblocks' layers (oldest first) and running receipt counters.
+pub struct OpenBlock {
+    pub spec: BlockSpec,
+    /// The parent's layers when the parent is itself pending (newest first), else empty (parent = the cache).
+    pub parent_layers: Vec<Arc<Layer>>,
+    /// This block's layers, oldest first (index 0's system calls and transactions, then one per flashblock).
+    pub layers: Vec<Arc<Layer>>,
+    pub next_index: u64,
+    pub cumulative_gas: u64,
+    pub tx_count: u64,
+}
+
+impl OpenBlock {
+    /// Layers newest first: this block's, then its parent's.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut layers: Vec<Arc<Layer>> = self.layers.iter().rev().cloned().collect();
+        layers.extend(self.parent_layers.iter().cloned());
+        Snapshot { layers }
+    }
+}
+
+fn hex_u64(v: &Value, what: &str) -> Result<u64, EngineError> {
+    match v {
+        Value::Number(n) => n.as_u64().ok_or_else(|| EngineError::new("E_INPUT", format!("{what}: not a u64"))),
+        Value::String(s) => {
+            let s = s.strip_prefix("0x").unwrap_or(s);
+            u64::from_str_radix(if s.is_empty() { "0" } else { s }, 16).map_err(|_| EngineError::new("E_INPUT", format!("{what}: bad quantity")))
+        }
+        _ => Err(EngineError::new("E_INPUT", format!("{what}: missing"))),
+    }
+}
+
+fn hex_u256(v: &Value, what: &str) -> Result<U256, EngineError> {
+    quantity(v).map_err(|_| EngineError::new("E_INPUT", format!("{what}: bad quantity")))
+}
+
+fn parse<T: std::str::FromStr>(v: &Value, what: &str) -> Result<T, EngineError> {
+    v.as_str().and_then(|s| s.parse().ok()).ok_or_else(|| EngineError::new("E_INPUT", format!("{what}: bad value")))
+}
+
+fn bytes_of(v: &Value, what: &str) -> Result<Bytes, EngineError> {
+    let s = v.as_str().ok_or_else(|| EngineError::new("E_INPUT", format!("{what}: not hex")))?;
+    hex::decode(s).map(Bytes::from).map_err(|_| EngineError::new("E_INPUT", format!("{what}: bad hex")))
+}
+
+/// The OP spec by name (`isthmus`, `jovian`, …).
+pub fn spec_by_name(name: &str) -> Result<OpSpecId, EngineError> {
+    Ok(match name.to_ascii_lowercase().as_str() {
+        "bedrock" => OpSpecId::BEDROCK,
+        "regolith" => OpSpecId::REGOLITH,
+        "canyon" => OpSpecId::CANYON,
+        // Delta changed only the derivation (span batches): the EVM is Canyon's.
+        "delta" => OpSpecId::CANYON,
+        "ecotone" => OpSpecId::ECOTONE,
+        "fjord" => OpSpecId::FJORD,
+        "granite" => OpSpecId::GRANITE,
+        "holocene" => OpSpecId::HOLOCENE,
+        "isthmus" => OpSpecId::ISTHMUS,
+        "jovian" => OpSpecId::JOVIAN,
+        "karst" => OpSpecId::KARST,
+        _ => return Err(EngineError::new("E_INPUT", format!("unknown OP hardfork {name:?}"))),
+    })
+}
+
+/// Parses the env part of a work item.
+pub fn block_spec(w: &Value) -> Result<BlockSpec, EngineError> {
+    Ok(BlockSpec {
+        number: hex_u64(&w["number"], "number")?,
+        timestamp: hex_u64(&w["timestamp"], "timestamp")?,
+        base_fee: hex_u64(&w["baseFee"], "baseFee")?,
+        coinbase: parse(&w["coinbase"], "coinbase")?,
+        gas_limit: hex_u64(&w["gasLimit"], "gasLimit")?,
+        prev_randao: parse(&w["prevRandao"], "prevRandao")?,
+        parent_hash: parse(&w["parentHash"], "parentHash")?,
+        parent_beacon_root: match &w["parentBeaconRoot"] {
+            Value::String(s) => Some(s.parse().map_err(|_| EngineError::new("E_INPUT", "parentBeaconRoot: bad hash"))?),
+            _ => None,
+        },
+        spec: spec_by_name(w["spec"].as_str().unwrap_or(""))?,
+        chain_id: hex_u64(&w["chainId"], "chainId")?,
+    })
+}
+
+type OpEvmOf<'a> = op_revm::api::builder::DefaultOpEvm<op_revm::OpContext<Db<'a>>>;
+
+fn build_evm<'a>(db: Db<'a>, spec: &BlockSpec, cfg: CfgEnv<OpSpecId>, block: BlockEnv) -> OpEvmOf<'a> {
+    let _ = spec;
+    Context::op().with_db(db).with_block(block).with_cfg(cfg).with_chain(L1BlockInfo::default()).build_op()
+}
+
+/// A decoded transaction ready for the EVM.
+pub struct Prepared {
+    pub hash: B256,
+    pub ty: u8,
+    pub from: Address,
+    pub to: Option<Address>,
+    pub nonce: u64,
+    pub tx: Option<OpTransaction<TxEnv>>,
+    pub is_deposit: bool,
+    pub effective_gas_price: u128,
+}
+
+/// Decodes one EIP-2718 transaction and recovers its sender. Type 0x7D (post-exec) is not executed (`tx: None`), as
+/// op-reth's executor short-circuits it before the EVM.
+pub fn prepare(raw: &[u8], base_fee: u64) -> Result<Prepared, EngineError> {
+    let hash = keccak256(raw);
+    let env = OpTxEnvelope::decode_2718(&mut &raw[..]).map_err(|e| EngineError::new("E_TX", format!("undecodable transaction {hash:#x}: {e}")))?;
+    let bad_sig = |e: alloy_primitives::SignatureError| EngineError::new("E_TX", format!("transaction {hash:#x}: bad signature ({e})"));
+    let enveloped = Some(Bytes::copy_from_slice(raw));
+    let mut b = TxEnv::default();
+    let mut deposit = op_revm::transaction::deposit::DepositTransactionParts::default();
+    let mut is_deposit = false;
+    let ty: u8;
+    let from: Address;
+    match &env {
+        OpTxEnvelope::Legacy(s) => {
+            from = s.recover_signer().map_err(bad_sig)?;
+            let t = s.tx();
+            ty = 0;
+            b.gas_price = t.gas_price;
+            b.chain_id = t.chain_id;
+        }
+        OpTxEnvelope::Eip2930(s) => {
+            from = s.recover_signer().map_err(bad_sig)?;
+            let t = s.tx();
+            ty = 1;
+            b.gas_price = t.gas_price;
+            b.chain_id = Some(t.chain_id);
+            b.access_list = t.access_list.clone();
+        }
+        OpTxEnvelope::Eip1559(s) => {
+            from = s.recover_signer().map_err(bad_sig)?;
+            let t = s.tx();
+            ty = 2;
+            b.gas_price = t.max_fee_per_gas;
+            b.gas_priority_fee = Some(t.max_priority_fee_per_gas);
+            b.chain_id = Some(t.chain_id);
+            b.access_list = t.access_list.clone();
+        }
+        OpTxEnvelope::Eip7702(s) => {
+            from = s.recover_signer().map_err(bad_sig)?;
+            let t = s.tx();
+            ty = 4;
+            b.gas_price = t.max_fee_per_gas;
+            b.gas_priority_fee = Some(t.max_priority_fee_per_gas);
+            b.chain_id = Some(t.chain_id);
+            b.access_list = t.access_list.clone();
+            b.authorization_list = t.authorization_list.iter().cloned().map(Either::Left).collect();
+        }
+        OpTxEnvelope::Deposit(d) => {
+            let t = d.inner();
+            from = t.from;
+            ty = 0x7e;
+            is_deposit = true;
+            deposit.source_hash = t.source_hash;
+            deposit.mint = if t.mint == 0 { None } else { Some(t.mint) };
+            deposit.is_system_transaction = t.is_system_transaction;
+        }
+        OpTxEnvelope::PostExec(_) => {
+            return Ok(Prepared { hash, ty: 0x7d, from: Address::ZERO, to: None, nonce: 0, tx: None, is_deposit: false, effective_gas_price: 0 });
+        }
+    }
+    b.tx_type = ty;
+    b.caller = from;
+    b.gas_limit = env.gas_limit();
+    b.kind = env.kind();
+    b.value = env.value();
+    b.data = env.input().clone();
+    b.nonce = env.nonce();
+    let to = match b.kind {
+        TxKind::Call(a) => Some(a),
+        TxKind::Create => None,
+    };
+    let effective_gas_price = if is_deposit {
+        0
+    } else {
+        match b.gas_priority_fee {
+            Some(tip) => b.gas_price.min(base_fee as u128 + tip),
+            None => b.gas_price,
+        }
+    };
+    let nonce = b.nonce;
+    let tx = OpTransaction { base: b, enveloped_tx: if is_deposit { None } else { enveloped }, deposit };
+    Ok(Prepared { hash, ty, from, to, nonce, tx: Some(tx), is_deposit, effective_gas_price })
+}
+
+fn log_json(l: &alloy_primitives::Log) -> Value {
+    json!({
+        "address": format!("{:#x}", l.address),
+        "topics": l.data.topics().iter().map(|t| format!("{t:#x}")).collect::<Vec<_>>(),
+        "data": format!("0x{}", hex::encode(&l.data.data)),
+    })
+}
+
+/// Accounts a flashblock obviously touches, read from the node in one batch before it executes.
+fn prefetch_list(spec: &BlockSpec, txs: &[Prepared]) -> Vec<Address> {
+    let mut out = vec![
+        spec.coinbase,
+        // L1Block, fee vaults (sequencer, base, L1, operator).
+        "0x4200000000000000000000000000000000000015".parse().unwrap(),
+        "0x4200000000000000000000000000000000000011".parse().unwrap(),
+        "0x4200000000000000000000000000000000000019".parse().unwrap(),
+        "0x420000000000000000000000000000000000001a".parse().unwrap(),
+        "0x420000000000000000000000000000000000001b".parse().unwrap(),
+    ];
+    for p in txs {
+        out.push(p.from);
+        if let Some(to) = p.to {
+            out.push(to);
+        }
+    }
+    out
+}
+
+/// The L1Block contract's slots op-revm reads for the L1 and operator fee.
+fn l1_slots() -> Vec<(Address, U256)> {
+    let l1: Address = "0x4200000000000000000000000000000000000015".parse().unwrap();
+    (0u64..=9).map(|k| (l1, U256::from(k))).collect()
+}
+
+/// Runs the pre-execution system calls the spec requires (EIP-4788 beacon root from Ecotone, EIP-2935 parent hash
+/// from Isthmus), as op-reth does them, into `layer`.
+fn system_calls(shared: &Shared, below: &[Arc<Layer>], spec: &BlockSpec, layer: &mut Layer) -> Result<(), EngineError> {
+    if spec.number == 0 {
+        return Ok(());
+    }
+    let mut calls: Vec<(Address, Bytes)> = Vec::new();
+    if spec.spec >= OpSpecId::ECOTONE {
+        if let Some(root) = spec.parent_beacon_root {
+            calls.push((BEACON_ROOTS_ADDRESS, Bytes::copy_from_slice(root.as_slice())));
+        }
+    }
+    if spec.spec >= OpSpecId::ISTHMUS {
+        calls.push((HISTORY_STORAGE_ADDRESS, Bytes::copy_from_slice(spec.parent_hash.as_slice())));
+    }
+    for (addr, data) in calls {
+        let db = Db { top: Some(&*layer), below, shared };
+        let mut evm = build_evm(db, spec, spec.cfg(), spec.block_env());
+        let result = evm.system_call_one_with_caller(SYSTEM_ADDRESS, addr, data).map_err(|e| EngineError::new("E_EXEC", format!("system call to {addr:#x}: {e}")))?;
+        let mut state: EvmState = evm.finalize();
+        drop(evm);
+        if !result.is_success() {
+            // A contract that is not deployed yet answers success with no code; a failure is the chain's problem.
+            return Err(EngineError::new("E_EXEC", format!("system call to {addr:#x} failed")));
+        }
+        state.remove(&SYSTEM_ADDRESS);
+        state.remove(&spec.coinbase);
+        layer.commit(state, &shared.codes);
+    }
+    Ok(())
+}
+
+/// Executes one flashblock's new transactions on `block`. Returns the receipts (JSON) and the new layer; `block` is
+/// not modified (the caller publishes the layer only when everything succeeded).
+pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>]) -> Result<(Layer, Vec<Value>, u64), EngineError> {
+    let spec = &block.spec;
+    let prepared: Vec<Prepared> = raw_txs.iter().map(|r| prepare(r, spec.base_fee)).collect::<Result<_, _>>()?;
+    shared.prefetch(&prefetch_list(spec, &prepared), &l1_slots())?;
+    let below = block.snapshot().layers;
+    let mut layer = Layer::default();
+    if index == 0 {
+        system_calls(shared, &below, spec, &mut layer)?;
+    }
+    let mut receipts = Vec::with_capacity(prepared.len());
+    let mut cumulative = block.cumulative_gas;
+    let canyon = spec.spec >= OpSpecId::CANYON;
+    let regolith = spec.spec >= OpSpecId::REGOLITH;
+    let mut db = Db { top: None, below: &below, shared };
+    // The EVM owns its database; the flashblock's layer goes in and out of it between transactions.
+    for p in prepared {
+        let Some(tx) = p.tx else {
+            receipts.push(json!({
+                "hash": format!("{:#x}", p.hash), "type": p.ty, "status": true, "cumulativeGasUsed": cumulative, "gasUsed": 0,
+                "logs": [], "depositNonce": null, "depositReceiptVersion": null, "contractAddress": null, "effectiveGasPrice": "0x0",
+                "from": format!("{:#x}", p.from), "to": null,
+            }));
+            continue;
+        };
+        let nonce_before = {
+            let d = Db { top: Some(&layer), below: &below, shared };
+            d.account(p.from)?.map(|a| a.nonce).unwrap_or(0)
+        };
+        db.top = None;
+        let owned = OwnedTop { layer: std::mem::take(&mut layer), below: &below, shared };
+        let (out, back) = owned.transact(spec, tx);
+        layer = back;
+        let (result, state) = out.map_err(|e| EngineError::new("E_TX", format!("transaction {:#x} rejected: {e}", p.hash)))?;
+        layer.commit(state, &shared.codes);
+        let gas_used = result.tx_gas_used();
+        cumulative += gas_used;
+        let contract = if p.to.is_none() && result.is_success() {
+            Some(p.from.create(if p.is_deposit { nonce_before } else { p.nonce }))
+        } else {
+            None
+        };
+        receipts.push(json!({
+            "hash": format!("{:#x}", p.hash),
+            "type": p.ty,
+            "status": result.is_success(),
+            "cumulativeGasUsed": cumulative,
+            "gasUsed": gas_used,
+            "logs": result.logs().iter().map(log_json).collect::<Vec<_>>(),
+            "depositNonce": if p.is_deposit && regolith { json!(nonce_before) } else { Value::Null },
+            "depositReceiptVersion": if p.is_deposit && canyon { json!(1) } else { Value::Null },
+            "contractAddress": contract.map(|a| format!("{a:#x}")),
+            "effectiveGasPrice": format!("0x{:x}", p.effective_gas_price),
+            "from": format!("{:#x}", p.from),
+            "to": p.to.map(|a| format!("{a:#x}")),
+        }));
+    }
+    let _ = &mut db;
+    Ok((layer, receipts, cumulative))
+}
+
+/// The flashblock's layer moved into an EVM for one transaction and handed back afterwards.
+struct OwnedTop<'a> {
+    layer: Layer,
+    below: &'a [Arc<Layer>],
+    shared: &'a Shared,
+}
+
+type TxOutcome = Result<(ExecutionResult<OpHaltReason>, EvmState), String>;
+
+impl<'a> OwnedTop<'a> {
+    fn transact(self, spec: &BlockSpec, tx: OpTransaction<TxEnv>) -> (TxOutcome, Layer) {
+        let layer = self.layer;
+        let out = {
+            let db = Db { top: Some(&layer), below: self.below, shared: self.shared };
+            let mut evm = build_evm(db, spec, spec.cfg(), spec.block_env());
+            match evm.transact(tx) {
+                Ok(r) => Ok((r.result, r.state)),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        (out, layer)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Reads
+
+/// A read's failure as a JSON-RPC error (code 3 for reverts, with data).
+pub struct ReadError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<String>,
+}
+
+impl From<EngineError> for ReadError {
+    fn from(e: EngineError) -> Self {
+        ReadError { code: if e.code == "E_INPUT" { -32602 } else { -32000 }, message: e.message, data: None }
+    }
+}
+impl From<DbError> for ReadError {
+    fn from(e: DbError) -> Self {
+        ReadError { code: -32000, message: e.0, data: None }
+    }
+}
+
+/// geth-style state overrides as a layer on top of the snapshot.
+fn override_layer(db: &Db, overrides: &Value, codes: &std::sync::RwLock<HashMap<B256, Bytecode>>) -> Result<Option<Layer>, ReadError> {
+    let Some(map) = overrides.as_object() else { return Ok(None) };
+    let mut layer = Layer::default();
+    for (addr, o) in map {
+        let a: Address = addr.parse().map_err(|_| ReadError { code: -32602, message: format!("state override: bad address {addr}"), data: None })?;
+        let mut info = db.account(a)?.unwrap_or_default();
+        if info.code.is_none() && info.code_hash != op_revm::revm::primitives::KECCAK_EMPTY {
+            info.code = Some(db.code(info.code_hash)?);
+        }
+        let mut acc = LayerAccount::default();
+        if let Some(v) = o.get("balance").filter(|v| !v.is_null()) {
+            info.balance = hex_u256(v, "balance")?;
+        }
+        if let Some(v) = o.get("nonce").filter(|v| !v.is_null()) {
+            info.nonce = hex_u64(v, "nonce")?;
+        }
+        if let Some(v) = o.get("code").filter(|v| !v.is_null()) {
+            let code = bytes_of(v, "code")?;
+            let bc = Bytecode::new_raw(code);
+            info.code_hash = bc.hash_slow();
+            if let Ok(mut c) = codes.write() {
+                c.entry(info.code_hash).or_insert_with(|| bc.clone());
+            }
+            info.code = Some(bc);
+        }
+        let whole = o.get("state").filter(|v| !v.is_null());
+        let diff = o.get("stateDiff").filter(|v| !v.is_null());
+        if whole.is_some() && diff.is_some() {
+            return Err(ReadError { code: -32602, message: format!("state override for {addr}: both state and stateDiff"), data: None });
+        }
+        if let Some(s) = whole.or(diff) {
+            acc.storage_reset = whole.is_some();
+            for (k, v) in s.as_object().into_iter().flatten() {
+                let k = U256::from_str_radix(k.trim_start_matches("0x"), 16).map_err(|_| ReadError { code: -32602, message: "state override: bad slot".into(), data: None })?;
+                acc.storage.insert(k, hex_u256(v, "storage value")?);
+            }
+        }
+        acc.info = Some(info);
+        layer.accounts.insert(a, acc);
+    }
+    Ok(Some(layer))
+}
+
+fn apply_block_overrides(env: &mut BlockEnv, o: &Value) -> Result<(), ReadError> {
+    let Some(m) = o.as_object() else { return Ok(()) };
+    for (k, v) in m {
+        if v.is_null() {
+            continue;
+        }
+        match k.as_str() {
+            "number" => env.number = hex_u256(v, "number")?,
+            "time" | "timestamp" => env.timestamp = hex_u256(v, "time")?,
+            "gasLimit" => env.gas_limit = hex_u64(v, "gasLimit")?,
+            "feeRecipient" | "coinbase" => env.beneficiary = parse(v, "feeRecipient")?,
+            "prevRandao" | "random" => env.prevrandao = Some(parse(v, "prevRandao")?),
+            "baseFee" | "baseFeePerGas" => env.basefee = hex_u64(v, "baseFee")?,
+            "difficulty" => env.difficulty = hex_u256(v, "difficulty")?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+struct CallSetup {
+    tx: OpTransaction<TxEnv>,
+    cfg: CfgEnv<OpSpecId>,
+    block: BlockEnv,
+    /// The caller gave no gas limit: estimateGas searches up to this.
+    gas_given: bool,
+}
+
+fn call_setup(db: &Db, spec: &BlockSpec, req: &Value, block_overrides: &Value) -> Result<CallSetup, ReadError> {
+    let mut block = spec.block_env();
+    apply_block_overrides(&mut block, block_overrides)?;
+    let mut cfg = spec.cfg();
+    let mut b = TxEnv::default();
+    b.caller = match req.get("from").filter(|v| !v.is_null()) {
+        Some(v) => parse(v, "from")?,
+        None => Address::ZERO,
+    };
+    b.kind = match req.get("to").filter(|v| !v.is_null()) {
+        Some(v) => TxKind::Call(parse(v, "to")?),
+        None => TxKind::Create,
+    };
+    if let Some(v) = req.get("input").filter(|v| !v.is_null()).or_else(|| req.get("data").filter(|v| !v.is_null())) {
+        b.data = bytes_of(v, "input")?;
+    }
+    if let Some(v) = req.get("value").filter(|v| !v.is_null()) {
+        b.value = hex_u256(v, "value")?;
+    }
+    let gas_given = req.get("gas").is_some_and(|v| !v.is_null());
+    b.gas_limit = if gas_given { hex_u64(&req["gas"], "gas")? } else { block.gas_limit.min(RPC_GAS_CAP) };
+    b.gas_limit = b.gas_limit.min(RPC_GAS_CAP.max(block.gas_limit));
+    let gas_price = req.get("gasPrice").filter(|v| !v.is_null());
+    let max_fee = req.get("maxFeePerGas").filter(|v| !v.is_null());
+    let tip = req.get("maxPriorityFeePerGas").filter(|v| !v.is_null());
+    if let Some(v) = gas_price {
+        b.gas_price = hex_u256(v, "gasPrice")?.to::<u128>();
+        b.tx_type = 0;
+    } else if max_fee.is_some() || tip.is_some() {
+        b.tx_type = 2;
+        b.gas_price = match max_fee {
+            Some(v) => hex_u256(v, "maxFeePerGas")?.to::<u128>(),
+            None => block.basefee as u128 + hex_u256(tip.unwrap(), "maxPriorityFeePerGas")?.to::<u128>(),
+        };
+        b.gas_priority_fee = match tip {
+            Some(v) => Some(hex_u256(v, "maxPriorityFeePerGas")?.to::<u128>()),
+            None => Some(0),
+        };
+    } else {
+        // No fee given: a free call, as geth/op-geth answer it (no base fee check, no L1 or operator fee).
+        b.tx_type = 2;
+        b.gas_price = 0;
+        b.gas_priority_fee = Some(0);
+        cfg.disable_base_fee = true;
+        cfg.disable_fee_charge = true;
+    }
+    if let Some(list) = req.get("accessList").filter(|v| !v.is_null()) {
+        let items = list.as_array().ok_or_else(|| ReadError { code: -32602, message: "accessList: not a list".into(), data: None })?;
+        let mut out = Vec::new();
+        for it in items {
+            let address: Address = parse(&it["address"], "accessList address")?;
+            let keys = it["storageKeys"].as_array().map(|ks| ks.iter().filter_map(|k| k.as_str()?.parse().ok()).collect()).unwrap_or_default();
+            out.push(AccessListItem { address, storage_keys: keys });
+        }
+        b.access_list = AccessList(out);
+        if b.tx_type == 0 {
+            b.tx_type = 1;
+        }
+    }
+    b.nonce = match req.get("nonce").filter(|v| !v.is_null()) {
+        Some(v) => hex_u64(v, "nonce")?,
+        None => db.account(b.caller)?.map(|a| a.nonce).unwrap_or(0),
+    };
+    b.chain_id = Some(spec.chain_id);
+    cfg.disable_nonce_check = true;
+    cfg.disable_block_gas_limit = true;
+    // eth_call lets a contract be the caller (geth skips the EIP-3607 check).
+    cfg.disable_eip3607 = true;
+    let tx = OpTransaction { base: b, enveloped_tx: Some(Bytes::new()), deposit: Default::default() };
+    Ok(CallSetup { tx, cfg, block, gas_given })
+}
+
+fn run(db: Db, spec: &BlockSpec, s: &CallSetup, gas: u64) -> Result<(ExecutionResult<OpHaltReason>, EvmState), ReadError> {
+    let mut tx = s.tx.clone();
+    tx.base.gas_limit = gas;
+    let mut evm = build_evm(db, spec, s.cfg.clone(), s.block.clone());
+    match evm.transact(tx) {
+        Ok(r) => Ok((r.result, r.state)),
+        Err(e) => Err(ReadError { code: -32000, message: e.to_string(), data: None }),
+    }
+}
+
+fn failure(r: &ExecutionResult<OpHaltReason>) -> ReadError {
+    match r {
+        ExecutionResult::Revert { output, .. } => {
+            let data = format!("0x{}", hex::encode(output));
+            let reason = decode_revert_reason(output);
+            ReadError { code: 3, message: match reason { Some(m) => format!("execution reverted: {m}"), None => "execution reverted".into() }, data: Some(data) }
+        }
+        ExecutionResult::Halt { reason, .. } => ReadError { code: -32000, message: halt_message(reason), data: None },
+        ExecutionResult::Success { .. } => ReadError { code: -32000, message: "ok".into(), data: None },
+    }
+}
+
+fn halt_message(reason: &OpHaltReason) -> String {
+    let s = format!("{reason:?}");
+    if s.contains("OutOfGas") {
+        "out of gas".into()
+    } else {
+        format!("execution halted: {s}")
+    }
+}
+
+/// `Error(string)` revert data as text.
+fn decode_revert_reason(out: &Bytes) -> Option<String> {
+    if out.len() < 68 || out[..4] != [0x08, 0xc3, 0x79, 0xa0] {
+        return None;
+    }
+    let len = U256::from_be_slice(&out[36..68]).try_into().ok().filter(|l: &usize| 68 + *l <= out.len())?;
+    String::from_utf8(out[68..68 + len].to_vec()).ok()
+}
+
+/// Answers one read on `snap` (JSON request `{method, params...}`). Returns the JSON-RPC result value.
+pub fn read(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value) -> Result<Value, ReadError> {
+    let method = req["method"].as_str().unwrap_or("");
+    let base = Db { top: None, below: &snap.layers, shared };
+    let overrides = override_layer(&base, &req["stateOverrides"], &shared.codes)?;
+    let db = || Db { top: overrides.as_ref(), below: &snap.layers, shared };
+    match method {
+        "getBalance" => {
+            let a: Address = parse(&req["address"], "address")?;
+            Ok(json!(format!("0x{:x}", db().account(a)?.map(|i| i.balance).unwrap_or_default())))
+        }
+        "getTransactionCount" => {
+            let a: Address = parse(&req["address"], "address")?;
+            Ok(json!(format!("0x{:x}", db().account(a)?.map(|i| i.nonce).unwrap_or(0))))
+        }
+        "getCode" => {
+            let a: Address = parse(&req["address"], "address")?;
+            let d = db();
+            let code = match d.account(a)? {
+                Some(info) => match info.code {
+                    Some(c) if !c.is_empty() => c.original_bytes(),
+                    _ => d.code(info.code_hash)?.original_bytes(),
+                },
+                None => Bytes::new(),
+            };
+            Ok(json!(format!("0x{}", hex::encode(&code))))
+        }
+        "getStorageAt" => {
+            let a: Address = parse(&req["address"], "address")?;
+            let k = hex_u256(&req["slot"], "slot")?;
+            Ok(json!(format!("{:#x}", B256::from(db().slot(a, k)?))))
+        }
+        "call" => {
+            let s = call_setup(&db(), spec, &req["tx"], &req["blockOverrides"])?;
+            let (r, _) = run(db(), spec, &s, s.tx.base.gas_limit)?;
+            match &r {
+                ExecutionResult::Success { output, .. } => Ok(json!(format!("0x{}", hex::encode(output.data())))),
+                other => Err(failure(other)),
+            }
+        }
+        "estimateGas" => estimate(&db, spec, &req["tx"], &req["blockOverrides"]),
+        "createAccessList" => access_list(&db, spec, &req["tx"], &req["blockOverrides"]),
+        _ => Err(ReadError { code: -32601, message: format!("engine read {method:?} not supported"), data: None }),
+    }
+}
+
+fn estimate<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_overrides: &Value) -> Result<Value, ReadError> {
+    let s = call_setup(&db(), spec, tx, block_overrides)?;
+    let mut hi = s.tx.base.gas_limit;
+    // With a fee, the caller's balance bounds the gas it can buy (geth does the same).
+    if s.tx.base.gas_price > 0 {
+        let bal = db().account(s.tx.base.caller)?.map(|a| a.balance).unwrap_or_default();
+        let avail = bal.saturating_sub(s.tx.base.value) / U256::from(s.tx.base.gas_price);
+        if avail < U256::from(hi) {
+            hi = avail.to::<u64>();
+        }
+    }
+    let (first, _) = run(db(), spec, &s, hi)?;
+    if !first.is_success() {
+        return Err(failure(&first));
+    }
+    let used = first.tx_gas_used();
+    let refunded = first.gas().inner_refunded();
+    let mut lo = used.saturating_sub(1).max(20_999);
+    // geth's optimistic guess: what was used (before refunds) plus 1/63 for the call-stipend rule.
+    let guess = ((used + refunded) * 64 / 63).min(hi);
+    if guess > lo && guess < hi {
+        let (r, _) = run(db(), spec, &s, guess)?;
+        if r.is_success() {
+            hi = guess;
+        } else {
+            lo = guess;
+        }
+    }
+    while lo + 1 < hi {
+        let mid = lo + (hi - lo) / 2;
+        let (r, _) = run(db(), spec, &s, mid)?;
+        if r.is_success() {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    let _ = s.gas_given;
+    Ok(json!(format!("0x{hi:x}")))
+}
+
+fn access_list<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_overrides: &Value) -> Result<Value, ReadError> {
+    let mut s = call_setup(&db(), spec, tx, block_overrides)?;
+    let from = s.tx.base.caller;
+    let to = match s.tx.base.kind {
+        TxKind::Call(a) => Some(a),
+        TxKind::Create => None,
+    };
+    let precompiles: Vec<Address> = (1u64..=0x11).map(|i| Address::from_word(B256::from(U256::from(i)))).chain(std::iter::once(Address::from_word(B256::from(U256::from(0x100u64))))).collect();
+    // geth iterates until the list is stable: accessing a slot may change which slots are accessed.
+    let mut list = s.tx.base.access_list.clone();
+    let mut last: Option<(ExecutionResult<OpHaltReason>, AccessList)> = None;
+    for _ in 0..4 {
+        s.tx.base.access_list = list.clone();
+        if s.tx.base.tx_type == 0 {
+            s.tx.base.tx_type = 1;
+        }
+        let (r, state) = run(db(), spec, &s, s.tx.base.gas_limit)?;
+        let mut items: Vec<AccessListItem> = Vec::new();
+        let mut addrs: Vec<&Address> = state.keys().collect();
+        addrs.sort();
+        for a in addrs {
+            if *a == from || Some(*a) == to || precompiles.contains(a) || *a == spec.coinbase {
+                continue;
+            }
+            let acc = &state[a];
+            let mut keys: Vec<B256> = acc.storage.keys().map(|k| B256::from(*k)).collect();
+            keys.sort();
+            items.push(AccessListItem { address: *a, storage_keys: keys });
+        }
+        // Slots of the sender and recipient are listed too (geth lists every touched slot, excluding only addresses).
+        for a in [Some(from), to].into_iter().flatten() {
+            if let Some(acc) = state.get(&a) {
+                if !acc.storage.is_empty() {
+                    let mut keys: Vec<B256> = acc.storage.keys().map(|k| B256::from(*k)).collect();
+                    keys.sort();
+                    items.push(AccessListItem { address: a, storage_keys: keys });
+                }
+            }
+        }
+        let next = AccessList(items);
+        let stable = next == list;
+        last = Some((r, next.clone()));
+        if stable {
+            break;
+        }
+        list = next;
+    }
+    let (r, list) = last.expect("ran at least once");
+    let mut out = Map::new();
+    out.insert(
+        "accessList".into(),
+        json!(list.0.iter().map(|i| json!({"address": format!("{:#x}", i.address), "storageKeys": i.storage_keys.iter().map(|k| format!("{k:#x}")).collect::<Vec<_>>()})).collect::<Vec<_>>()),
+    );
+    out.insert("gasUsed".into(), json!(format!("0x{:x}", r.tx_gas_used())));
+    if let ExecutionResult::Revert { .. } | ExecutionResult::Halt { .. } = &r {
+        out.insert("error".into(), json!(failure(&r).message));
+    }
+    Ok(Value::Object(out))
+}
+
+/// Unused-import guard for SpecId (kept for readers: OpSpecId maps onto it).
+#[allow(dead_code)]
+fn eth_spec(s: OpSpecId) -> SpecId {
+    s.into_eth_spec()
+}
+
+#[allow(dead_code)]
+fn info_default() -> AccountInfo {
+    AccountInfo::default()
+}

@@ -1,0 +1,327 @@
+//! flashblocksd's native core, as N-API functions: an OP-stack EVM (op-revm) that keeps the pending block open and
+//! executes each flashblock's new transactions on it, with a state cache over the node that survives blocks.
+//!
+//! Threads: one apply thread (flashblocks and settles, strictly in call order) and a few read threads; the JS event
+//! loop only hands over a string and gets a Promise. Reads take the newest published snapshot, so they never wait for
+//! an apply and never see half a flashblock. A panic is caught at the thread boundary, rejects its Promise with code
+//! E_PANIC and poisons the engine (the TypeScript side starts a new one); it never aborts the process.
+#![deny(clippy::all)]
+
+pub mod exec;
+pub mod node;
+pub mod state;
+
+use exec::{BlockSpec, EngineError, OpenBlock};
+use napi::bindgen_prelude::*;
+use napi::{Env, JsDeferred};
+use napi_derive::napi;
+use serde_json::{json, Value};
+use state::{Shared, Snapshot};
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex, RwLock};
+use std::thread;
+
+type Job = Box<dyn FnOnce() + Send + 'static>;
+type Resolver = Box<dyn FnOnce(Env) -> napi::Result<String> + Send + 'static>;
+
+/// The newest executed flashblock, as reads see it.
+struct Head {
+    spec: BlockSpec,
+    snap: Snapshot,
+    number: u64,
+    index: u64,
+}
+
+struct Inner {
+    shared: Shared,
+    blocks: Mutex<BTreeMap<u64, OpenBlock>>,
+    head: RwLock<Option<Arc<Head>>>,
+    panic_next: AtomicBool,
+    poisoned: AtomicBool,
+    /// Open blocks, for stats (the JS thread must never wait on `blocks`: the apply thread holds it across node
+    /// reads, which the JS thread itself proxies).
+    open_blocks: AtomicUsize,
+}
+
+/// The engine: `apply`, `settle`, `read` return Promises of JSON strings.
+#[napi]
+pub struct Engine {
+    inner: Arc<Inner>,
+    apply_tx: Mutex<Option<Sender<Job>>>,
+    read_tx: Mutex<Option<Sender<Job>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic".into()
+    }
+}
+
+/// Runs `f` on the thread behind `tx`, settling a Promise with its string or `CODE: message` error.
+fn submit(env: &Env, tx: &Mutex<Option<Sender<Job>>>, inner: Arc<Inner>, f: impl FnOnce(&Inner) -> std::result::Result<String, EngineError> + Send + 'static) -> Result<Object<'static>> {
+    let (deferred, promise): (JsDeferred<String, Resolver>, Object<'_>) = env.create_deferred()?;
+    let job: Job = Box::new(move || {
+        let out = catch_unwind(AssertUnwindSafe(|| f(&inner)));
+        match out {
+            Ok(Ok(s)) => deferred.resolve(Box::new(move |_| Ok(s))),
+            Ok(Err(e)) => deferred.reject(Error::new(Status::GenericFailure, format!("{}: {}", e.code, e.message))),
+            Err(p) => {
+                inner.poisoned.store(true, Ordering::SeqCst);
+                deferred.reject(Error::new(Status::GenericFailure, format!("E_PANIC: {}", panic_text(p))));
+            }
+        }
+    });
+    let sent = lock(tx).as_ref().map(|s| s.send(job));
+    match sent {
+        Some(Ok(())) => {}
+        Some(Err(e)) => {
+            // The thread is gone: run the job here so its Promise settles (it only rejects or does little work).
+            (e.0)();
+        }
+        None => return Err(Error::new(Status::GenericFailure, "E_CLOSED: engine closed")),
+    }
+    // SAFETY of the lifetime: the promise object belongs to the current handle scope, which outlives this call.
+    Ok(unsafe { std::mem::transmute::<Object<'_>, Object<'static>>(promise) })
+}
+
+fn spawn_worker(name: String, rx: Arc<Mutex<Receiver<Job>>>) {
+    let _ = thread::Builder::new().name(name).stack_size(16 * 1024 * 1024).spawn(move || loop {
+        let job = { lock(&rx).recv() };
+        match job {
+            Ok(job) => job(),
+            Err(_) => return,
+        }
+    });
+}
+
+#[napi]
+impl Engine {
+    /// `node_url`: plain http URL of the daemon's loopback proxy to the node. `cache_cap_bytes`: the state cache's
+    /// bound (dropped whole above it). `read_threads`: threads answering reads.
+    #[napi(constructor)]
+    pub fn new(node_url: String, cache_cap_bytes: f64, read_threads: u32, timeout_ms: u32) -> Result<Self> {
+        let node = node::NodeClient::new(&node_url, timeout_ms as u64).map_err(|e| Error::new(Status::InvalidArg, e.0))?;
+        let inner = Arc::new(Inner {
+            shared: Shared::new(node, cache_cap_bytes.max(1.0) as usize),
+            blocks: Mutex::new(BTreeMap::new()),
+            head: RwLock::new(None),
+            panic_next: AtomicBool::new(false),
+            poisoned: AtomicBool::new(false),
+            open_blocks: AtomicUsize::new(0),
+        });
+        let (atx, arx) = channel::<Job>();
+        spawn_worker("fbd-apply".into(), Arc::new(Mutex::new(arx)));
+        let (rtx, rrx) = channel::<Job>();
+        let rrx = Arc::new(Mutex::new(rrx));
+        for i in 0..read_threads.clamp(1, 16) {
+            spawn_worker(format!("fbd-read-{i}"), rrx.clone());
+        }
+        Ok(Self { inner, apply_tx: Mutex::new(Some(atx)), read_tx: Mutex::new(Some(rtx)) })
+    }
+
+    /// Starts over at canonical height `height`: drops the cache, every open block and the head.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn reset(&self, env: &Env, height: f64) -> Result<Object<'static>> {
+        let h = height as u64;
+        submit(env, &self.apply_tx, self.inner.clone(), move |inner| {
+            lock(&inner.blocks).clear();
+            inner.open_blocks.store(0, Ordering::Relaxed);
+            *inner.head.write().unwrap_or_else(|e| e.into_inner()) = None;
+            inner.shared.cache.write().unwrap_or_else(|e| e.into_inner()).clear(h);
+            Ok("{}".into())
+        })
+    }
+
+    /// Executes one flashblock (JSON work: env fields, index, txs as 0x-hex). Resolves with its receipts as JSON.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn apply(&self, env: &Env, work: String) -> Result<Object<'static>> {
+        submit(env, &self.apply_tx, self.inner.clone(), move |inner| apply(inner, &work))
+    }
+
+    /// Block `number` is canonical with `hash`; `keep`: it equals what was executed (fold its changes into the
+    /// cache), else the cache is dropped. Resolves with `{"dropped": [open blocks built on the old state]}`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn settle(&self, env: &Env, number: f64, hash: String, keep: bool) -> Result<Object<'static>> {
+        let n = number as u64;
+        submit(env, &self.apply_tx, self.inner.clone(), move |inner| settle(inner, n, &hash, keep))
+    }
+
+    /// A state read at the newest executed flashblock (JSON `{method, ...}`). Resolves with
+    /// `{"result": …}`, `{"error": {code, message, data}}` or `{"unavailable": true}`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn read(&self, env: &Env, req: String) -> Result<Object<'static>> {
+        submit(env, &self.read_tx, self.inner.clone(), move |inner| Ok(read(inner, &req)))
+    }
+
+    /// Counters for metrics, as JSON.
+    #[napi]
+    pub fn stats(&self) -> String {
+        let s = &self.inner.shared;
+        let c = s.cache.read().unwrap_or_else(|e| e.into_inner());
+        let (accounts, slots) = c.entries();
+        json!({
+            "nodeReads": s.node.reads(),
+            "cacheBytes": c.bytes(),
+            "cacheAccounts": accounts,
+            "cacheSlots": slots,
+            "cacheHeight": c.height,
+            "cacheDrops": s.cache_drops.load(Ordering::Relaxed),
+            "openBlocks": self.inner.open_blocks.load(Ordering::Relaxed),
+            "poisoned": self.inner.poisoned.load(Ordering::Relaxed),
+        })
+        .to_string()
+    }
+
+    /// Test hook: the next apply panics inside the engine (proves a panic is an error and a restart, not an abort).
+    #[napi]
+    pub fn panic_next_apply(&self) {
+        self.inner.panic_next.store(true, Ordering::SeqCst);
+    }
+
+    /// Stops the engine's threads once their queued work is done.
+    #[napi]
+    pub fn close(&self) {
+        lock(&self.apply_tx).take();
+        lock(&self.read_tx).take();
+    }
+}
+
+fn u64_of(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> {
+    if inner.poisoned.load(Ordering::SeqCst) {
+        return Err(EngineError::new("E_POISONED", "engine state lost after a panic; restart it"));
+    }
+    if inner.panic_next.swap(false, Ordering::SeqCst) {
+        panic!("forced panic (test hook)");
+    }
+    let w: Value = serde_json::from_str(work).map_err(|e| EngineError::new("E_INPUT", e.to_string()))?;
+    let number = u64_of(&w["number"]);
+    let index = u64_of(&w["index"]);
+    let txs: Vec<Vec<u8>> = w["txs"]
+        .as_array()
+        .ok_or_else(|| EngineError::new("E_INPUT", "txs: not a list"))?
+        .iter()
+        .map(|t| alloy_primitives::hex::decode(t.as_str().unwrap_or("")).map_err(|_| EngineError::new("E_INPUT", "txs: bad hex")))
+        .collect::<std::result::Result<_, _>>()?;
+    let mut blocks = lock(&inner.blocks);
+    if index == 0 {
+        let spec = exec::block_spec(&w)?;
+        // A new build at this height replaces the old one, and everything above it.
+        let stale: Vec<u64> = blocks.range(number..).map(|(k, _)| *k).collect();
+        for k in stale {
+            blocks.remove(&k);
+        }
+        let parent_layers = match blocks.get(&(number - 1)) {
+            Some(p) => p.snapshot().layers,
+            None => {
+                let mut c = inner.shared.cache.write().unwrap_or_else(|e| e.into_inner());
+                if c.height + 1 > number {
+                    return Err(EngineError::new("E_NOT_NEXT", format!("block {number} is not above the canonical head {}", c.height)));
+                }
+                if c.height + 1 < number {
+                    // The node moved on without us settling the blocks between: their state is unknown here.
+                    c.clear(number - 1);
+                }
+                Vec::new()
+            }
+        };
+        inner.shared.note_hash(number - 1, spec.parent_hash);
+        blocks.insert(number, OpenBlock { spec, parent_layers, layers: Vec::new(), next_index: 0, cumulative_gas: 0, tx_count: 0 });
+    }
+    let block = blocks.get(&number).ok_or_else(|| EngineError::new("E_NOT_NEXT", format!("block {number} is not open (no index 0)")))?;
+    if block.next_index != index {
+        return Err(EngineError::new("E_NOT_NEXT", format!("flashblock {number}/{index} out of order (expected index {})", block.next_index)));
+    }
+    let (layer, receipts, cumulative) = match exec::apply(&inner.shared, block, index, &txs) {
+        Ok(v) => v,
+        Err(e) => {
+            // A failed index 0 leaves no open block behind.
+            if index == 0 {
+                blocks.remove(&number);
+            }
+            return Err(e);
+        }
+    };
+    let block = blocks.get_mut(&number).expect("open block");
+    block.layers.push(Arc::new(layer));
+    block.next_index = index + 1;
+    block.cumulative_gas = cumulative;
+    block.tx_count += txs.len() as u64;
+    let head = Head { spec: block.spec.clone(), snap: block.snapshot(), number, index };
+    {
+        let mut h = inner.head.write().unwrap_or_else(|e| e.into_inner());
+        if h.as_ref().map_or(true, |h| h.number <= number) {
+            *h = Some(Arc::new(head));
+        }
+    }
+    inner.open_blocks.store(blocks.len(), Ordering::Relaxed);
+    Ok(json!({ "receipts": receipts }).to_string())
+}
+
+fn settle(inner: &Inner, number: u64, hash: &str, keep: bool) -> std::result::Result<String, EngineError> {
+    let mut blocks = lock(&inner.blocks);
+    if let Ok(h) = hash.parse() {
+        inner.shared.note_hash(number, h);
+    }
+    let mut dropped = Vec::new();
+    {
+        let mut c = inner.shared.cache.write().unwrap_or_else(|e| e.into_inner());
+        if number <= c.height {
+            return Ok(json!({ "dropped": dropped }).to_string());
+        }
+        match (keep, blocks.get(&number)) {
+            (true, Some(b)) if c.height + 1 == number => {
+                for l in &b.layers {
+                    c.fold(l);
+                }
+                c.height = number;
+            }
+            _ => {
+                c.clear(number);
+                // Blocks above were built on state that is not the chain's (or not known): void.
+                for k in blocks.range(number + 1..).map(|(k, _)| *k).collect::<Vec<_>>() {
+                    blocks.remove(&k);
+                    dropped.push(k);
+                }
+            }
+        }
+    }
+    for k in blocks.range(..=number).map(|(k, _)| *k).collect::<Vec<_>>() {
+        blocks.remove(&k);
+    }
+    inner.open_blocks.store(blocks.len(), Ordering::Relaxed);
+    {
+        let mut h = inner.head.write().unwrap_or_else(|e| e.into_inner());
+        if h.as_ref().is_some_and(|h| h.number <= number || dropped.contains(&h.number)) {
+            *h = None;
+        }
+    }
+    Ok(json!({ "dropped": dropped }).to_string())
+}
+
+fn read(inner: &Inner, req: &str) -> String {
+    let head = inner.head.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let Some(head) = head else { return r#"{"unavailable":true}"#.into() };
+    let v: Value = match serde_json::from_str(req) {
+        Ok(v) => v,
+        Err(e) => return json!({"error": {"code": -32602, "message": e.to_string()}}).to_string(),
+    };
+    match exec::read(&inner.shared, &head.spec, &head.snap, &v) {
+        Ok(r) => json!({"result": r, "number": head.number, "index": head.index}).to_string(),
+        Err(e) => json!({"error": {"code": e.code, "message": e.message, "data": e.data}}).to_string(),
+    }
+}

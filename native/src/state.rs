@@ -1,0 +1,397 @@
+//! The engine's state: a cache of the node's canonical state at one height (kept across blocks, bounded), immutable
+//! per-flashblock layers of pending changes above it, and the revm `Database` that reads through them. Reads take a
+//! snapshot (an `Arc` list of layers) so they never see half a flashblock and never wait for an apply.
+use crate::node::{NodeClient, NodeError};
+use op_revm::revm::{
+    bytecode::Bytecode,
+    database_interface::{DBErrorMarker, Database},
+    primitives::{Address, B256, KECCAK_EMPTY, U256},
+    state::{AccountInfo, EvmState},
+};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// A database error: the node could not answer (the apply or read fails; nothing half-applied is published).
+#[derive(Debug, Clone)]
+pub struct DbError(pub String);
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for DbError {}
+impl DBErrorMarker for DbError {}
+
+impl From<NodeError> for DbError {
+    fn from(e: NodeError) -> Self {
+        DbError(e.0)
+    }
+}
+
+/// The node's canonical state at `height`, as far as it has been read.
+#[derive(Default)]
+pub struct Cache {
+    pub height: u64,
+    /// None: the account does not exist. Code lives in `Shared::codes`.
+    accounts: HashMap<Address, Option<AccountInfo>>,
+    storage: HashMap<Address, HashMap<U256, U256>>,
+    bytes: usize,
+}
+
+const ACCOUNT_BYTES: usize = 120;
+const SLOT_BYTES: usize = 96;
+
+impl Cache {
+    pub fn clear(&mut self, height: u64) {
+        self.height = height;
+        self.accounts.clear();
+        self.storage.clear();
+        self.bytes = 0;
+    }
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+    pub fn entries(&self) -> (usize, usize) {
+        (self.accounts.len(), self.storage.values().map(|s| s.len()).sum())
+    }
+    fn put_account(&mut self, a: Address, info: Option<AccountInfo>) {
+        if self.accounts.insert(a, info).is_none() {
+            self.bytes += ACCOUNT_BYTES;
+        }
+    }
+    fn put_slot(&mut self, a: Address, k: U256, v: U256) {
+        if self.storage.entry(a).or_default().insert(k, v).is_none() {
+            self.bytes += SLOT_BYTES;
+        }
+    }
+    /// Applies a settled block's changes (the block is canonical and equals what was executed).
+    pub fn fold(&mut self, layer: &Layer) {
+        for (a, acc) in &layer.accounts {
+            if acc.storage_reset {
+                if let Some(s) = self.storage.remove(a) {
+                    self.bytes = self.bytes.saturating_sub(s.len() * SLOT_BYTES);
+                }
+            }
+            self.put_account(*a, acc.info.clone());
+            for (k, v) in &acc.storage {
+                self.put_slot(*a, *k, *v);
+            }
+        }
+    }
+}
+
+/// One account's changes within a layer.
+#[derive(Clone, Default, Debug)]
+pub struct LayerAccount {
+    /// None: destroyed (or never existed after an override).
+    pub info: Option<AccountInfo>,
+    pub storage: HashMap<U256, U256>,
+    /// Storage below this layer is void for this account (created, destroyed, or overridden whole).
+    pub storage_reset: bool,
+}
+
+/// The state changes of one flashblock (or of the system calls that open a block, or of a read's overrides).
+#[derive(Default, Debug)]
+pub struct Layer {
+    pub accounts: HashMap<Address, LayerAccount>,
+}
+
+impl Layer {
+    /// Records the changes revm reports after one transaction.
+    pub fn commit(&mut self, state: EvmState, codes: &RwLock<HashMap<B256, Bytecode>>) {
+        for (address, account) in state {
+            if !account.is_touched() {
+                continue;
+            }
+            let entry = self.accounts.entry(address).or_default();
+            if account.is_selfdestructed() {
+                entry.info = None;
+                entry.storage.clear();
+                entry.storage_reset = true;
+                continue;
+            }
+            if account.is_created() {
+                entry.storage.clear();
+                entry.storage_reset = true;
+            }
+            let mut info = account.info;
+            if let Some(code) = &info.code {
+                if info.code_hash != KECCAK_EMPTY {
+                    if let Ok(mut c) = codes.write() {
+                        c.entry(info.code_hash).or_insert_with(|| code.clone());
+                    }
+                }
+            }
+            info.account_id = None;
+            entry.info = Some(info);
+            for (k, slot) in account.storage {
+                if slot.is_changed() {
+                    entry.storage.insert(k, slot.present_value());
+                }
+            }
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.accounts.is_empty()
+    }
+}
+
+/// Everything the engine's threads share.
+pub struct Shared {
+    pub node: NodeClient,
+    pub cache: RwLock<Cache>,
+    pub codes: RwLock<HashMap<B256, Bytecode>>,
+    /// Canonical and pending block hashes known (parent hashes from `base`, settled blocks, node reads).
+    pub hashes: RwLock<BTreeMap<u64, B256>>,
+    pub cap_bytes: usize,
+    pub cache_drops: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(node: NodeClient, cap_bytes: usize) -> Self {
+        Self {
+            node,
+            cache: RwLock::new(Cache::default()),
+            codes: RwLock::new(HashMap::new()),
+            hashes: RwLock::new(BTreeMap::new()),
+            cap_bytes,
+            cache_drops: AtomicU64::new(0),
+        }
+    }
+
+    /// Keeps the block-hash map to the last 512 blocks below `newest`.
+    pub fn note_hash(&self, number: u64, hash: B256) {
+        if let Ok(mut h) = self.hashes.write() {
+            h.insert(number, hash);
+            while h.len() > 512 {
+                let first = *h.keys().next().unwrap();
+                h.remove(&first);
+            }
+        }
+    }
+
+    fn over_cap(&self) {
+        let mut c = self.cache.write().unwrap_or_else(|e| e.into_inner());
+        if c.bytes > self.cap_bytes {
+            let h = c.height;
+            c.clear(h);
+            self.cache_drops.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Reads accounts the cache lacks from the node, in one batch (balance, nonce, code each), at the cache's height.
+    pub fn prefetch(&self, addresses: &[Address], slots: &[(Address, U256)]) -> Result<(), DbError> {
+        let (height, missing, missing_slots) = {
+            let c = self.cache.read().unwrap_or_else(|e| e.into_inner());
+            let mut seen = std::collections::HashSet::new();
+            let m: Vec<Address> = addresses.iter().copied().filter(|a| !c.accounts.contains_key(a) && seen.insert(*a)).collect();
+            let ms: Vec<(Address, U256)> = slots
+                .iter()
+                .copied()
+                .filter(|(a, k)| c.storage.get(a).map_or(true, |s| !s.contains_key(k)))
+                .collect();
+            (c.height, m, ms)
+        };
+        if missing.is_empty() && missing_slots.is_empty() {
+            return Ok(());
+        }
+        let tag = format!("0x{height:x}");
+        let mut calls = Vec::with_capacity(missing.len() * 3 + missing_slots.len());
+        for a in &missing {
+            let a = format!("{a:#x}");
+            calls.push(("eth_getBalance".to_string(), json!([a, tag])));
+            calls.push(("eth_getTransactionCount".to_string(), json!([a, tag])));
+            calls.push(("eth_getCode".to_string(), json!([a, tag])));
+        }
+        for (a, k) in &missing_slots {
+            calls.push(("eth_getStorageAt".to_string(), json!([format!("{a:#x}"), format!("{k:#x}"), tag])));
+        }
+        let answers = self.node.batch(&calls)?;
+        let mut infos = Vec::with_capacity(missing.len());
+        for (i, a) in missing.iter().enumerate() {
+            let bal = quantity(answers[3 * i].as_ref().map_err(|e| DbError(e.0.clone()))?)?;
+            let nonce = quantity(answers[3 * i + 1].as_ref().map_err(|e| DbError(e.0.clone()))?)?;
+            let code = data(answers[3 * i + 2].as_ref().map_err(|e| DbError(e.0.clone()))?)?;
+            infos.push((*a, self.account_info(bal, nonce.to::<u64>(), code)));
+        }
+        let mut vals = Vec::with_capacity(missing_slots.len());
+        for (j, (a, k)) in missing_slots.iter().enumerate() {
+            let v = quantity(answers[3 * missing.len() + j].as_ref().map_err(|e| DbError(e.0.clone()))?)?;
+            vals.push((*a, *k, v));
+        }
+        {
+            let mut c = self.cache.write().unwrap_or_else(|e| e.into_inner());
+            // The cache moved to another height meanwhile (a settle): these values are of the old one, drop them.
+            if c.height != height {
+                return Ok(());
+            }
+            for (a, info) in infos {
+                c.put_account(a, info);
+            }
+            for (a, k, v) in vals {
+                c.put_slot(a, k, v);
+            }
+        }
+        self.over_cap();
+        Ok(())
+    }
+
+    fn account_info(&self, balance: U256, nonce: u64, code: Vec<u8>) -> Option<AccountInfo> {
+        if balance.is_zero() && nonce == 0 && code.is_empty() {
+            return None;
+        }
+        let (code_hash, bytecode) = if code.is_empty() {
+            (KECCAK_EMPTY, Bytecode::default())
+        } else {
+            let bc = Bytecode::new_raw(code.into());
+            let h = bc.hash_slow();
+            if let Ok(mut c) = self.codes.write() {
+                c.entry(h).or_insert_with(|| bc.clone());
+            }
+            (h, bc)
+        };
+        Some(AccountInfo { balance, nonce, code_hash, account_id: None, code: Some(bytecode) })
+    }
+
+    fn cached_account(&self, a: &Address) -> Option<Option<AccountInfo>> {
+        let c = self.cache.read().unwrap_or_else(|e| e.into_inner());
+        c.accounts.get(a).cloned()
+    }
+
+    fn cached_slot(&self, a: &Address, k: &U256) -> Option<U256> {
+        let c = self.cache.read().unwrap_or_else(|e| e.into_inner());
+        c.storage.get(a).and_then(|s| s.get(k)).copied()
+    }
+
+    fn canonical_account(&self, a: Address) -> Result<Option<AccountInfo>, DbError> {
+        if let Some(v) = self.cached_account(&a) {
+            return Ok(v);
+        }
+        self.prefetch(&[a], &[])?;
+        if let Some(v) = self.cached_account(&a) {
+            return Ok(v);
+        }
+        // The cache moved (or was dropped for its cap) during the read: ask once more, without caching.
+        self.prefetch(&[a], &[])?;
+        Ok(self.cached_account(&a).unwrap_or(None))
+    }
+
+    fn canonical_slot(&self, a: Address, k: U256) -> Result<U256, DbError> {
+        if let Some(v) = self.cached_slot(&a, &k) {
+            return Ok(v);
+        }
+        self.prefetch(&[], &[(a, k)])?;
+        if let Some(v) = self.cached_slot(&a, &k) {
+            return Ok(v);
+        }
+        let height = self.cache.read().unwrap_or_else(|e| e.into_inner()).height;
+        let v = self.node.call("eth_getStorageAt", json!([format!("{a:#x}"), format!("{k:#x}"), format!("0x{height:x}")]))?;
+        quantity(&v)
+    }
+
+    fn block_hash(&self, number: u64) -> Result<B256, DbError> {
+        if let Some(h) = self.hashes.read().unwrap_or_else(|e| e.into_inner()).get(&number) {
+            return Ok(*h);
+        }
+        let b = self.node.call("eth_getBlockByNumber", json!([format!("0x{number:x}"), false]))?;
+        let h = b.get("hash").and_then(|h| h.as_str()).ok_or_else(|| DbError(format!("node has no block {number}")))?;
+        let h: B256 = h.parse().map_err(|_| DbError("bad block hash from node".into()))?;
+        self.note_hash(number, h);
+        Ok(h)
+    }
+}
+
+/// Parses a JSON-RPC quantity.
+pub fn quantity(v: &Value) -> Result<U256, DbError> {
+    let s = v.as_str().ok_or_else(|| DbError("expected a hex quantity from the node".into()))?;
+    let s = s.strip_prefix("0x").unwrap_or(s);
+    if s.is_empty() {
+        return Ok(U256::ZERO);
+    }
+    U256::from_str_radix(s, 16).map_err(|_| DbError("bad hex quantity from the node".into()))
+}
+
+/// Parses JSON-RPC data.
+pub fn data(v: &Value) -> Result<Vec<u8>, DbError> {
+    let s = v.as_str().ok_or_else(|| DbError("expected hex data from the node".into()))?;
+    alloy_primitives::hex::decode(s).map_err(|_| DbError("bad hex data from the node".into()))
+}
+
+/// A consistent view: layers newest first (a read's overrides, then flashblocks, then the parent block's) above the
+/// shared canonical cache.
+#[derive(Clone, Default)]
+pub struct Snapshot {
+    pub layers: Vec<Arc<Layer>>,
+}
+
+/// revm's database over an optional mutable top layer (the flashblock being executed), a snapshot, and the cache.
+pub struct Db<'a> {
+    pub top: Option<&'a Layer>,
+    pub below: &'a [Arc<Layer>],
+    pub shared: &'a Shared,
+}
+
+impl<'a> Db<'a> {
+    fn layers(&self) -> impl Iterator<Item = &Layer> {
+        self.top.into_iter().chain(self.below.iter().map(|l| l.as_ref()))
+    }
+
+    pub fn account(&self, a: Address) -> Result<Option<AccountInfo>, DbError> {
+        for l in self.layers() {
+            if let Some(acc) = l.accounts.get(&a) {
+                return Ok(acc.info.clone());
+            }
+        }
+        self.shared.canonical_account(a)
+    }
+
+    pub fn slot(&self, a: Address, k: U256) -> Result<U256, DbError> {
+        for l in self.layers() {
+            if let Some(acc) = l.accounts.get(&a) {
+                if let Some(v) = acc.storage.get(&k) {
+                    return Ok(*v);
+                }
+                if acc.storage_reset || acc.info.is_none() {
+                    return Ok(U256::ZERO);
+                }
+            }
+        }
+        self.shared.canonical_slot(a, k)
+    }
+
+    pub fn code(&self, hash: B256) -> Result<Bytecode, DbError> {
+        if hash == KECCAK_EMPTY || hash == B256::ZERO {
+            return Ok(Bytecode::default());
+        }
+        self.shared
+            .codes
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&hash)
+            .cloned()
+            .ok_or_else(|| DbError(format!("code {hash:#x} not known")))
+    }
+}
+
+impl<'a> Database for Db<'a> {
+    type Error = DbError;
+
+    fn basic(&mut self, address: Address) -> Result<Option<AccountInfo>, DbError> {
+        self.account(address)
+    }
+
+    fn code_by_hash(&mut self, code_hash: B256) -> Result<Bytecode, DbError> {
+        self.code(code_hash)
+    }
+
+    fn storage(&mut self, address: Address, index: U256) -> Result<U256, DbError> {
+        self.slot(address, index)
+    }
+
+    fn block_hash(&mut self, number: u64) -> Result<B256, DbError> {
+        self.shared.block_hash(number)
+    }
+}

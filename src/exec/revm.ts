@@ -1,0 +1,455 @@
+// The in-process execution engine: op-revm in the native core (native/, loaded by addon.ts) keeps the pending block
+// open and executes each flashblock's new transactions only (O(flashblock)), over a cache of the node's state that
+// survives blocks. This file is the TypeScript side of ExecutionEngine: the order of applies and settles, receipts
+// and their verification against diff.receipts_root, canonical settles, restarts after a panic. No EVM work here.
+import { performance } from 'node:perf_hooks';
+import { TrieCache } from '../chain/trie.js';
+import { TX_DEPOSIT } from '../chain/types.js';
+import { loadAddon, type AddonEngine } from './addon.js';
+import {
+  EngineUnavailableError,
+  EngineUnsupportedError,
+  RpcReplyError,
+  type ApplyOutcome,
+  type CallRequest,
+  type EngineStatus,
+  type ExecutionEngine,
+  type FlashblockWork,
+} from './engine.js';
+import { ForkProxy, type NodePost } from './forkproxy.js';
+import { receiptsRootOf, type ExecutedLog, type ExecutedReceipt } from './receipts.js';
+
+export interface RevmEngineOptions {
+  /** One JSON-RPC POST to the node (the daemon's own client: the node's URL and credentials stay in JS). */
+  nodePost: NodePost;
+  /** The OP hardfork (op-revm spec name) in force at an L2 timestamp (seconds): the chain's schedule or a fixed one. */
+  specAt: (timestampSec: number) => string;
+  /** The state cache's bound, bytes; above it the cache is dropped and read again. */
+  cacheCapBytes?: number;
+  /** Threads answering state reads. */
+  readThreads?: number;
+  /** Per node call timeout, ms. */
+  nodeTimeoutMs?: number;
+  log?: (msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error') => void;
+}
+
+/** A block the engine holds open (or executed, not yet canonical): its flashblocks and executed receipts. */
+interface Held {
+  works: FlashblockWork[];
+  receipts: ExecutedReceipt[];
+  trie: TrieCache;
+  /** An apply failed here: later flashblocks are refused (reads at it fall back). */
+  failed: boolean;
+}
+
+interface WireReceipt {
+  hash: string;
+  type: number;
+  status: boolean;
+  cumulativeGasUsed: number;
+  gasUsed: number;
+  logs: ExecutedLog[];
+  depositNonce: number | null;
+  depositReceiptVersion: number | null;
+  contractAddress: string | null;
+  effectiveGasPrice: string;
+  from: string;
+  to: string | null;
+}
+
+const ZERO = 0n;
+
+function toReceipt(w: WireReceipt): ExecutedReceipt {
+  return {
+    transactionHash: w.hash,
+    type: w.type,
+    status: w.status,
+    cumulativeGasUsed: BigInt(w.cumulativeGasUsed),
+    gasUsed: BigInt(w.gasUsed),
+    logs: w.logs,
+    depositNonce: w.depositNonce === null ? null : BigInt(w.depositNonce),
+    depositReceiptVersion: w.depositReceiptVersion === null ? null : BigInt(w.depositReceiptVersion),
+    contractAddress: w.contractAddress,
+    effectiveGasPrice: BigInt(w.effectiveGasPrice),
+    from: w.from,
+    to: w.to,
+  };
+}
+
+/** `CODE: message` of a rejected native call. */
+function codeOf(e: unknown): { code: string; message: string } {
+  const m = /^(E_[A-Z_]+): ([\s\S]*)$/.exec((e as Error)?.message ?? String(e));
+  return m === null ? { code: 'E_UNKNOWN', message: String((e as Error)?.message ?? e) } : { code: m[1]!, message: m[2]! };
+}
+
+export class RevmEngine implements ExecutionEngine {
+  private native: AddonEngine | null = null;
+  private proxy: ForkProxy | null = null;
+  /** Applies and settles, in call order (the native side serialises too; this keeps the bookkeeping in step). */
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly held = new Map<number, Held>();
+  private readonly byHash = new Map<string, ExecutedReceipt>();
+  private canonical = 0;
+  private stopped = false;
+  private ready = false;
+  private last: { number: number; index: number } | null = null;
+  private restarts = 0;
+  private divergences = 0;
+  private verified = 0;
+  private applied = 0;
+  private lastError: string | null = null;
+  /** op-geth/op-reth commit a deposit's nonce before it; anvil (the devnet's node) the one after. Learned from roots. */
+  private depositNonceMode: 'pre' | 'reported' = 'pre';
+  private chainId = 0;
+
+  constructor(private readonly o: RevmEngineOptions) {}
+
+  private log(msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error' = 'warn'): void {
+    if (!this.stopped) this.o.log?.(msg, fields, level);
+  }
+
+  async start(canonical: number): Promise<void> {
+    const addon = loadAddon();
+    if (addon instanceof Error) throw new Error(`execution engine cannot run: ${addon.message}`);
+    this.proxy ??= await ForkProxy.start(this.o.nodePost);
+    this.canonical = canonical;
+    this.chainId = Number(await this.nodeCall<string>('eth_chainId', []));
+    this.native = new addon.Engine(this.proxy.url, this.o.cacheCapBytes ?? 512 * 1024 * 1024, this.o.readThreads ?? 2, this.o.nodeTimeoutMs ?? 5000);
+    await this.native.reset(canonical);
+    this.ready = true;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.ready = false;
+    this.native?.close();
+    this.native = null;
+    await this.proxy?.close();
+    this.proxy = null;
+  }
+
+  private enqueue<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn, fn);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  applyFlashblock(fb: FlashblockWork): Promise<ApplyOutcome> {
+    return this.enqueue(() => this.apply(fb));
+  }
+
+  private workJson(fb: FlashblockWork): string {
+    const e = fb.env;
+    return JSON.stringify({
+      number: fb.blockNumber,
+      index: fb.index,
+      timestamp: e.timestamp,
+      baseFee: '0x' + e.baseFeePerGas.toString(16),
+      coinbase: e.feeRecipient,
+      gasLimit: '0x' + e.gasLimit.toString(16),
+      prevRandao: e.prevRandao,
+      parentHash: e.parentHash,
+      parentBeaconRoot: e.parentBeaconBlockRoot ?? null,
+      spec: this.o.specAt(e.timestamp),
+      chainId: this.chainId,
+      txs: fb.txs,
+    });
+  }
+
+  private async apply(fb: FlashblockWork): Promise<ApplyOutcome> {
+    const t0 = performance.now();
+    const native = this.native;
+    if (native === null || this.stopped) return { ok: false, reason: 'engine_down', message: this.stopped ? 'execution engine stopped' : 'execution engine not started' };
+    if (fb.blockNumber <= this.canonical) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is canonical already` };
+    let h = this.held.get(fb.blockNumber);
+    if (fb.index === 0) {
+      for (const n of [...this.held.keys()]) if (n >= fb.blockNumber) this.dropHeld(n);
+      h = { works: [], receipts: [], trie: new TrieCache(), failed: false };
+      this.held.set(fb.blockNumber, h);
+    }
+    if (h === undefined || h.failed) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is not open` };
+    let answer: string;
+    try {
+      answer = await native.apply(this.workJson(fb));
+    } catch (e) {
+      const { code, message } = codeOf(e);
+      h.failed = true;
+      this.lastError = message;
+      if (code === 'E_PANIC' || code === 'E_POISONED') {
+        this.log('execution engine panicked; restarting it (its state is rebuilt from the held flashblocks)', { block: fb.blockNumber, index: fb.index, error: message }, 'error');
+        await this.restart(fb.blockNumber);
+        return { ok: false, reason: 'execution_error', message: `engine panic: ${message}` };
+      }
+      if (code === 'E_NOT_NEXT') return { ok: false, reason: 'not_next', message };
+      if (code === 'E_CLOSED') return { ok: false, reason: 'engine_down', message };
+      return { ok: false, reason: code === 'E_TX' ? 'tx_rejected' : 'execution_error', message };
+    }
+    const wire = JSON.parse(answer) as { receipts: WireReceipt[] };
+    const receipts = wire.receipts.map(toReceipt);
+    h.works.push(fb);
+    for (const r of receipts) {
+      h.receipts.push(r);
+      this.byHash.set(r.transactionHash, r);
+    }
+    this.applied++;
+    this.last = { number: fb.blockNumber, index: fb.index };
+    let verified: boolean | null = null;
+    if (fb.receiptsRoot !== null) {
+      verified = this.rootMatches(h, fb.receiptsRoot);
+      if (verified) this.verified++;
+      else this.divergences++;
+    }
+    return { ok: true, verified, rebuilt: false, receipts, applyMs: performance.now() - t0 };
+  }
+
+  private dropHeld(n: number): void {
+    const h = this.held.get(n);
+    if (h === undefined) return;
+    for (const r of h.receipts) if (this.byHash.get(r.transactionHash) === r) this.byHash.delete(r.transactionHash);
+    this.held.delete(n);
+  }
+
+  /** A new native engine after a panic: reset at the canonical head, the held blocks below `failedBlock` replayed. */
+  private async restart(failedBlock: number): Promise<void> {
+    this.restarts++;
+    this.ready = false;
+    this.native?.close();
+    this.native = null;
+    const addon = loadAddon();
+    if (addon instanceof Error || this.proxy === null || this.stopped) return;
+    try {
+      this.native = new addon.Engine(this.proxy.url, this.o.cacheCapBytes ?? 512 * 1024 * 1024, this.o.readThreads ?? 2, this.o.nodeTimeoutMs ?? 5000);
+      await this.native.reset(this.canonical);
+      for (const n of [...this.held.keys()].sort((a, b) => a - b)) {
+        if (n >= failedBlock) continue;
+        await this.replay(n);
+      }
+      this.ready = true;
+    } catch (e) {
+      this.lastError = (e as Error).message;
+      this.log('execution engine restart failed', { error: this.lastError }, 'error');
+    }
+  }
+
+  /** Re-executes held block `n` from its first flashblock on the current state; its receipts are replaced. */
+  private async replay(n: number): Promise<void> {
+    const h = this.held.get(n);
+    if (h === undefined || this.native === null) return;
+    const works = h.works;
+    this.dropHeld(n);
+    const fresh: Held = { works: [], receipts: [], trie: new TrieCache(), failed: false };
+    this.held.set(n, fresh);
+    for (const fb of works) {
+      try {
+        const wire = JSON.parse(await this.native.apply(this.workJson(fb))) as { receipts: WireReceipt[] };
+        fresh.works.push(fb);
+        for (const r of wire.receipts.map(toReceipt)) {
+          fresh.receipts.push(r);
+          this.byHash.set(r.transactionHash, r);
+        }
+      } catch (e) {
+        fresh.failed = true;
+        this.lastError = codeOf(e).message;
+        return;
+      }
+    }
+  }
+
+  /** True when the executed receipts root of `h` so far equals `root`. Learns the depositNonce convention. */
+  private rootMatches(h: Held, root: string): boolean {
+    const want = root.toLowerCase();
+    if (this.rootOf(h, this.depositNonceMode) === want) return true;
+    if (!h.receipts.some((r) => r.type === TX_DEPOSIT)) return false;
+    const other = this.depositNonceMode === 'pre' ? 'reported' : 'pre';
+    if (this.rootOf(h, other) !== want) return false;
+    this.depositNonceMode = other;
+    h.trie = new TrieCache();
+    this.log('execution engine: the chain commits the deposit nonce after execution (as anvil does)', { mode: other }, 'info');
+    return true;
+  }
+
+  private rootOf(h: Held, mode: 'pre' | 'reported'): string {
+    const rs = h.receipts;
+    return receiptsRootOf(rs.length, (i) => this.adjust(rs[i]!, mode), mode === this.depositNonceMode ? h.trie : null);
+  }
+
+  private adjust(r: ExecutedReceipt, mode: 'pre' | 'reported'): ExecutedReceipt {
+    if (mode === 'pre' || r.depositNonce === null) return r;
+    return { ...r, depositNonce: r.depositNonce + 1n };
+  }
+
+  noteCanonical(blockNumber: number): void {
+    if (blockNumber <= this.canonical) return;
+    void this.enqueue(() => this.settle(blockNumber));
+  }
+
+  /** Settles every held block ≤ n against the node's canonical header (kept in the cache when equal), then n. */
+  private async settle(n: number): Promise<void> {
+    if (n <= this.canonical || this.native === null) return;
+    const native = this.native;
+    const nums = [...this.held.keys()].filter((k) => k <= n).sort((a, b) => a - b);
+    if (nums[nums.length - 1] !== n) nums.push(n);
+    let dropped: number[] = [];
+    for (const k of nums) {
+      if (k <= this.canonical) continue;
+      const h = this.held.get(k);
+      let hash = '';
+      let keep = false;
+      if (h !== undefined && !h.failed && k === this.canonical + 1) {
+        try {
+          const header = await this.nodeCall<{ hash: string; receiptsRoot: string } | null>('eth_getBlockByNumber', ['0x' + k.toString(16), false]);
+          if (header !== null) {
+            hash = header.hash;
+            keep = this.rootOf(h, this.depositNonceMode) === header.receiptsRoot.toLowerCase();
+            if (!keep) void this.explainDivergence(k, h);
+          }
+        } catch (e) {
+          this.lastError = (e as Error).message;
+        }
+      }
+      try {
+        const out = JSON.parse(await native.settle(k, hash, keep)) as { dropped: number[] };
+        dropped = dropped.concat(out.dropped);
+      } catch (e) {
+        this.lastError = codeOf(e).message;
+      }
+      this.canonical = k;
+      this.dropHeld(k);
+    }
+    // Blocks built on a parent that turned out different from the chain's: executed again from their start.
+    for (const d of [...new Set(dropped)].sort((a, b) => a - b)) await this.replay(d);
+  }
+
+  /** Logs the first transaction and field where the executed block differs from the node's canonical receipts. */
+  private async explainDivergence(n: number, h: Held): Promise<void> {
+    try {
+      const canon = await this.nodeCall<Record<string, string>[] | null>('eth_getBlockReceipts', ['0x' + n.toString(16)]);
+      if (canon === null) return;
+      for (let i = 0; i < Math.max(canon.length, h.receipts.length); i++) {
+        const c = canon[i];
+        const x = h.receipts[i];
+        if (c === undefined || x === undefined) {
+          this.log('execution engine: canonical block differs from what was executed', { block: n, position: i, field: 'transaction count', executed: h.receipts.length, canonical: canon.length });
+          return;
+        }
+        const fields: [string, unknown, unknown][] = [
+          ['transactionHash', x.transactionHash, String(c.transactionHash).toLowerCase()],
+          ['status', x.status, c.status === '0x1'],
+          ['gasUsed', x.gasUsed, BigInt(c.gasUsed!)],
+          ['cumulativeGasUsed', x.cumulativeGasUsed, BigInt(c.cumulativeGasUsed!)],
+          ['logs', x.logs.length, (c.logs as unknown as unknown[]).length],
+        ];
+        for (const [field, a, b] of fields) {
+          if (a !== b) {
+            this.log('execution engine: canonical block differs from what was executed', { block: n, position: i, tx: x.transactionHash, field, executed: String(a), canonical: String(b) });
+            return;
+          }
+        }
+      }
+    } catch {
+      // Best effort: the divergence itself is counted already.
+    }
+  }
+
+  private async nodeCall<T>(method: string, params: unknown[]): Promise<T> {
+    const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }));
+    this.proxy?.note(1);
+    const answer = JSON.parse((await this.o.nodePost(body)).toString('utf8')) as { result?: T; error?: { message: string } };
+    if (answer.error !== undefined) throw new Error(`node: ${answer.error.message}`);
+    return answer.result as T;
+  }
+
+  status(): EngineStatus {
+    let nodeReads: number | null = this.proxy?.reads ?? null;
+    let cacheBytes: number | null = null;
+    if (this.native !== null) {
+      try {
+        const s = JSON.parse(this.native.stats()) as { cacheBytes: number };
+        cacheBytes = s.cacheBytes;
+      } catch {
+        // stats are best effort
+      }
+    }
+    if (nodeReads === null) nodeReads = 0;
+    return {
+      ready: this.ready && this.native !== null,
+      pid: null,
+      blockNumber: this.last?.number ?? null,
+      index: this.last?.index ?? null,
+      canonical: this.canonical,
+      restarts: this.restarts,
+      rebuilds: 0,
+      divergences: this.divergences,
+      verified: this.verified,
+      applied: this.applied,
+      swaps: 0,
+      lastSwapMs: null,
+      nodeReads,
+      cacheBytes,
+      lastError: this.lastError,
+    };
+  }
+
+  /** Test hook: the next apply panics inside the native engine. */
+  panicNextApply(): void {
+    this.native?.panicNextApply();
+  }
+
+  private async read(method: string, req: Record<string, unknown>): Promise<unknown> {
+    const native = this.native;
+    if (native === null || !this.ready) throw new EngineUnavailableError('execution engine not ready');
+    const out = JSON.parse(await native.read(JSON.stringify({ method, ...req }))) as {
+      result?: unknown;
+      error?: { code: number; message: string; data?: string | null };
+      unavailable?: true;
+    };
+    if (out.unavailable === true) throw new EngineUnavailableError('nothing executed yet');
+    if (out.error !== undefined) throw new RpcReplyError(`eth_${method}`, out.error.code, out.error.message, out.error.data ?? undefined);
+    return out.result;
+  }
+
+  async call(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<string> {
+    return (await this.read('call', { tx, stateOverrides: stateOverrides ?? null, blockOverrides: blockOverrides ?? null })) as string;
+  }
+
+  async estimateGas(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<bigint> {
+    return BigInt((await this.read('estimateGas', { tx, stateOverrides: stateOverrides ?? null, blockOverrides: blockOverrides ?? null })) as string);
+  }
+
+  async createAccessList(tx: CallRequest): Promise<{ accessList: unknown[]; gasUsed: string }> {
+    return (await this.read('createAccessList', { tx })) as { accessList: unknown[]; gasUsed: string };
+  }
+
+  async getCode(address: string): Promise<string> {
+    return (await this.read('getCode', { address })) as string;
+  }
+
+  async getStorageAt(address: string, slot: string): Promise<string> {
+    return (await this.read('getStorageAt', { address, slot })) as string;
+  }
+
+  async getBalance(address: string): Promise<bigint> {
+    return BigInt((await this.read('getBalance', { address })) as string);
+  }
+
+  async getTransactionCount(address: string): Promise<bigint> {
+    return BigInt((await this.read('getTransactionCount', { address })) as string);
+  }
+
+  getProof(): Promise<never> {
+    return Promise.reject(new EngineUnsupportedError("eth_getProof at pending is not supported: the engine keeps no state trie (proofs need the node's, at a canonical block)"));
+  }
+
+  receipt(hash: string): ExecutedReceipt | null {
+    return this.byHash.get(hash) ?? null;
+  }
+
+  chainDepositNonce(r: ExecutedReceipt): bigint | null {
+    if (r.type !== TX_DEPOSIT || r.depositNonce === null) return null;
+    return this.adjust(r, this.depositNonceMode).depositNonce ?? ZERO;
+  }
+
+  blockReceipts(blockNumber: number): readonly ExecutedReceipt[] | null {
+    return this.held.get(blockNumber)?.receipts ?? null;
+  }
+}
