@@ -120,7 +120,9 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
             engine: new AnvilEngine({
               nodeRpcUrl: config.nodeRpcUrl,
               nodePost: (body) => engineNode.postRaw(body),
-              hardfork: config.executionHardfork,
+              // The anvil sidecar takes one spec for the whole run: `auto` (the chain's schedule by timestamp) needs
+              // the chain presets and the native engine; until they land it runs isthmus, the former default.
+              hardfork: config.executionHardfork === 'auto' ? 'isthmus' : config.executionHardfork,
               strategy: config.executionStrategy,
               ...(config.anvilBinary !== '' ? { anvilBinary: config.anvilBinary } : {}),
               log: (msg, fields, level) => (level === 'info' ? log.info(msg, fields) : log.warn(msg, fields)),
