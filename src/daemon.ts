@@ -1,6 +1,7 @@
 // Assembles the daemon: config → metrics, state, pipeline, node client → uWS app with rpc/ and stream/ mounted →
 // listeners → upstreams and canonical tracking. Owns start and stop order; holds no logic of its own.
 import { performance } from 'node:perf_hooks';
+import { isSea } from 'node:sea';
 import type { Config } from './config.js';
 import { StartupCode, StartupError } from './errors.js';
 import { AnvilEngine } from './exec/anvil.js';
@@ -13,7 +14,7 @@ import { ConnectionLeases } from './limits/connections.js';
 import { RequestQuota } from './limits/quota.js';
 import { RedisLink } from './limits/redis.js';
 import { createLogger, type Logger } from './log.js';
-import { healthReport } from './metrics/health.js';
+import { healthReport, type HealthInputs } from './metrics/health.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer, type HealthReport, type MetricsServer } from './metrics/server.js';
 import { mainThreadLoad, watchThreads } from './metrics/threads.js';
@@ -71,6 +72,15 @@ const STREAM_SETTINGS = [
   'replayRingFrames', 'maxFrameBytes',
 ] as const satisfies readonly (keyof StreamOptions & keyof Config)[];
 
+/**
+ * The feed's health for /readyz, marked cannot-run when it stopped for good: the start errors on which
+ * src/execution.ts gives up retrying (no anvil binary, or one that cannot be run).
+ */
+function executionHealth(feed: ExecutionFeed): NonNullable<HealthInputs['execution']> {
+  const h = feed.health();
+  return { ...h, cannotRun: h.phase === 'down' && /anvil binary not found|cannot run anvil/.test(h.detail) };
+}
+
 /** Starts the daemon. Throws StartupError (E_NATIVE, E_LISTEN) when it cannot. */
 export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions = {}): Promise<Daemon> {
   const log = opts.log ?? createLogger({ level: config.logLevel });
@@ -113,8 +123,16 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   // anvil reaches the node through a loopback proxy over its own client (its fork reads must not take the sockets
   // of forwarded requests, and the node's URL never reaches anvil's arguments).
   const engineNode = new NodeClient({ url: config.nodeRpcUrl, timeoutMs: config.nodeTimeoutMs, maxSockets: 8 });
+  const wantsExecution = config.execution && config.flashblocksEnabled && config.flashblocksUrls.length > 0 && config.nodeRpcUrl !== '';
+  // The single binary carries no anvil (and no npm to install one): without --anvil-binary the engine it was told
+  // to run is missing. Said once here, and /readyz is not ready with the reason (src/metrics/health.ts).
+  const executionMissing =
+    wantsExecution && isSea() && config.anvilBinary === ''
+      ? 'this binary does not include the execution engine (anvil): pass --anvil-binary /path/to/anvil (foundry 1.7.1), or --execution false'
+      : null;
+  if (executionMissing !== null) log.error(`execution engine cannot run; pending state reads answer as latest: ${executionMissing}`);
   const execution =
-    config.execution && config.flashblocksEnabled && config.flashblocksUrls.length > 0 && config.nodeRpcUrl !== ''
+    wantsExecution && executionMissing === null
       ? new ExecutionFeed(
           {
             engine: new AnvilEngine({
@@ -235,7 +253,11 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       nodeOkAgeMs: tracker.lastOkMs > 0 ? now - tracker.lastOkMs : null,
       canonicalPollMs: config.canonicalPollMs,
       nodeHead: tracker.head,
-      ...(execution === null ? {} : { execution: execution.health() }),
+      ...(executionMissing !== null
+        ? { execution: { phase: 'down', detail: `cannot run: ${executionMissing}`, cannotRun: true } }
+        : execution === null
+          ? {}
+          : { execution: executionHealth(execution) }),
     });
   };
 
