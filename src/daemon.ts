@@ -7,6 +7,7 @@ import { StartupCode, StartupError } from './errors.js';
 import { AnvilEngine } from './exec/anvil.js';
 import { ExecutionFeed } from './execution.js';
 import { CanonicalTracker } from './ingest/canonical.js';
+import { CHAIN_MATCH_DEFAULTS, ChainMatch, describeMismatch } from './ingest/chain-match.js';
 import { metricsObserver, observeUpstreamEvent } from './ingest/observer.js';
 import { IngestPipeline } from './ingest/pipeline.js';
 import { UpstreamPool, type ResumePosition } from './ingest/upstream.js';
@@ -92,6 +93,12 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });
   // Sender recovery (~50 µs a transaction) on a worker thread; with the JS fallback it stays on the event loop.
   const recoveryWorker = native.secp256k1 ? RecoveryWorker.start(log) : null;
+  // Is the node on the stream's chain? One error line when it is not, a metric per flashblock, a /readyz reason.
+  const chainMatch = new ChainMatch(CHAIN_MATCH_DEFAULTS, {
+    mismatch: (m) =>
+      log.error(describeMismatch(m), m.check === 'chain_id' ? { streamChainId: Number(m.streamChainId), nodeChainId: Number(m.nodeChainId) } : { streamBlock: m.streamBlock, nodeHead: m.nodeHead }),
+    flashblock: (check) => metrics.chainMismatches[check].inc(),
+  });
   const pipeline = new IngestPipeline(
     state,
     {
@@ -101,6 +108,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       recoveryWorker,
       blockTimeMs: config.blockTimeMs,
       maxAheadMs: config.maxAheadMs,
+      chainMatch,
     },
     log,
     metricsObserver(metrics, config.blockTimeMs),
@@ -241,6 +249,26 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     log,
   );
 
+  // The node's chain id, asked once it answers (retried every few seconds until then).
+  let stopped = false;
+  let chainIdTimer: NodeJS.Timeout | null = null;
+  const askChainId = (): void => {
+    chainIdTimer = null;
+    node.call<string>('eth_chainId', []).then(
+      (id) => chainMatch.setNodeChainId(BigInt(id)),
+      () => {
+        if (stopped) return;
+        chainIdTimer = setTimeout(askChainId, 3000);
+        chainIdTimer.unref();
+      },
+    );
+  };
+
+  const mismatchNow = (): string | null => {
+    const m = config.flashblocksEnabled ? chainMatch.mismatch() : null;
+    return m === null ? null : describeMismatch(m);
+  };
+
   const health = (): HealthReport => {
     const now = performance.now();
     return healthReport({
@@ -253,6 +281,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       nodeOkAgeMs: tracker.lastOkMs > 0 ? now - tracker.lastOkMs : null,
       canonicalPollMs: config.canonicalPollMs,
       nodeHead: tracker.head,
+      chainMismatch: mismatchNow(),
       ...(executionMissing !== null
         ? { execution: { phase: 'down', detail: `cannot run: ${executionMissing}`, cannotRun: true } }
         : execution === null
@@ -279,11 +308,14 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   execution?.start();
   pool?.start();
   tracker.start();
+  if (config.flashblocksEnabled && node.enabled) askChainId();
 
   let stopping: Promise<void> | null = null;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       clearInterval(ticker);
+      stopped = true;
+      if (chainIdTimer !== null) clearTimeout(chainIdTimer);
       stopWatchingThreads();
       mainLoad.stop();
       tracker.stop();

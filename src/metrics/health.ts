@@ -18,6 +18,8 @@ export interface HealthInputs {
   canonicalPollMs: number;
   /** The node's head as the tracker last saw it. */
   nodeHead: number;
+  /** Why the node is not on the stream's chain (a line from src/ingest/chain-match.ts), or null. */
+  chainMismatch?: string | null;
   /**
    * Pending execution: its phase (off, starting, up, restarting, down) and a line of detail; absent = off.
    * cannotRun: the engine it was told to run is missing or cannot be run (down for good, not retrying).
@@ -34,14 +36,16 @@ export function healthReport(h: HealthInputs): HealthReport {
   // An engine that is starting, restarting or retrying does not affect readiness (pending reads answer as latest
   // meanwhile); one that cannot run at all is a configuration to fix, so the instance is not ready.
   const engineRunnable = h.execution?.cannotRun !== true;
+  const mismatch = h.chainMismatch ?? null;
   return {
-    ready: fresh && upOk && nodeReachable && engineRunnable,
+    ready: fresh && upOk && nodeReachable && engineRunnable && mismatch === null,
     upstreamConnected: h.upstreamConnected,
     pendingAgeMs: age,
     nodeReachable,
     checks: {
       upstream: { ok: upOk, detail: h.flashblocksEnabled ? `${h.upstreamConnected}/${h.upstreamUrls} upstreams connected` : 'flashblocks disabled' },
       pending: { ok: fresh, detail: age === null ? 'no flashblock applied yet' : `last flashblock applied ${age} ms ago (limit ${h.readyMaxAgeMs} ms)` },
+      chain: { ok: mismatch === null, detail: mismatch === null ? (h.flashblocksEnabled ? 'no sign of another chain' : 'flashblocks disabled') : mismatch },
       node: { ok: nodeReachable, detail: h.nodeEnabled ? (nodeReachable ? `head ${h.nodeHead}` : 'node not answering') : 'no node configured' },
       // Informational unless the engine cannot run (see above): pending state reads then answer as latest.
       execution: {

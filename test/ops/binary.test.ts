@@ -9,7 +9,10 @@ import path from 'node:path';
 import { unichainMessages } from '../helpers/fixtures.js';
 import { repoRoot, spawnDaemon } from '../helpers/daemon-process.js';
 import { startReplayServer } from '../helpers/replay-server.js';
-import { startAnvil } from '../helpers/rpc-harness.js';
+import { startAnvil } from '../../scripts/devnet/anvil.js';
+
+/** The capture is Unichain Sepolia's: a node on its chain id, so the daemon sees no chain mix-up. */
+const CAPTURE_CHAIN_ID = 1301;
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'flashblocksd-bin-test-'));
 t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -62,7 +65,7 @@ t.test('with no upstream and no node it refuses clearly instead of starting a de
 });
 
 t.test('told to execute with no anvil beside it: one error saying what to pass, and /readyz is not ready with that reason', async (t) => {
-  const anvil = await startAnvil();
+  const anvil = await startAnvil({ chainId: CAPTURE_CHAIN_ID });
   t.teardown(() => anvil.stop());
   const upstream = await startReplayServer();
   t.teardown(() => upstream.close());
@@ -100,7 +103,7 @@ t.test('told to execute with no anvil beside it: one error saying what to pass, 
 });
 
 t.test('serves the replayed stream: eth_blockNumber is the pending height, other calls reach anvil', async (t) => {
-  const anvil = await startAnvil();
+  const anvil = await startAnvil({ chainId: CAPTURE_CHAIN_ID });
   t.teardown(() => anvil.stop());
   const upstream = await startReplayServer();
   t.teardown(() => upstream.close());
@@ -130,7 +133,7 @@ t.test('serves the replayed stream: eth_blockNumber is the pending height, other
     if (height !== PENDING_HEIGHT) await new Promise((r) => setTimeout(r, 25));
   }
   t.equal(height, PENDING_HEIGHT, 'eth_blockNumber("pending") answers the replayed pending height');
-  t.equal((await rpc(d.rpcUrl, 'eth_chainId')).result, '0x7a69', 'eth_chainId is forwarded to anvil (31337)');
+  t.equal((await rpc(d.rpcUrl, 'eth_chainId')).result, '0x515', 'eth_chainId is forwarded to anvil (1301)');
   const block = (await rpc(d.rpcUrl, 'eth_getBlockByNumber', ['pending', false])).result as { number: string; transactions: string[] };
   t.equal(block.number, PENDING_HEIGHT);
   t.ok(block.transactions.length > 0, 'the pending block carries the replayed transactions');
