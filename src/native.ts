@@ -38,7 +38,8 @@ export function checkNative(
     throw new StartupError(
       StartupCode.NATIVE_MISSING,
       `uWebSockets.js native binary did not load for node ${process.versions.node} (ABI ${process.versions.modules}, ${process.platform}-${process.arch}); ` +
-        'refusing to run on the slow JS fallback. Reinstall with `npm ci` on a supported platform (glibc ≥ 2.28, x64/arm64).',
+        'refusing to run on the slow JS fallback. ' +
+        (isSea() ? 'Build the binary on the platform it runs on (glibc ≥ 2.28, x64/arm64).' : 'Reinstall with `npm ci` on a supported platform (glibc ≥ 2.28, x64/arm64).'),
     );
   }
   const missing = (['secp256k1', 'keccak'] as const).filter((k) => !report[k]);
