@@ -4,9 +4,9 @@ import { isIP } from 'node:net';
 import os from 'node:os';
 import { parseArgs } from 'node:util';
 import { StartupCode, StartupError } from './errors.js';
-import { redactUrl } from './log.js';
+import { redactUrl, type LogLevel } from './log.js';
 
-type Kind = 'string' | 'urls' | 'bool' | 'int' | 'list' | 'level';
+type Kind = 'string' | 'urls' | 'bool' | 'int' | 'list' | 'enum';
 
 interface Setting {
   /** Flag name without dashes; the environment twin is its upper snake case. */
@@ -18,6 +18,8 @@ interface Setting {
   /** Inclusive bounds for ints. */
   min?: number;
   max?: number;
+  /** The allowed values of an enum (anything else is E_CONFIG, listing them); --help shows them. */
+  values?: readonly string[];
   /** ws/wss or http/https for url kinds. */
   schemes?: string[];
   secret?: boolean;
@@ -35,7 +37,7 @@ export interface Config {
   host: string;
   port: number;
   metricsPort: number;
-  logLevel: 'debug' | 'info' | 'warn' | 'error';
+  logLevel: LogLevel;
   pingIntervalMs: number;
   stallTimeoutMs: number;
   backoffInitialMs: number;
@@ -83,12 +85,21 @@ export interface Config {
   executionEngine: 'revm' | 'anvil';
   executionCacheMb: number;
   executionStrategy: 'per-flashblock' | 'reorg' | 'rebuild' | 'hybrid';
-  executionHardfork: string;
+  executionHardfork: ExecutionHardfork;
   anvilBinary: string;
   executionWaitMs: number;
 }
 
 const MiB = 1024 * 1024;
+
+/** --log-level values, most verbose first. */
+export const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];
+
+/** OP hardforks in activation order: a fixed spec for every block when --execution-hardfork names one. */
+export const OP_HARDFORKS = ['bedrock', 'regolith', 'canyon', 'ecotone', 'fjord', 'granite', 'holocene', 'isthmus', 'jovian'] as const;
+export type OpHardfork = (typeof OP_HARDFORKS)[number];
+/** --execution-hardfork: `auto` (the chain's own schedule by block timestamp) or one fixed hardfork. */
+export type ExecutionHardfork = 'auto' | OpHardfork;
 
 /** Stream threads by default: one core stays with the main thread (RPC, ingest), at most 4, at least 1. */
 export function defaultStreamThreads(): number {
@@ -105,7 +116,7 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'host', key: 'host', kind: 'string', def: '127.0.0.1', help: 'Address to bind the RPC, stream and metrics listeners' },
   { flag: 'port', key: 'port', kind: 'int', def: '8547', min: 0, max: 65535, help: 'HTTP JSON-RPC, WebSocket JSON-RPC and /flashblocks stream port (0 = any free port)' },
   { flag: 'metrics-port', key: 'metricsPort', kind: 'int', def: '9464', min: 0, max: 65535, help: '/metrics, /healthz, /readyz port (0 = any free port)' },
-  { flag: 'log-level', key: 'logLevel', kind: 'level', def: 'info', help: 'debug | info | warn | error' },
+  { flag: 'log-level', key: 'logLevel', kind: 'enum', values: LOG_LEVELS, def: 'info', help: 'Least severe log line written (debug is per flashblock)' },
   { flag: 'ping-interval-ms', key: 'pingIntervalMs', kind: 'int', def: '500', min: 50, max: 60000, help: 'Upstream WebSocket ping interval' },
   { flag: 'stall-timeout-ms', key: 'stallTimeoutMs', kind: 'int', def: '1000', min: 100, max: 600000, help: 'No frame and no pong for this long = stalled upstream; reconnect' },
   { flag: 'backoff-initial-ms', key: 'backoffInitialMs', kind: 'int', def: '100', min: 1, max: 60000, help: 'First reconnect delay (doubles, with jitter)' },
@@ -149,10 +160,10 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'block-time-ms', key: 'blockTimeMs', kind: 'int', def: '2000', min: 100, max: 600000, help: 'L2 block time (Base, OP: 2000; Unichain: 1000); used for flashblock lateness' },
   { flag: 'ready-max-age-ms', key: 'readyMaxAgeMs', kind: 'int', def: '2000', min: 100, max: 3600000, help: '/readyz fails when no flashblock was applied for this long' },
   { flag: 'execution', key: 'execution', kind: 'bool', def: 'true', help: 'Execute every flashblock in an anvil (revm) sidecar forked from the node, so pending state reads (eth_call, eth_getCode, …) answer from executed state; false = they answer as latest' },
-  { flag: 'execution-engine', key: 'executionEngine', kind: 'string', def: 'revm', help: 'revm: the in-process EVM of the native core (op-revm; each flashblock appended to the open block) | anvil: the former sidecar (re-mines the block so far at every flashblock; kept for comparison)' },
+  { flag: 'execution-engine', key: 'executionEngine', kind: 'enum', values: ['revm', 'anvil'], def: 'revm', help: 'revm: the in-process EVM of the native core (op-revm; each flashblock appended to the open block) | anvil: the former sidecar (re-mines the block so far at every flashblock; kept for comparison)' },
   { flag: 'execution-cache-mb', key: 'executionCacheMb', kind: 'int', def: '512', min: 16, max: 65536, help: 'Bound of the native engine\'s cache of the node\'s state, MiB (dropped and read again above it)' },
   { flag: 'execution-strategy', key: 'executionStrategy', kind: 'string', def: 'rebuild', help: 'How flashblocks after index 0 are executed: rebuild (re-mine the block so far, exact) | hybrid (fast, checked, re-mined when needed) | reorg (loses txs on anvil 1.7.1) | per-flashblock (inexact baseline)' },
-  { flag: 'execution-hardfork', key: 'executionHardfork', kind: 'string', def: 'isthmus', help: "The chain's OP hardfork, as anvil's --hardfork takes it (isthmus, jovian, …)" },
+  { flag: 'execution-hardfork', key: 'executionHardfork', kind: 'enum', values: ['auto', ...OP_HARDFORKS], def: 'auto', help: "The EVM spec blocks are executed with: auto = the chain's own hardfork schedule by block timestamp (from its chain preset); a hardfork name = that spec for every block" },
   { flag: 'anvil-binary', key: 'anvilBinary', kind: 'string', def: '', help: 'Path of the anvil binary (default: the one of the @foundry-rs/anvil-<platform> package)' },
   { flag: 'execution-wait-ms', key: 'executionWaitMs', kind: 'int', def: '1000', min: 0, max: 60000, help: 'How long a pending state read waits for the engine to execute the newest served flashblock before it answers as latest' },
   { flag: 'shutdown-grace-ms', key: 'shutdownGraceMs', kind: 'int', def: '5000', min: 0, max: 600000, help: 'In-flight requests get this long after SIGTERM' },
@@ -172,8 +183,8 @@ function parseValue(s: Setting, raw: string, from: string): unknown {
   switch (s.kind) {
     case 'string':
       return v;
-    case 'level':
-      if (!['debug', 'info', 'warn', 'error'].includes(v)) fail(`${from}: expected debug, info, warn or error, got "${v}"`);
+    case 'enum':
+      if (!(s.values ?? []).includes(v)) fail(`${from}: "${v}" is not one of ${(s.values ?? []).join(', ')}`);
       return v;
     case 'bool':
       if (/^(true|1|yes|on)$/i.test(v)) return true;
@@ -213,6 +224,7 @@ export function helpText(): string {
   for (const s of SETTINGS) {
     lines.push(`  --${s.flag.padEnd(30)} ${envName(s.flag).padEnd(30)} default: ${s.def === '' ? '(none)' : s.def}${s.defNote === undefined ? '' : ` (${s.defNote})`}`);
     lines.push(`      ${s.help}`);
+    if (s.values !== undefined) lines.push(`      one of: ${s.values.join(' | ')}`);
   }
   lines.push(
     '',
@@ -299,7 +311,6 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Rea
   if (c.canonicalWsRetryMaxMs < c.canonicalWsRetryInitialMs) {
     fail(`--canonical-ws-retry-max-ms (${c.canonicalWsRetryMaxMs}) must be ≥ --canonical-ws-retry-initial-ms (${c.canonicalWsRetryInitialMs})`);
   }
-  if (!['revm', 'anvil'].includes(c.executionEngine)) fail(`${src('execution-engine')}: "${c.executionEngine}" is not one of revm, anvil`);
   if (!['per-flashblock', 'reorg', 'rebuild', 'hybrid'].includes(c.executionStrategy)) {
     fail(`${src('execution-strategy')}: "${c.executionStrategy}" is not one of hybrid, rebuild, reorg, per-flashblock`);
   }

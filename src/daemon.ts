@@ -1,6 +1,7 @@
 // Assembles the daemon: config → metrics, state, pipeline, node client → uWS app with rpc/ and stream/ mounted →
 // listeners → upstreams and canonical tracking. Owns start and stop order; holds no logic of its own.
 import { performance } from 'node:perf_hooks';
+import { isSea } from 'node:sea';
 import type { Config } from './config.js';
 import { StartupCode, StartupError } from './errors.js';
 import { AnvilEngine } from './exec/anvil.js';
@@ -8,6 +9,7 @@ import type { ExecutionEngine } from './exec/engine.js';
 import { RevmEngine } from './exec/revm.js';
 import { ExecutionFeed } from './execution.js';
 import { CanonicalTracker } from './ingest/canonical.js';
+import { CHAIN_MATCH_DEFAULTS, ChainMatch, describeMismatch } from './ingest/chain-match.js';
 import { metricsObserver, observeUpstreamEvent } from './ingest/observer.js';
 import { IngestPipeline } from './ingest/pipeline.js';
 import { UpstreamPool, type ResumePosition } from './ingest/upstream.js';
@@ -15,7 +17,7 @@ import { ConnectionLeases } from './limits/connections.js';
 import { RequestQuota } from './limits/quota.js';
 import { RedisLink } from './limits/redis.js';
 import { createLogger, type Logger } from './log.js';
-import { healthReport } from './metrics/health.js';
+import { healthReport, type HealthInputs } from './metrics/health.js';
 import { createMetrics, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer, type HealthReport, type MetricsServer } from './metrics/server.js';
 import { mainThreadLoad, watchThreads } from './metrics/threads.js';
@@ -81,7 +83,7 @@ function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logge
     return new AnvilEngine({
       nodeRpcUrl: config.nodeRpcUrl,
       nodePost: (body) => engineNode.postRaw(body),
-      hardfork: config.executionHardfork,
+      hardfork: config.executionHardfork === 'auto' ? 'isthmus' : config.executionHardfork,
       strategy: config.executionStrategy,
       ...(config.anvilBinary !== '' ? { anvilBinary: config.anvilBinary } : {}),
       log: (msg, fields, level) => (level === 'info' ? log.info(msg, fields) : log.warn(msg, fields)),
@@ -89,11 +91,20 @@ function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logge
   }
   return new RevmEngine({
     nodePost: (body) => engineNode.postRaw(body),
-    specAt: () => config.executionHardfork,
+    specAt: () => (config.executionHardfork === 'auto' ? 'isthmus' : config.executionHardfork),
     cacheCapBytes: config.executionCacheMb * 1024 * 1024,
     nodeTimeoutMs: config.nodeTimeoutMs,
     log: logTo,
   });
+}
+
+/**
+ * The feed's health for /readyz, marked cannot-run when it stopped for good: the start errors on which
+ * src/execution.ts gives up retrying (no anvil binary or native core, or one that cannot be run).
+ */
+function executionHealth(feed: ExecutionFeed): NonNullable<HealthInputs['execution']> {
+  const h = feed.health();
+  return { ...h, cannotRun: h.phase === 'down' && /anvil binary not found|cannot run/.test(h.detail) };
 }
 
 /** Starts the daemon. Throws StartupError (E_NATIVE, E_LISTEN) when it cannot. */
@@ -107,6 +118,12 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });
   // Sender recovery (~50 µs a transaction) on a worker thread; with the JS fallback it stays on the event loop.
   const recoveryWorker = native.secp256k1 ? RecoveryWorker.start(log) : null;
+  // Is the node on the stream's chain? One error line when it is not, a metric per flashblock, a /readyz reason.
+  const chainMatch = new ChainMatch(CHAIN_MATCH_DEFAULTS, {
+    mismatch: (m) =>
+      log.error(describeMismatch(m), m.check === 'chain_id' ? { streamChainId: Number(m.streamChainId), nodeChainId: Number(m.nodeChainId) } : { streamBlock: m.streamBlock, nodeHead: m.nodeHead }),
+    flashblock: (check) => metrics.chainMismatches[check].inc(),
+  });
   const pipeline = new IngestPipeline(
     state,
     {
@@ -116,6 +133,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       recoveryWorker,
       blockTimeMs: config.blockTimeMs,
       maxAheadMs: config.maxAheadMs,
+      chainMatch,
     },
     log,
     metricsObserver(metrics, config.blockTimeMs),
@@ -138,8 +156,16 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   // anvil reaches the node through a loopback proxy over its own client (its fork reads must not take the sockets
   // of forwarded requests, and the node's URL never reaches anvil's arguments).
   const engineNode = new NodeClient({ url: config.nodeRpcUrl, timeoutMs: config.nodeTimeoutMs, maxSockets: 8 });
+  const wantsExecution = config.execution && config.flashblocksEnabled && config.flashblocksUrls.length > 0 && config.nodeRpcUrl !== '';
+  // The single binary carries no anvil (and no npm to install one): without --anvil-binary the engine it was told
+  // to run is missing. Said once here, and /readyz is not ready with the reason (src/metrics/health.ts).
+  const executionMissing =
+    wantsExecution && config.executionEngine === 'anvil' && isSea() && config.anvilBinary === ''
+      ? 'this binary does not include the execution engine (anvil): pass --anvil-binary /path/to/anvil (foundry 1.7.1), or --execution false'
+      : null;
+  if (executionMissing !== null) log.error(`execution engine cannot run; pending state reads answer as latest: ${executionMissing}`);
   const execution =
-    config.execution && config.flashblocksEnabled && config.flashblocksUrls.length > 0 && config.nodeRpcUrl !== ''
+    wantsExecution && executionMissing === null
       ? new ExecutionFeed(
           {
             engine: makeEngine(config, engineNode, log),
@@ -239,6 +265,26 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     log,
   );
 
+  // The node's chain id, asked once it answers (retried every few seconds until then).
+  let stopped = false;
+  let chainIdTimer: NodeJS.Timeout | null = null;
+  const askChainId = (): void => {
+    chainIdTimer = null;
+    node.call<string>('eth_chainId', []).then(
+      (id) => chainMatch.setNodeChainId(BigInt(id)),
+      () => {
+        if (stopped) return;
+        chainIdTimer = setTimeout(askChainId, 3000);
+        chainIdTimer.unref();
+      },
+    );
+  };
+
+  const mismatchNow = (): string | null => {
+    const m = config.flashblocksEnabled ? chainMatch.mismatch() : null;
+    return m === null ? null : describeMismatch(m);
+  };
+
   const health = (): HealthReport => {
     const now = performance.now();
     return healthReport({
@@ -251,7 +297,12 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       nodeOkAgeMs: tracker.lastOkMs > 0 ? now - tracker.lastOkMs : null,
       canonicalPollMs: config.canonicalPollMs,
       nodeHead: tracker.head,
-      ...(execution === null ? {} : { execution: execution.health() }),
+      chainMismatch: mismatchNow(),
+      ...(executionMissing !== null
+        ? { execution: { phase: 'down', detail: `cannot run: ${executionMissing}`, cannotRun: true } }
+        : execution === null
+          ? {}
+          : { execution: executionHealth(execution) }),
     });
   };
 
@@ -273,11 +324,14 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   execution?.start();
   pool?.start();
   tracker.start();
+  if (config.flashblocksEnabled && node.enabled) askChainId();
 
   let stopping: Promise<void> | null = null;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
       clearInterval(ticker);
+      stopped = true;
+      if (chainIdTimer !== null) clearTimeout(chainIdTimer);
       stopWatchingThreads();
       mainLoad.stop();
       tracker.stop();

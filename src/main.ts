@@ -1,5 +1,6 @@
 // Entry point, wiring only: config → daemon → signals → exit code. With no upstream and no node configured it
 // starts the embedded devnet first, so `npm start` shows flashblocks flowing with no setup.
+import { isSea } from 'node:sea';
 import { buildInfo, type BuildInfo } from './buildinfo.js';
 import { onParentExit } from './child.js';
 import { checkRunnable, helpText, loadConfig, redactedConfig, type Config } from './config.js';
@@ -27,8 +28,18 @@ interface DevnetHandle {
   stop(): Promise<void>;
 }
 
-/** Starts the embedded devnet (anvil + flashblocks sequencer + traffic); only for `npm start` without flags. */
+/** What to give instead of the devnet, where there is none (the single binary, a production install). */
+const NEEDS_ENDPOINTS =
+  'it needs --flashblocks-url (the flashblocks WebSocket, ws:// or wss://) and --node-rpc-url (the node beside it, http:// or https://), ' +
+  'or --flashblocks-enabled false with --node-rpc-url alone; see --help';
+
+/**
+ * Starts the embedded devnet (anvil + flashblocks sequencer + traffic); only for `npm start` without flags. Says
+ * it starts one only once its code is found: without it, one E_CONFIG saying what to give instead.
+ */
 async function startEmbeddedDevnet(log: Logger): Promise<DevnetHandle> {
+  // The single-file binary cannot import from disk at all: no devnet, whatever is next to it.
+  if (isSea()) throw new StartupError('E_CONFIG', `no --flashblocks-url and no --node-rpc-url given, and this binary has no embedded devnet: ${NEEDS_ENDPOINTS}`);
   // Dynamic imports: the devnet (anvil, viem) is development tooling, absent from a production install.
   const seqPath = '../scripts/devnet/sequencer.js';
   const trafficPath = '../scripts/devnet/traffic.js';
@@ -39,15 +50,11 @@ async function startEmbeddedDevnet(log: Logger): Promise<DevnetHandle> {
     seq = (await import(seqPath)) as typeof seq;
     traffic = (await import(trafficPath)) as typeof traffic;
   } catch (e) {
-    // Production installs ship without it; the single-file binary cannot import from disk at all.
     const code = (e as NodeJS.ErrnoException).code;
     if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'ERR_VM_DYNAMIC_IMPORT_CALLBACK_MISSING') throw e;
-    throw new StartupError(
-      'E_CONFIG',
-      'no --flashblocks-url and no --node-rpc-url given, and the embedded devnet (development tooling) is not part of this build; ' +
-        'give --flashblocks-url and --node-rpc-url (or --flashblocks-enabled false with --node-rpc-url); see --help',
-    );
+    throw new StartupError('E_CONFIG', `no --flashblocks-url and no --node-rpc-url given, and the embedded devnet (development tooling) is not part of this install: ${NEEDS_ENDPOINTS}`);
   }
+  log.info('no --flashblocks-url and no --node-rpc-url given: starting the embedded devnet (anvil + flashblocks sequencer)');
   const devnet = await seq.startDevnet({});
   const gen = await traffic.startTraffic({
     rpcUrl: devnet.nodeRpcUrl,
@@ -84,7 +91,6 @@ async function run(argv: string[]): Promise<number> {
   const log = createLogger({ level: config.logLevel });
   let devnet: DevnetHandle | null = null;
   if (config.flashblocksUrls.length === 0 && config.nodeRpcUrl === '' && config.flashblocksEnabled) {
-    log.info('no --flashblocks-url and no --node-rpc-url given: starting the embedded devnet (anvil + flashblocks sequencer)');
     devnet = await startEmbeddedDevnet(log);
     config = loadConfig([...argv, '--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl], process.env);
   }

@@ -4,8 +4,8 @@
 import { createRequire } from 'node:module';
 import { isSea } from 'node:sea';
 import { StartupCode, StartupError } from './errors.js';
-import { keccakIsNative } from './chain/keccak.js';
-import { secp256k1IsNative } from './chain/sender.js';
+import { keccakIsNative, keccakLoadError } from './chain/keccak.js';
+import { secp256k1IsNative, secp256k1LoadError } from './chain/sender.js';
 import type { Logger } from './log.js';
 
 const require = createRequire(import.meta.url);
@@ -27,17 +27,29 @@ export function uwsIsNative(mod: unknown): boolean {
  * Checks the native modules. uWS not native → StartupError E_NATIVE (the fallback is an order of magnitude slower);
  * secp256k1/keccak not native → a loud warning (correct, but slower sender recovery and hashing).
  */
-export function checkNative(uwsModule: unknown, log: Logger): NativeReport {
-  const report: NativeReport = { uws: uwsIsNative(uwsModule), secp256k1: secp256k1IsNative, keccak: keccakIsNative };
+export function checkNative(
+  uwsModule: unknown,
+  log: Logger,
+  /** Why each JS-fallback binding did not load (null = loaded); the modules' own answers unless a test gives them. */
+  bindings: { secp256k1: string | null; keccak: string | null } = { secp256k1: secp256k1IsNative ? null : secp256k1LoadError, keccak: keccakIsNative ? null : keccakLoadError },
+): NativeReport {
+  const report: NativeReport = { uws: uwsIsNative(uwsModule), secp256k1: bindings.secp256k1 === null, keccak: bindings.keccak === null };
   if (!report.uws) {
     throw new StartupError(
       StartupCode.NATIVE_MISSING,
       `uWebSockets.js native binary did not load for node ${process.versions.node} (ABI ${process.versions.modules}, ${process.platform}-${process.arch}); ` +
-        'refusing to run on the slow JS fallback. Reinstall with `npm ci` on a supported platform (glibc ≥ 2.28, x64/arm64).',
+        'refusing to run on the slow JS fallback. ' +
+        (isSea() ? 'Build the binary on the platform it runs on (glibc ≥ 2.28, x64/arm64).' : 'Reinstall with `npm ci` on a supported platform (glibc ≥ 2.28, x64/arm64).'),
     );
   }
-  if (!report.secp256k1) log.warn('secp256k1 native binding did not load; sender recovery uses @noble/curves (about 20x slower)');
-  if (!report.keccak) log.warn('keccak native binding did not load; hashing uses @noble/hashes (about 2.5x slower)');
+  const missing = (['secp256k1', 'keccak'] as const).filter((k) => !report[k]);
+  // The binary embeds the builds of the machine it was built on; a checkout gets them from npm (a prebuild, else
+  // a compile by the package's install script, which npm 11 runs only as package.json's allowScripts approves).
+  const fix = isSea()
+    ? 'build the binary on this platform (npm run build:binary)'
+    : `run \`npm rebuild ${missing.join(' ')}\` (a C++ toolchain is needed where no prebuild matches this platform)`;
+  if (!report.secp256k1) log.warn(`secp256k1 native binding did not load; sender recovery uses @noble/curves (about 20x slower); ${fix}`, { error: bindings.secp256k1 });
+  if (!report.keccak) log.warn(`keccak native binding did not load; hashing uses @noble/hashes (about 2.5x slower); ${fix}`, { error: bindings.keccak });
   return report;
 }
 

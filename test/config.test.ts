@@ -52,6 +52,9 @@ t.test('invalid values say what to fix', async (t) => {
     [['--allow-namespaces', 'debug_'], {}, /--allow-namespaces: "debug_" is not a namespace name/],
     [['--forward-methods', 'sendTransaction'], {}, /--forward-methods: "sendTransaction" is not a method name/],
     [['--backoff-initial-ms', '500', '--backoff-max-ms', '100'], {}, /must be ≥/],
+    [['--execution-hardfork', 'bogus'], {}, /^--execution-hardfork: "bogus" is not one of auto, bedrock, regolith, canyon, ecotone, fjord, granite, holocene, isthmus, jovian$/],
+    [[], { EXECUTION_HARDFORK: 'Isthmus' }, /^EXECUTION_HARDFORK: "Isthmus" is not one of auto, bedrock/],
+    [['--log-level', 'verbose'], {}, /^--log-level: "verbose" is not one of debug, info, warn, error$/],
   ];
   for (const [argv, env, re] of bad) {
     let err: unknown = null;
@@ -186,7 +189,7 @@ t.test('pending execution settings: on by default, a strategy from the list, a w
   const c = loadConfig([], {});
   t.equal(c.execution, true, 'execution is on for real runs');
   t.equal(c.executionStrategy, 'rebuild', 'the strategy src/exec/engine.ts chose');
-  t.equal(c.executionHardfork, 'isthmus');
+  t.equal(c.executionHardfork, 'auto', "the chain's own hardfork schedule");
   t.equal(c.anvilBinary, '', 'the platform package binary by default');
   t.equal(c.executionWaitMs, 1000);
   const d = loadConfig(['--execution', 'false', '--execution-strategy', 'hybrid', '--anvil-binary', '/opt/anvil'], { EXECUTION_WAIT_MS: '250' });
@@ -195,6 +198,28 @@ t.test('pending execution settings: on by default, a strategy from the list, a w
   t.equal(d.anvilBinary, '/opt/anvil');
   t.equal(d.executionWaitMs, 250);
   t.throws(() => loadConfig(['--execution-strategy', 'fast'], {}), /--execution-strategy: "fast" is not one of hybrid, rebuild, reorg, per-flashblock/);
+});
+
+t.test('enum settings: every allowed value is accepted, --help lists them, nothing enum-like is a free string', async (t) => {
+  const enums = SETTINGS.filter((s) => s.kind === 'enum');
+  t.same(enums.map((s) => s.flag).sort(), ['execution-hardfork', 'log-level']);
+  const help = helpText();
+  for (const s of enums) {
+    t.ok(s.values!.includes(s.def), `the default of --${s.flag} is one of its values`);
+    for (const v of s.values!) t.equal(loadConfig([`--${s.flag}`, v], {})[s.key], v, `--${s.flag} ${v}`);
+    t.ok(help.includes(`one of: ${s.values!.join(' | ')}`), `--help lists the values of --${s.flag}`);
+  }
+  t.equal(loadConfig([], { EXECUTION_HARDFORK: ' jovian ' }).executionHardfork, 'jovian', 'surrounding blanks are trimmed');
+});
+
+t.test('the daemon process: --execution-hardfork bogus exits 2 with E_CONFIG at start-up, listing the allowed values', async (t) => {
+  const r = await runDaemon(['--execution-hardfork', 'bogus', '--flashblocks-url', 'ws://127.0.0.1:1/flashblocks', '--node-rpc-url', 'http://127.0.0.1:1', '--port', '0', '--metrics-port', '0']);
+  t.equal(r.code, 2);
+  const lines = r.stderr.trim().split('\n');
+  t.equal(lines.length, 1, 'one line: nothing started before the check', { stderr: r.stderr });
+  const line = JSON.parse(lines[0]!) as { code?: string; msg?: string };
+  t.equal(line.code, 'E_CONFIG');
+  t.match(line.msg, /--execution-hardfork: "bogus" is not one of auto, bedrock, .*, jovian/);
 });
 
 t.test('--stream-port: off by default; --stream-threads defaults to cores − 1 within 1–4, 0 allowed; a port of its own', async (t) => {

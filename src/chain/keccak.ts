@@ -15,15 +15,22 @@ interface KeccakState {
   squeeze(length: number): Buffer;
 }
 
+/** Why the native binding did not load (for the start-up warning), or null. */
+let loadError: string | null = null;
+
 function loadNativeState(): KeccakState | null {
   try {
     const require = createRequire(import.meta.url);
     const dir = path.dirname(require.resolve('keccak/package.json'));
     const build = createRequire(path.join(dir, 'package.json'))('node-gyp-build') as (d: string) => unknown;
     const Addon = build(dir);
-    if (typeof Addon !== 'function') return null;
+    if (typeof Addon !== 'function') {
+      loadError = 'the keccak addon is not a constructor';
+      return null;
+    }
     return new (Addon as new () => KeccakState)();
-  } catch {
+  } catch (e) {
+    loadError = (e as Error).message;
     return null;
   }
 }
@@ -32,6 +39,8 @@ const state = loadNativeState();
 
 /** True when the native keccak binding loaded (start-up refuses or warns otherwise). */
 export const keccakIsNative = state !== null;
+/** Why the native keccak binding did not load; null when it did. */
+export const keccakLoadError: string | null = loadError;
 
 /** Inputs up to this size go through the WebAssembly pool (faster below ~4 KB, measured). */
 const WASM_MAX_BYTES = 2048;

@@ -16,14 +16,18 @@ interface NativeSecp256k1 {
 
 const require = createRequire(import.meta.url);
 let nativeSecp: NativeSecp256k1 | null = null;
+let loadError: string | null = null;
 try {
   nativeSecp = require('secp256k1/bindings') as NativeSecp256k1;
-} catch {
+} catch (e) {
   nativeSecp = null;
+  loadError = (e as Error).message;
 }
 
 /** True when the native secp256k1 binding loaded (start-up refuses or warns otherwise). */
 export const secp256k1IsNative = nativeSecp !== null;
+/** Why the native secp256k1 binding did not load; null when it did. */
+export const secp256k1LoadError: string | null = loadError;
 
 /** Which implementation recovers keys: the native binding or @noble/curves (the bench compares both). */
 export type RecoveryEngine = 'native' | 'noble';

@@ -84,6 +84,22 @@ function sh(s: string): string {
 class InputError extends Error {}
 
 /**
+ * Asks a [Y/n] question until the answer is yes (Enter, y, yes) or no (n, no), case-insensitive; anything else is
+ * asked again with the accepted answers. `what` names the question when standard input ends before an answer.
+ */
+async function confirm(prompter: Prompter, question: string, what: string, err: (line: string) => void): Promise<boolean> {
+  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+    const line = await prompter.ask(question);
+    if (line === null) throw new InputError(`standard input ended before ${what} was confirmed`);
+    const a = line.trim();
+    if (a === '' || /^y(es)?$/i.test(a)) return true;
+    if (/^no?$/i.test(a)) return false;
+    err(`  "${a}" is neither yes nor no: answer y (or Enter) or n`);
+  }
+  throw new InputError(`no yes-or-no answer for ${what} after ${MAX_ATTEMPTS} attempts`);
+}
+
+/**
  * Validates one answer with the daemon's own parser (the config table) plus setup's cross-checks, and returns the
  * value as it is written to the file. Throws InputError with a message that names the setting.
  */
@@ -284,9 +300,7 @@ export async function runSetup(argv: string[], io: CliIo): Promise<number> {
         if (check) warn.push(...(await checkReachable(q, candidate, io, timeoutMs)));
         for (const w of warn) err(`  warning: ${w}`);
         if (warn.length > 0) {
-          const keep = await prompter.ask('  Keep this value anyway? [Y/n]: ');
-          if (keep === null) throw new InputError(`standard input ended before ${envName(q.flag)} was confirmed`);
-          if (/^n(o)?$/i.test(keep)) continue;
+          if (!(await confirm(prompter, '  Keep this value anyway? [Y/n]: ', envName(q.flag), err))) continue;
         }
         value = candidate;
       }
@@ -300,9 +314,7 @@ export async function runSetup(argv: string[], io: CliIo): Promise<number> {
       if (v !== undefined) io.stdout.write(`  ${envName(q.flag).padEnd(20)} ${shown(q.flag, v)}\n`);
     }
     if (prompter !== null) {
-      const ok = await prompter.ask(`Write ${envFile}? [Y/n]: `);
-      if (ok === null) throw new InputError('standard input ended before the write was confirmed');
-      if (/^n(o)?$/i.test(ok)) {
+      if (!(await confirm(prompter, `Write ${envFile}? [Y/n]: `, 'the write', err))) {
         err('setup: nothing written');
         return SetupExit.NOT_WRITTEN;
       }

@@ -8,6 +8,7 @@ import { StateEvents } from '../state/events.js';
 import type { RecoveryWorker } from '../state/recover-worker.js';
 import { SenderRecovery } from '../state/senders.js';
 import type { Flashblock } from '../chain/flashblock.js';
+import type { ChainMatch } from './chain-match.js';
 import { decodeFrame, type DecodeErrorReason } from './frame.js';
 import { classify, ReorderBuffer, type SequenceView, type Verdict } from './sequence.js';
 import type { UpstreamFrame } from './upstream.js';
@@ -57,6 +58,8 @@ export interface PipelineOptions {
    * is refused (`too_far_ahead`). Undefined or 0 = no bound.
    */
   maxAheadMs?: number;
+  /** Checks that the node is on the stream's chain (src/ingest/chain-match.ts); fed every first copy. */
+  chainMatch?: ChainMatch | null;
 }
 
 interface Held {
@@ -135,6 +138,7 @@ export class IngestPipeline {
     }
     this.rememberCopy(key, f.upstream);
     this.observer?.copy(f.upstream, true);
+    this.opts.chainMatch?.observe(fb, this.state.canonical, f.receivedAtMs);
     const frame: RawFrame = { data: f.data, isBinary: f.isBinary, blockNumber: fb.blockNumber, index: fb.index, receivedAtMs: f.receivedAtMs };
     // A frame dropped for where the stream was, not for what it is: another upstream's copy may still apply.
     if (!this.process(fb, frame, t0)) this.firstCopy.delete(key);

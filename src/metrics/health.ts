@@ -1,5 +1,6 @@
 // Readiness as /readyz reports it, from plain observations (no module references): whether pending answers can be
-// served — a fresh flashblock, an upstream connected, the node answering. Pure; the daemon gathers the inputs.
+// served — a fresh flashblock, an upstream connected, the node answering, an execution engine that can run. Pure;
+// the daemon gathers the inputs.
 import type { HealthReport } from './server.js';
 
 /** What readiness is judged from, observed at one instant. */
@@ -17,8 +18,13 @@ export interface HealthInputs {
   canonicalPollMs: number;
   /** The node's head as the tracker last saw it. */
   nodeHead: number;
-  /** Pending execution: its phase (off, starting, up, restarting, down) and a line of detail; absent = off. */
-  execution?: { phase: string; detail: string };
+  /** Why the node is not on the stream's chain (a line from src/ingest/chain-match.ts), or null. */
+  chainMismatch?: string | null;
+  /**
+   * Pending execution: its phase (off, starting, up, restarting, down) and a line of detail; absent = off.
+   * cannotRun: the engine it was told to run is missing or cannot be run (down for good, not retrying).
+   */
+  execution?: { phase: string; detail: string; cannotRun?: boolean };
 }
 
 /** The /readyz report: ready when pending state is fresh, an upstream is connected and the node answers. */
@@ -27,16 +33,21 @@ export function healthReport(h: HealthInputs): HealthReport {
   const nodeReachable = !h.nodeEnabled || (h.nodeOkAgeMs !== null && h.nodeOkAgeMs < Math.max(5000, h.canonicalPollMs * 20));
   const fresh = !h.flashblocksEnabled || (age !== null && age <= h.readyMaxAgeMs);
   const upOk = !h.flashblocksEnabled || h.upstreamConnected > 0;
+  // An engine that is starting, restarting or retrying does not affect readiness (pending reads answer as latest
+  // meanwhile); one that cannot run at all is a configuration to fix, so the instance is not ready.
+  const engineRunnable = h.execution?.cannotRun !== true;
+  const mismatch = h.chainMismatch ?? null;
   return {
-    ready: fresh && upOk && nodeReachable,
+    ready: fresh && upOk && nodeReachable && engineRunnable && mismatch === null,
     upstreamConnected: h.upstreamConnected,
     pendingAgeMs: age,
     nodeReachable,
     checks: {
       upstream: { ok: upOk, detail: h.flashblocksEnabled ? `${h.upstreamConnected}/${h.upstreamUrls} upstreams connected` : 'flashblocks disabled' },
       pending: { ok: fresh, detail: age === null ? 'no flashblock applied yet' : `last flashblock applied ${age} ms ago (limit ${h.readyMaxAgeMs} ms)` },
+      chain: { ok: mismatch === null, detail: mismatch === null ? (h.flashblocksEnabled ? 'no sign of another chain' : 'flashblocks disabled') : mismatch },
       node: { ok: nodeReachable, detail: h.nodeEnabled ? (nodeReachable ? `head ${h.nodeHead}` : 'node not answering') : 'no node configured' },
-      // Informational: without the engine, pending state reads answer as latest; readiness does not depend on it.
+      // Informational unless the engine cannot run (see above): pending state reads then answer as latest.
       execution: {
         ok: h.execution === undefined || h.execution.phase === 'up' || h.execution.phase === 'off',
         detail: h.execution === undefined ? 'off' : `${h.execution.phase}: ${h.execution.detail}`,

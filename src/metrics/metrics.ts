@@ -20,6 +20,9 @@ export type SequenceVerdictLabel = (typeof SEQUENCE_VERDICTS)[number];
 export const BUDGET_MISS_SOURCES = ['interval', 'timestamp'] as const;
 export type BudgetMissSource = (typeof BUDGET_MISS_SOURCES)[number];
 
+/** The checks that the node is on the stream's chain (src/ingest/chain-match.ts). */
+export const CHAIN_CHECKS = ['chain_id', 'heights'] as const;
+export type ChainCheck = (typeof CHAIN_CHECKS)[number];
 export const PENDING_FALLBACK_REASONS = ['stale', 'broken', 'disabled', 'no_metadata', 'execution'] as const;
 export type PendingFallbackReason = (typeof PENDING_FALLBACK_REASONS)[number];
 
@@ -314,6 +317,8 @@ export interface Metrics {
   readonly pendingIndex: GaugeCell;
   readonly canonicalBlock: GaugeCell;
   readonly preconfReorgs: CounterCell;
+  /** Flashblocks received while the node did not match the stream, by check (src/ingest/chain-match.ts). */
+  readonly chainMismatches: Readonly<Record<ChainCheck, CounterCell>>;
   readonly pendingFallbacks: Readonly<Record<PendingFallbackReason, CounterCell>>;
 
   /** Pending execution (src/exec): engine up, lag behind the applied stream, apply time, outcomes, checks. */
@@ -475,6 +480,9 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     '0.2 s plus tolerance, source=timestamp when lateness exceeded 0.2 s.', ['source']);
   const budgetMisses = keyed(BUDGET_MISS_SOURCES, (s) => missF.child(s));
 
+  const chainMismatchF = counter('chain_mismatch_flashblocks_total',
+    "Flashblocks received while the node is not on the stream's chain: check=chain_id when the stream's signed transactions carry another chain id than the node's eth_chainId, check=heights when stream block numbers have stayed far from the node's head.", ['check']);
+
   // Pending state
   const fallbackF = counter('pending_fallbacks_total',
     'Pending-tag requests answered from the node\'s latest block instead of pending state, by reason.', ['reason']);
@@ -568,6 +576,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     preconfReorgs: counter('preconfirmation_reorgs_total',
       'Canonical blocks that did not contain a transaction we had preconfirmed for that block.').child(),
     pendingFallbacks: keyed(PENDING_FALLBACK_REASONS, (r) => fallbackF.child(r)),
+    chainMismatches: keyed(CHAIN_CHECKS, (c) => chainMismatchF.child(c)),
 
     executionUp: gauge('execution_up', '1 while the execution engine answers pending state reads, else 0.').child(),
     executionLagFlashblocks: gauge('execution_lag_flashblocks',

@@ -171,6 +171,35 @@ t.test('interactive: answers on standard input, bad URLs re-asked with the reaso
   t.match(r.out, /flashblocksd verify http:\/\/127\.0\.0\.1:8547\//, 'verify command uses loopback for 0.0.0.0');
 });
 
+t.test('interactive: a [Y/n] answer that is neither yes nor no is asked again, never taken as yes', async (t) => {
+  const file = join(tmp(t), 'fb.env');
+  const r = await setup(['--env-path', file, '--no-check', '--flashblocks-enabled', 'false', '--node-rpc-url', 'http://10.0.0.5:8545'], [
+    '0.0.0.0', // HOST: a warning ...
+    'maybe', // ... neither yes nor no: asked again
+    'n', // ... not kept: HOST asked again
+    '127.0.0.1',
+    '', // PORT
+    '', // METRICS_PORT
+    'sure', // Write? neither: asked again
+    'no',
+  ]);
+  t.equal(r.code, SetupExit.NOT_WRITTEN, 'exit code', { output: r.all });
+  t.equal(r.out.match(/Keep this value anyway\? \[Y\/n\]/g)?.length, 2, 'the keep question is asked twice');
+  t.match(r.err, /"maybe" is neither yes nor no: answer y \(or Enter\) or n/);
+  t.equal(r.out.match(/HOST - /g)?.length, 2, 'HOST is asked again after the value was not kept');
+  t.equal(r.out.match(/Write .*\? \[Y\/n\]/g)?.length, 2, 'the write question is asked twice');
+  t.match(r.err, /"sure" is neither yes nor no/);
+  t.throws(() => statSync(file), 'nothing written');
+});
+
+t.test('interactive: five answers that are neither yes nor no end setup without writing', async (t) => {
+  const file = join(tmp(t), 'fb.env');
+  const r = await setup(['--env-path', file, '--no-check', '--flashblocks-enabled', 'false', '--node-rpc-url', 'http://10.0.0.5:8545'], ['', '', '', 'a', 'b', 'c', 'd', 'e']);
+  t.equal(r.code, SetupExit.BAD_INPUT, 'exit code', { output: r.all });
+  t.match(r.err, /no yes-or-no answer for the write after 5 attempts/);
+  t.throws(() => statSync(file), 'nothing written');
+});
+
 t.test('interactive: flashblocks disabled skips the upstream question; declining the write writes nothing', async (t) => {
   const file = join(tmp(t), 'fb.env');
   const declined = await setup(['--env-path', file, '--no-check'], ['false', '', '', '', '', 'n']);

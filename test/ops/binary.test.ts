@@ -9,7 +9,10 @@ import path from 'node:path';
 import { unichainMessages } from '../helpers/fixtures.js';
 import { repoRoot, spawnDaemon } from '../helpers/daemon-process.js';
 import { startReplayServer } from '../helpers/replay-server.js';
-import { startAnvil } from '../helpers/rpc-harness.js';
+import { startAnvil } from '../../scripts/devnet/anvil.js';
+
+/** The capture is Unichain Sepolia's: a node on its chain id, so the daemon sees no chain mix-up. */
+const CAPTURE_CHAIN_ID = 1301;
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'flashblocksd-bin-test-'));
 t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
@@ -51,13 +54,56 @@ t.test('with no upstream and no node it refuses clearly instead of starting a de
     stderr = String((e as { stderr: string }).stderr);
   }
   t.equal(status, 2, 'exit code 2 (start-up error)');
-  t.match(stderr, /"code":"E_CONFIG"/);
-  t.match(stderr, /embedded devnet .* is not part of this build; give --flashblocks-url and --node-rpc-url/);
+  const lines = stderr.trim().split('\n');
+  t.equal(lines.length, 1, 'one line, said once', { stderr });
+  const line = JSON.parse(lines[0]!) as { code?: string; msg?: string };
+  t.equal(line.code, 'E_CONFIG');
+  t.match(line.msg, /this binary has no embedded devnet: it needs --flashblocks-url .* and --node-rpc-url /);
+  t.notMatch(stderr, /starting the embedded devnet/, 'never says it starts one');
+  t.notMatch(stderr, /npm/, 'no npm advice from a binary');
   t.notMatch(stderr, /Warning/, 'no SEA loader warnings');
 });
 
+t.test('told to execute with no anvil beside it: one error saying what to pass, and /readyz is not ready with that reason', async (t) => {
+  const anvil = await startAnvil({ chainId: CAPTURE_CHAIN_ID });
+  t.teardown(() => anvil.stop());
+  const upstream = await startReplayServer();
+  t.teardown(() => upstream.close());
+  const d = await spawnDaemon(
+    [binary],
+    // --execution is on by default; a long --ready-max-age-ms keeps the replayed flashblocks fresh while we look.
+    ['--port', '0', '--metrics-port', '0', '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--block-time-ms', '1000', '--max-ahead-ms', '0', '--ready-max-age-ms', '600000'],
+    { cwd: runDir, env },
+  );
+  t.teardown(() => d.close());
+  await upstream.waitForClients(1);
+  for (const m of unichainMessages()) upstream.send(JSON.stringify(m));
+  type Ready = { ready: boolean; checks: Record<string, { ok: boolean; detail: string }> };
+  let report: Ready | null = null;
+  let status = 0;
+  for (let i = 0; i < 200; i++) {
+    const r = await fetch(`http://127.0.0.1:${d.metricsPort}/readyz`);
+    status = r.status;
+    report = (await r.json()) as Ready;
+    if (report.checks.pending!.ok && report.checks.node!.ok) break;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  t.equal(status, 503, '/readyz is not ready');
+  t.equal(report?.ready, false);
+  t.equal(report?.checks.pending!.ok, true, 'flashblocks are applied');
+  t.equal(report?.checks.node!.ok, true, 'the node answers');
+  t.equal(report?.checks.execution!.ok, false);
+  t.match(report?.checks.execution!.detail, /^down: cannot run: this binary does not include the execution engine \(anvil\): pass --anvil-binary \/path\/to\/anvil/);
+  const errors = d.logs().filter((l) => l.level === 'error');
+  t.equal(errors.length, 1, 'one error line', { errors });
+  t.match(errors[0]?.msg, /execution engine cannot run; pending state reads answer as latest: .*--anvil-binary/);
+  t.notMatch(JSON.stringify(d.logs()) + d.stderr(), /npm/, 'no npm advice from a binary');
+  const block = (await rpc(d.rpcUrl, 'eth_blockNumber', ['pending'])).result;
+  t.equal(block, PENDING_HEIGHT, 'pending state is still served');
+});
+
 t.test('serves the replayed stream: eth_blockNumber is the pending height, other calls reach anvil', async (t) => {
-  const anvil = await startAnvil();
+  const anvil = await startAnvil({ chainId: CAPTURE_CHAIN_ID });
   t.teardown(() => anvil.stop());
   const upstream = await startReplayServer();
   t.teardown(() => upstream.close());
@@ -87,7 +133,7 @@ t.test('serves the replayed stream: eth_blockNumber is the pending height, other
     if (height !== PENDING_HEIGHT) await new Promise((r) => setTimeout(r, 25));
   }
   t.equal(height, PENDING_HEIGHT, 'eth_blockNumber("pending") answers the replayed pending height');
-  t.equal((await rpc(d.rpcUrl, 'eth_chainId')).result, '0x7a69', 'eth_chainId is forwarded to anvil (31337)');
+  t.equal((await rpc(d.rpcUrl, 'eth_chainId')).result, '0x515', 'eth_chainId is forwarded to anvil (1301)');
   const block = (await rpc(d.rpcUrl, 'eth_getBlockByNumber', ['pending', false])).result as { number: string; transactions: string[] };
   t.equal(block.number, PENDING_HEIGHT);
   t.ok(block.transactions.length > 0, 'the pending block carries the replayed transactions');

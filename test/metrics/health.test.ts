@@ -1,0 +1,32 @@
+// /readyz's judgement (src/metrics/health.ts) from plain inputs: what makes an instance not ready, and what is only
+// reported.
+import t from 'tap';
+import { healthReport, type HealthInputs } from '../../src/metrics/health.js';
+
+const base: HealthInputs = {
+  flashblocksEnabled: true,
+  upstreamUrls: 1,
+  upstreamConnected: 1,
+  pendingAgeMs: 100,
+  readyMaxAgeMs: 2000,
+  nodeEnabled: true,
+  nodeOkAgeMs: 50,
+  canonicalPollMs: 100,
+  nodeHead: 10,
+};
+
+t.test('ready with a fresh flashblock, an upstream and the node; an engine starting, restarting or retrying is only reported', async (t) => {
+  t.equal(healthReport(base).ready, true);
+  for (const phase of ['off', 'starting', 'up', 'restarting', 'down']) {
+    const r = healthReport({ ...base, execution: { phase, detail: 'x' } });
+    t.equal(r.ready, true, `execution ${phase}`);
+    t.equal(r.checks.execution!.ok, phase === 'up' || phase === 'off', `execution check of ${phase}`);
+  }
+});
+
+t.test('an execution engine that cannot run makes the instance not ready, with the reason', async (t) => {
+  const r = healthReport({ ...base, execution: { phase: 'down', detail: 'cannot run: pass --anvil-binary /path/to/anvil', cannotRun: true } });
+  t.equal(r.ready, false);
+  t.same(r.checks.execution, { ok: false, detail: 'down: cannot run: pass --anvil-binary /path/to/anvil' });
+  t.equal(r.checks.pending!.ok, true, 'everything else is fine');
+});
