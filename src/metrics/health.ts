@@ -19,6 +19,8 @@ export interface HealthInputs {
   nodeHead: number;
   /** Pending execution: its phase (off, starting, up, restarting, down) and a line of detail; absent = off. */
   execution?: { phase: string; detail: string };
+  /** Flashblocks considered gone (src/ingest/retirement.ts): its reason label and operator message; absent = streaming. */
+  retirement?: { reason: string; message: string };
 }
 
 /** The /readyz report: ready when pending state is fresh, an upstream is connected and the node answers. */
@@ -27,13 +29,18 @@ export function healthReport(h: HealthInputs): HealthReport {
   const nodeReachable = !h.nodeEnabled || (h.nodeOkAgeMs !== null && h.nodeOkAgeMs < Math.max(5000, h.canonicalPollMs * 20));
   const fresh = !h.flashblocksEnabled || (age !== null && age <= h.readyMaxAgeMs);
   const upOk = !h.flashblocksEnabled || h.upstreamConnected > 0;
+  const gone = h.retirement;
   return {
-    ready: fresh && upOk && nodeReachable,
+    ...(gone === undefined ? {} : { reason: `${gone.reason}: ${gone.message}` }),
+    ready: fresh && upOk && nodeReachable && gone === undefined,
     upstreamConnected: h.upstreamConnected,
     pendingAgeMs: age,
     nodeReachable,
     checks: {
-      upstream: { ok: upOk, detail: h.flashblocksEnabled ? `${h.upstreamConnected}/${h.upstreamUrls} upstreams connected` : 'flashblocks disabled' },
+      upstream: {
+        ok: upOk && gone === undefined,
+        detail: !h.flashblocksEnabled ? 'flashblocks disabled' : `${h.upstreamConnected}/${h.upstreamUrls} upstreams connected${gone === undefined ? '' : `; ${gone.reason}`}`,
+      },
       pending: { ok: fresh, detail: age === null ? 'no flashblock applied yet' : `last flashblock applied ${age} ms ago (limit ${h.readyMaxAgeMs} ms)` },
       node: { ok: nodeReachable, detail: h.nodeEnabled ? (nodeReachable ? `head ${h.nodeHead}` : 'node not answering') : 'no node configured' },
       // Informational: without the engine, pending state reads answer as latest; readiness does not depend on it.

@@ -111,3 +111,9 @@ t.test('timing: an explicit setting wins, then the preset, then 2 s / 200 ms', a
   t.same(chainTiming(null, none), { blockTimeMs: 2000, flashblockIntervalMs: 200 });
   t.same(chainTiming(null, { blockTimeMs: 0, flashblockIntervalMs: 250 }), { blockTimeMs: 2000, flashblockIntervalMs: 250 });
 });
+
+t.test('--chain help names every preset', async (t) => {
+  const { SETTINGS } = await import('../../src/config.js');
+  const help = SETTINGS.find((s) => s.flag === 'chain')?.help ?? '';
+  for (const name of PRESET_NAMES) t.match(help, new RegExp(`\\b${name}\\b`), name);
+});
