@@ -189,6 +189,15 @@ export function flashblocksRetired(preset: ChainPreset, nowSec: number): boolean
   return until !== null && nowSec >= until;
 }
 
+/**
+ * For a chain that has retired flashblocks at `nowSec`: one sentence saying so and what to do (for setup and verify);
+ * null while it streams.
+ */
+export function retirementNotice(preset: ChainPreset, nowSec: number): string | null {
+  if (!flashblocksRetired(preset, nowSec)) return null;
+  return `${preset.title} (chain ${preset.chainId}) ${preset.flashblocks.note}`;
+}
+
 /** `sec` as "2026-11-05 18:00 UTC". */
 export function utcMinute(sec: number): string {
   return new Date(sec * 1000).toISOString().slice(0, 16).replace('T', ' ') + ' UTC';
