@@ -124,6 +124,9 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const chain = await chooseChain(config);
   const preset = choicePreset(chain);
   const timing = chainTiming(preset, { blockTimeMs: config.blockTimeMs, flashblockIntervalMs: config.flashblockIntervalMs });
+  if (timing.flashblockIntervalMs > timing.blockTimeMs) {
+    throw new StartupError(StartupCode.CONFIG_INVALID, `--flashblock-interval-ms (${timing.flashblockIntervalMs}) is longer than the block time (${timing.blockTimeMs} ms${config.blockTimeMs === 0 ? ", the chain preset's" : ''})`);
+  }
   logChain(log, chain, timing);
   const metrics = createMetrics({ version: opts.version ?? '0.0.0', commit: opts.commit ?? 'unknown', upstreamCount, streamThreads, flashblockIntervalMs: timing.flashblockIntervalMs });
   const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });

@@ -79,3 +79,25 @@ t.test('--chain base forces the preset whatever the node says, and an unknown --
   t.ok(lines.some((l) => l.includes('chain: Base (8453) by --chain base')));
   await t.rejects(startDaemon(loadConfig([...base, '--chain', 'basechain'], {}), { log: createLogger({ level: 'error', write: () => undefined }) }), { code: 'E_CONFIG', message: /--chain: "basechain" is not auto or a known chain \(op-mainnet, .*base, base-sepolia, devnet\)/ });
 });
+
+t.test('an upstream refusing for --upstream-absent-ms on a chain without a preset: upstream_absent, said once', async (t) => {
+  const anvil = await startAnvil({ chainId: 31337 });
+  t.teardown(() => anvil.stop());
+  const refused = await freePort();
+  const lines: string[] = [];
+  const config = loadConfig(
+    ['--flashblocks-url', `ws://127.0.0.1:${refused}/`, '--node-rpc-url', anvil.url, '--port', '0', '--metrics-port', '0',
+      '--execution', 'false', '--upstream-absent-ms', '1000', '--backoff-max-ms', '2000'],
+    {},
+  );
+  const daemon = await startDaemon(config, { log: createLogger({ level: 'info', write: (l) => lines.push(l) }) });
+  t.teardown(() => daemon.stop());
+  t.equal(daemon.health().reason, undefined, 'not yet');
+  t.ok(lines.some((l) => l.includes('chain: id 31337 has no preset: 2000 ms blocks, 200 ms flashblocks')));
+  while (daemon.health().reason === undefined) await new Promise((r) => setTimeout(r, 100));
+  t.match(daemon.health().reason ?? '', /^upstream_absent: no flashblock from any upstream for 1 s \(since \d{4}-.*\): the chain may have stopped streaming/);
+  await new Promise((r) => setTimeout(r, 1500));
+  t.equal(lines.filter((l) => l.includes('no flashblock from any upstream')).length, 1, 'said once');
+  const m = await (await fetch(`http://127.0.0.1:${daemon.metricsPort}/metrics`)).text();
+  t.equal(sample(m, 'flashblocksd_upstream_retired{reason="upstream_absent"}'), 1);
+});
