@@ -1,6 +1,7 @@
 // `npm run devnet`: anvil + flashblocks sequencer + traffic, prints the node and stream URLs; Ctrl-C stops all.
 // Wiring only: no daemon here (`npm start` runs devnet and daemon together).
 import { onParentExit } from '../src/child.js';
+import { PRESET_NAMES, presetByName } from '../src/chain/presets.js';
 import { startDevnet, type ReceiptShape } from './devnet/sequencer.js';
 import { startTraffic } from './devnet/traffic.js';
 
@@ -14,9 +15,15 @@ const log = (msg: string, fields?: Record<string, unknown>): void => {
 
 /** Starts everything, prints where to look, and waits for SIGINT/SIGTERM. */
 async function main(): Promise<void> {
+  // DEVNET_CHAIN=<preset> runs the devnet at that chain's block time and flashblock interval (e.g. unichain: 1 s
+  // blocks, 5 flashblocks each); the daemon then needs the same, e.g. --block-time-ms 1000 (its node is chain 901).
+  const chainName = env.DEVNET_CHAIN ?? 'devnet';
+  const chain = presetByName(chainName);
+  if (chain === null) throw new Error(`DEVNET_CHAIN=${chainName} is not a chain preset (${PRESET_NAMES.join(', ')})`);
+  const timing = { blockTimeMs: chain.blockTimeMs, flashblockIntervalMs: chain.flashblockIntervalMs };
   const devnet = await startDevnet({
-    blockTimeMs: num(env.DEVNET_BLOCK_TIME_MS, 2000),
-    flashblockMs: num(env.DEVNET_FLASHBLOCK_MS, 200),
+    blockTimeMs: num(env.DEVNET_BLOCK_TIME_MS, timing.blockTimeMs),
+    flashblockMs: num(env.DEVNET_FLASHBLOCK_MS, timing.flashblockIntervalMs),
     receipts: (env.DEVNET_RECEIPTS === 'internal' ? 'internal' : 'external') as ReceiptShape,
     brotli: flag(env.DEVNET_BROTLI),
     azul: flag(env.DEVNET_AZUL),
@@ -34,6 +41,8 @@ async function main(): Promise<void> {
       `  node RPC      ${devnet.nodeRpcUrl}   (anvil: ${devnet.anvilUrl})`,
       `  flashblocks   ${devnet.flashblocksUrl}   (?receipts=internal  ?brotli=1  ?azul=1)`,
       `  traffic       ${rate} tx/s from ${devnet.accounts.length - 1} dev accounts`,
+      `  timing        ${chain.title} preset: ${num(env.DEVNET_BLOCK_TIME_MS, timing.blockTimeMs)} ms blocks, ${num(env.DEVNET_FLASHBLOCK_MS, timing.flashblockIntervalMs)} ms flashblocks` +
+        ` (daemon: --block-time-ms ${num(env.DEVNET_BLOCK_TIME_MS, timing.blockTimeMs)} --flashblock-interval-ms ${num(env.DEVNET_FLASHBLOCK_MS, timing.flashblockIntervalMs)})`,
       `  free account  ${user.address}  key ${user.privateKey}`,
       'Ctrl-C stops everything.',
     ].join('\n'),

@@ -79,7 +79,14 @@ export interface Config {
   rateLimitRps: number;
   replayRingFrames: number;
   shutdownGraceMs: number;
+  /** 0 = the chain preset's (2000 without one). */
   blockTimeMs: number;
+  /** 0 = the chain preset's (200 without one). */
+  flashblockIntervalMs: number;
+  /** auto (by the node's chain id) or a preset name (src/chain/presets.ts). */
+  chain: string;
+  /** An upstream silent or refusing this long = flashblocks gone; 0 = never conclude it. */
+  upstreamAbsentMs: number;
   readyMaxAgeMs: number;
   execution: boolean;
   executionEngine: 'revm' | 'anvil';
@@ -157,7 +164,10 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'redis-url', key: 'redisUrl', kind: 'urls', def: '', schemes: ['redis:', 'rediss:'], secret: true, help: 'Redis shared by several instances (redis[s]://[user:password@]host:port[/db]): --stream-max-per-ip and the per-API-key connection limit, and --rate-limit-rps, then hold across all of them; off when empty. Redis unreachable = local limits until it returns' },
   { flag: 'rate-limit-rps', key: 'rateLimitRps', kind: 'int', def: '0', min: 0, max: 10000000, help: 'JSON-RPC requests per second per client IP and per API key (HTTP requests and WebSocket messages; HTTP 429 / -32005 above); shared through --redis-url when set; 0 = no quota' },
   { flag: 'replay-ring-frames', key: 'replayRingFrames', kind: 'int', def: '256', min: 1, max: 100000, help: 'Recent frames kept for replay/resume' },
-  { flag: 'block-time-ms', key: 'blockTimeMs', kind: 'int', def: '2000', min: 100, max: 600000, help: 'L2 block time (Base, OP: 2000; Unichain: 1000); used for flashblock lateness' },
+  { flag: 'chain', key: 'chain', kind: 'string', def: 'auto', help: "The chain's preset (block time, flashblock interval, forks, whether it still streams): auto = by the node's eth_chainId, or one of op-mainnet, op-sepolia, unichain, unichain-sepolia, xlayer, xlayer-testnet, base, base-sepolia, devnet" },
+  { flag: 'block-time-ms', key: 'blockTimeMs', kind: 'int', def: '0', min: 0, max: 600000, help: "L2 block time (OP: 2000; Unichain, X Layer: 1000); used for flashblock lateness; 0 = the chain preset's (2000 without one)" },
+  { flag: 'flashblock-interval-ms', key: 'flashblockIntervalMs', kind: 'int', def: '0', min: 0, max: 60000, help: "Flashblock interval (200 on every chain that streams today); the lateness and interval budgets; 0 = the chain preset's (200 without one)" },
+  { flag: 'upstream-absent-ms', key: 'upstreamAbsentMs', kind: 'int', def: '600000', min: 0, max: 86400000, help: 'An upstream refusing or silent this long means the chain stopped streaming: said once in the log, in /readyz and flashblocksd_upstream_retired, pending answers as latest, reconnects wait --backoff-max-ms; 0 = never conclude it' },
   { flag: 'ready-max-age-ms', key: 'readyMaxAgeMs', kind: 'int', def: '2000', min: 100, max: 3600000, help: '/readyz fails when no flashblock was applied for this long' },
   { flag: 'execution', key: 'execution', kind: 'bool', def: 'true', help: 'Execute every flashblock in an anvil (revm) sidecar forked from the node, so pending state reads (eth_call, eth_getCode, …) answer from executed state; false = they answer as latest' },
   { flag: 'execution-engine', key: 'executionEngine', kind: 'enum', values: ['revm', 'anvil'], def: 'revm', help: 'revm: the in-process EVM of the native core (op-revm; each flashblock appended to the open block) | anvil: the former sidecar (re-mines the block so far at every flashblock; kept for comparison)' },
@@ -311,6 +321,11 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Rea
   if (c.canonicalWsRetryMaxMs < c.canonicalWsRetryInitialMs) {
     fail(`--canonical-ws-retry-max-ms (${c.canonicalWsRetryMaxMs}) must be ≥ --canonical-ws-retry-initial-ms (${c.canonicalWsRetryInitialMs})`);
   }
+  // The names themselves are checked against src/chain/presets.ts at start-up (config stays a leaf).
+  if (!/^[a-z0-9-]+$/i.test(c.chain)) fail(`${src('chain')}: "${c.chain}" is not auto or a chain name (e.g. op-mainnet, unichain, base)`);
+  if (c.blockTimeMs !== 0 && c.blockTimeMs < 100) fail(`${src('block-time-ms')}: ${c.blockTimeMs} is below 100 (0 = the chain preset's)`);
+  if (c.flashblockIntervalMs !== 0 && c.flashblockIntervalMs < 10) fail(`${src('flashblock-interval-ms')}: ${c.flashblockIntervalMs} is below 10 (0 = the chain preset's)`);
+  if (c.blockTimeMs !== 0 && c.flashblockIntervalMs > c.blockTimeMs) fail(`--flashblock-interval-ms (${c.flashblockIntervalMs}) must be ≤ --block-time-ms (${c.blockTimeMs})`);
   if (!['per-flashblock', 'reorg', 'rebuild', 'hybrid'].includes(c.executionStrategy)) {
     fail(`${src('execution-strategy')}: "${c.executionStrategy}" is not one of hybrid, rebuild, reorg, per-flashblock`);
   }

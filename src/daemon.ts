@@ -3,6 +3,7 @@
 import { performance } from 'node:perf_hooks';
 import { isSea } from 'node:sea';
 import type { Config } from './config.js';
+import { chainTiming, choicePreset, forkAt, PRESET_NAMES, presetByChainId, presetByName, utcMinute, type ChainChoice, type ChainPreset } from './chain/presets.js';
 import { StartupCode, StartupError } from './errors.js';
 import { AnvilEngine } from './exec/anvil.js';
 import type { ExecutionEngine } from './exec/engine.js';
@@ -12,6 +13,7 @@ import { CanonicalTracker } from './ingest/canonical.js';
 import { CHAIN_MATCH_DEFAULTS, ChainMatch, describeMismatch } from './ingest/chain-match.js';
 import { metricsObserver, observeUpstreamEvent } from './ingest/observer.js';
 import { IngestPipeline } from './ingest/pipeline.js';
+import { RetirementWatch, type RetirementChange } from './ingest/retirement.js';
 import { UpstreamPool, type ResumePosition } from './ingest/upstream.js';
 import { ConnectionLeases } from './limits/connections.js';
 import { RequestQuota } from './limits/quota.js';
@@ -76,7 +78,7 @@ const STREAM_SETTINGS = [
 ] as const satisfies readonly (keyof StreamOptions & keyof Config)[];
 
 /** The execution engine --execution-engine names (the native core by default). */
-function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logger): ExecutionEngine {
+function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logger, preset: ChainPreset | null): ExecutionEngine {
   const logTo = (msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error'): void =>
     level === 'info' ? log.info(msg, fields) : level === 'error' ? log.error(msg, fields) : log.warn(msg, fields);
   if (config.executionEngine === 'anvil') {
@@ -91,7 +93,14 @@ function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logge
   }
   return new RevmEngine({
     nodePost: (body) => engineNode.postRaw(body),
-    specAt: () => (config.executionHardfork === 'auto' ? 'isthmus' : config.executionHardfork),
+    // --execution-hardfork auto: the chain's schedule by block timestamp (karst, newer than OpFork, from laterForks);
+    // a chain without a preset runs the newest OP spec the stream is likely on (isthmus, the former default).
+    specAt: (ts) => {
+      if (config.executionHardfork !== 'auto') return config.executionHardfork;
+      if (preset === null) return 'isthmus';
+      const later = preset.laterForks.filter((f) => f.sec <= ts && f.name === 'karst');
+      return later.length > 0 ? 'karst' : forkAt(preset, ts);
+    },
     cacheCapBytes: config.executionCacheMb * 1024 * 1024,
     nodeTimeoutMs: config.nodeTimeoutMs,
     log: logTo,
@@ -107,6 +116,46 @@ function executionHealth(feed: ExecutionFeed): NonNullable<HealthInputs['executi
   return { ...h, cannotRun: h.phase === 'down' && /anvil binary not found|cannot run/.test(h.detail) };
 }
 
+/**
+ * The chain's preset: --chain when it names one, else the preset of the node's eth_chainId (asked once, with a short
+ * timeout: a node down at start-up means no preset, never a failed start).
+ */
+async function chooseChain(config: Readonly<Config>): Promise<ChainChoice> {
+  if (config.chain !== 'auto') {
+    const p = presetByName(config.chain);
+    if (p !== null) return { kind: 'flag', preset: p };
+    throw new StartupError(StartupCode.CONFIG_INVALID, `--chain: "${config.chain}" is not auto or a known chain (${PRESET_NAMES.join(', ')})`);
+  }
+  if (config.nodeRpcUrl === '') return { kind: 'unavailable', detail: 'no --node-rpc-url' };
+  const probe = new NodeClient({ url: config.nodeRpcUrl, timeoutMs: Math.min(config.nodeTimeoutMs, 3000), maxSockets: 1 });
+  try {
+    const hex = await probe.call<string>('eth_chainId', []);
+    const id = typeof hex === 'string' ? Number.parseInt(hex, 16) : NaN;
+    if (!Number.isSafeInteger(id)) return { kind: 'unavailable', detail: `eth_chainId answered ${JSON.stringify(hex)}` };
+    const p = presetByChainId(id);
+    return p === null ? { kind: 'unknown', chainId: id } : { kind: 'node', preset: p };
+  } catch (e) {
+    return { kind: 'unavailable', detail: `eth_chainId failed: ${(e as Error).message}` };
+  } finally {
+    probe.close();
+  }
+}
+
+/** The start-up line saying which chain the daemon runs for and with what timing. */
+function logChain(log: Logger, choice: ChainChoice, timing: { blockTimeMs: number; flashblockIntervalMs: number }): void {
+  const t = `${timing.blockTimeMs} ms blocks, ${timing.flashblockIntervalMs} ms flashblocks (${Math.round(timing.blockTimeMs / timing.flashblockIntervalMs)} per block)`;
+  if (choice.kind === 'flag' || choice.kind === 'node') {
+    const p = choice.preset;
+    const how = choice.kind === 'flag' ? `--chain ${p.name}` : "the node's eth_chainId";
+    const streams = p.flashblocks.untilSec !== null ? `flashblocks retired ${utcMinute(p.flashblocks.untilSec)}` : 'streams flashblocks';
+    log.info(`chain: ${p.title} (${p.chainId}) by ${how}: ${t}, dialect ${p.dialect}, ${streams}`, { chain: p.name, chainId: p.chainId });
+  } else if (choice.kind === 'unknown') {
+    log.info(`chain: id ${choice.chainId} has no preset: ${t} (--block-time-ms / --flashblock-interval-ms or their defaults)`, { chainId: choice.chainId });
+  } else {
+    log.warn(`chain: not known (${choice.detail}): ${t} (--block-time-ms / --flashblock-interval-ms or their defaults); give --chain to choose a preset`);
+  }
+}
+
 /** Starts the daemon. Throws StartupError (E_NATIVE, E_LISTEN) when it cannot. */
 export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions = {}): Promise<Daemon> {
   const log = opts.log ?? createLogger({ level: config.logLevel });
@@ -114,7 +163,15 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const native = checkNative(uWS, log);
   const upstreamCount = Math.max(1, config.flashblocksUrls.length);
   const streamThreads = config.streamPort > 0 ? config.streamThreads : 0;
-  const metrics = createMetrics({ version: opts.version ?? '0.0.0', commit: opts.commit ?? 'unknown', upstreamCount, streamThreads });
+  // The chain: its preset supplies block time and flashblock interval unless set explicitly (nothing assumes 10 per 2 s).
+  const chain = await chooseChain(config);
+  const preset = choicePreset(chain);
+  const timing = chainTiming(preset, { blockTimeMs: config.blockTimeMs, flashblockIntervalMs: config.flashblockIntervalMs });
+  if (timing.flashblockIntervalMs > timing.blockTimeMs) {
+    throw new StartupError(StartupCode.CONFIG_INVALID, `--flashblock-interval-ms (${timing.flashblockIntervalMs}) is longer than the block time (${timing.blockTimeMs} ms${config.blockTimeMs === 0 ? ", the chain preset's" : ''})`);
+  }
+  logChain(log, chain, timing);
+  const metrics = createMetrics({ version: opts.version ?? '0.0.0', commit: opts.commit ?? 'unknown', upstreamCount, streamThreads, flashblockIntervalMs: timing.flashblockIntervalMs });
   const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });
   // Sender recovery (~50 µs a transaction) on a worker thread; with the JS fallback it stays on the event loop.
   const recoveryWorker = native.secp256k1 ? RecoveryWorker.start(log) : null;
@@ -131,12 +188,12 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       gapWindowFrames: config.gapWindowFrames,
       gapTimeoutMs: config.gapTimeoutMs,
       recoveryWorker,
-      blockTimeMs: config.blockTimeMs,
+      blockTimeMs: timing.blockTimeMs,
       maxAheadMs: config.maxAheadMs,
       chainMatch,
     },
     log,
-    metricsObserver(metrics, config.blockTimeMs),
+    metricsObserver(metrics, timing.blockTimeMs, timing.flashblockIntervalMs),
   );
   const events = pipeline.events;
   const node = new NodeClient({
@@ -148,8 +205,13 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       if (err !== null && err !== 'disabled') metrics.nodeErrors[err].inc();
     },
   });
+  // A chain that stopped streaming (retired per its preset, or no frame for --upstream-absent-ms): judged here,
+  // said once, and pending answers as latest meanwhile.
+  const streaming = config.flashblocksEnabled && config.flashblocksUrls.length > 0;
+  const watch = streaming ? new RetirementWatch({ preset, absentMs: config.upstreamAbsentMs, backoffMaxMs: config.backoffMaxMs }, Date.now()) : null;
   const pendingUsable = (): boolean =>
-    config.flashblocksEnabled && state.pendingBlock() !== null && performance.now() - state.lastAppliedMs < config.pendingMaxAgeMs;
+    config.flashblocksEnabled && state.pendingBlock() !== null && performance.now() - state.lastAppliedMs < config.pendingMaxAgeMs &&
+    (watch === null || watch.retirement === null);
 
   // Pending execution: an anvil sidecar forked from the node executes every applied flashblock (src/exec). Only
   // with an upstream to execute; failures leave pending state reads answering as latest, never stop the daemon.
@@ -168,7 +230,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     wantsExecution && executionMissing === null
       ? new ExecutionFeed(
           {
-            engine: makeEngine(config, engineNode, log),
+            engine: makeEngine(config, engineNode, log, choicePreset(chain)),
             view: state,
             events,
             metrics,
@@ -188,7 +250,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const streamOptions = pick(config, STREAM_SETTINGS) satisfies StreamOptions;
   const app = uWS.App();
   const stream = mountLocalStream(app, { options: streamOptions, events, metrics, log, leases });
-  const rpc = mountRpc(app, { options: pick(config, RPC_SETTINGS) satisfies RpcOptions, view: state, senders: pipeline.senders, events, node, metrics, log, pendingUsable, execution, quota });
+  const rpc = mountRpc(app, { options: pick(config, RPC_SETTINGS) satisfies RpcOptions, view: state, senders: pipeline.senders, events, node, metrics, log, pendingUsable, upstreamRetired: () => watch?.retirement != null, execution, quota });
 
   // Exclusive: uWS sets SO_REUSEPORT by default, so a second daemon on a port already serving would start silently
   // and the kernel would split connections between the two.
@@ -244,12 +306,33 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
             ...(config.upstreamResume ? { resumeFrom } : {}),
           },
           {
-            onFrame: (f) => pipeline.handleFrame(f),
+            onFrame: (f) => {
+              // No clock read: the frame's own arrival time, on the wall clock.
+              const change = watch!.frame(performance.timeOrigin + f.receivedAtMs);
+              if (change !== null) onRetirement(change);
+              pipeline.handleFrame(f);
+            },
             onEvent: (e) => observeUpstreamEvent(metrics, e),
           },
           log,
         )
       : null;
+
+  function onRetirement(c: RetirementChange): void {
+    if (c === null) return;
+    if (c.kind === 'entered') {
+      const r = c.retirement;
+      log.warn(r.message, { reason: r.reason, since: new Date(r.sinceUnixMs).toISOString() });
+      metrics.upstreamRetired[r.reason].set(1);
+      pool?.settleAtCap(true);
+    } else {
+      log.info(`flashblocks arrive again (after ${c.after.reason}): pending is served from the stream, reconnects back to the usual backoff`);
+      metrics.upstreamRetired[c.after.reason].set(0);
+      pool?.settleAtCap(false);
+    }
+  }
+  // Judged before the first connect, so a retired chain's reconnects start at the cap.
+  if (watch !== null) onRetirement(watch.check(Date.now()));
 
   const tracker = new CanonicalTracker(
     node,
@@ -303,6 +386,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
         : execution === null
           ? {}
           : { execution: executionHealth(execution) }),
+      ...(watch?.retirement == null ? {} : { retirement: { reason: watch.retirement.reason, message: watch.retirement.message } }),
     });
   };
 
@@ -317,7 +401,10 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     throw new StartupError(StartupCode.PORT_IN_USE, (e as Error).message);
   }
 
-  const ticker = setInterval(() => pipeline.tick(), config.tickIntervalMs);
+  const ticker = setInterval(() => {
+    pipeline.tick();
+    if (watch !== null) onRetirement(watch.check(Date.now()));
+  }, config.tickIntervalMs);
   ticker.unref();
   const mainLoad = mainThreadLoad();
   const stopWatchingThreads = watchThreads(metrics, { main: mainLoad.sample, recover: () => recoveryWorker?.loopLoad() ?? null, ...streamPort?.loads });

@@ -237,3 +237,16 @@ t.test('--stream-port: off by default; --stream-threads defaults to cores − 1 
   }
   t.doesNotThrow(() => checkRunnable(loadConfig([...base, '--stream-port', '8548'], {})));
 });
+
+t.test('chain settings: auto and 0 (= the preset) by default; bad values say what to fix', async (t) => {
+  const c = loadConfig([], {});
+  t.same([c.chain, c.blockTimeMs, c.flashblockIntervalMs, c.upstreamAbsentMs], ['auto', 0, 0, 600000]);
+  t.same([loadConfig(['--chain', 'unichain', '--block-time-ms', '1000', '--flashblock-interval-ms', '250'], {}).chain, loadConfig([], { CHAIN: 'base' }).chain], ['unichain', 'base']);
+  const bad = (argv: string[], msg: RegExp): void => {
+    t.throws(() => loadConfig(argv, {}), { code: 'E_CONFIG', message: msg }, argv.join(' '));
+  };
+  bad(['--chain', 'op mainnet'], /--chain: "op mainnet" is not auto or a chain name/);
+  bad(['--block-time-ms', '50'], /--block-time-ms: 50 is below 100 \(0 = the chain preset's\)/);
+  bad(['--flashblock-interval-ms', '5'], /--flashblock-interval-ms: 5 is below 10/);
+  bad(['--block-time-ms', '1000', '--flashblock-interval-ms', '2000'], /--flashblock-interval-ms \(2000\) must be ≤ --block-time-ms \(1000\)/);
+});

@@ -12,6 +12,9 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { TX_DEPOSIT } from '../../src/chain/types.js';
 import { encodeDepositFromRpc } from '../../src/exec/anvil.js';
 import { DEV_MNEMONIC, rpcBatch, rpcCall, startAnvil, type Anvil, type AnvilOptions } from './anvil.js';
+import { presetByName, type ChainPreset } from '../../src/chain/presets.js';
+
+const DEVNET = presetByName('devnet') as ChainPreset;
 
 /*
  * How a flashblock is made true to anvil's execution (anvil 1.7 behaviour, verified by test/devnet):
@@ -290,8 +293,9 @@ interface BlockInBuild {
  * Resolves once index 0 of the first block has been built.
  */
 export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
-  const blockTimeMs = opts.blockTimeMs ?? 2000;
-  const flashblockMs = opts.flashblockMs ?? 200;
+  // The devnet chain's preset (src/chain/presets.ts) gives the defaults: the daemon picks the same by chain id 901.
+  const blockTimeMs = opts.blockTimeMs ?? DEVNET.blockTimeMs;
+  const flashblockMs = opts.flashblockMs ?? DEVNET.flashblockIntervalMs;
   if (flashblockMs <= 0 || blockTimeMs < flashblockMs) throw new Error('need 0 < flashblockMs <= blockTimeMs');
   const perBlock = Math.max(1, Math.round(blockTimeMs / flashblockMs));
   const log = opts.log ?? (() => undefined);

@@ -4,6 +4,7 @@
 import { WebSocket } from 'ws';
 import { redactUrl } from '../log.js';
 import { NodeClient, NodeError } from '../node/client.js';
+import { presetByChainId } from '../chain/presets.js';
 
 /** Outcome of one check: ok with what was seen, or not ok with why. Never contains a secret. */
 export interface CheckResult {
@@ -18,17 +19,15 @@ export interface NodeCheckResult extends CheckResult {
   headAgeS: number | null;
 }
 
-/** Well-known chain ids, to name the chain the node reports. */
-const CHAINS: Record<number, string> = {
-  1: 'Ethereum mainnet',
-  10: 'OP Mainnet',
-  130: 'Unichain',
-  901: 'OP-stack devnet',
-  1301: 'Unichain Sepolia',
-  8453: 'Base',
-  84532: 'Base Sepolia',
-  11155420: 'OP Sepolia',
-};
+/** Chain ids without a preset that are still worth naming. */
+const OTHER_CHAINS: Record<number, string> = { 1: 'Ethereum mainnet', 11155111: 'Sepolia' };
+
+/** How the node's chain is described: its preset's name and timing, or just a name. */
+function describeChain(chainId: number): string {
+  const p = presetByChainId(chainId);
+  if (p === null) return OTHER_CHAINS[chainId] !== undefined ? ` (${OTHER_CHAINS[chainId]}; no flashblocksd preset)` : ' (no flashblocksd preset: give --block-time-ms and --flashblock-interval-ms)';
+  return ` (${p.title}: preset ${p.name}, ${p.blockTimeMs} ms blocks, ${p.flashblockIntervalMs} ms flashblocks, ${p.flashblocksPerBlock} per block, dialect ${p.dialect})`;
+}
 
 /** Replaces every occurrence of the raw URL (and its userinfo) in a message by the redacted form. */
 function scrub(text: string, url: string): string {
@@ -100,8 +99,7 @@ export async function checkNodeRpcUrl(url: string, timeoutMs: number): Promise<N
     if (!Number.isSafeInteger(chainId)) return { ok: false, detail: `eth_chainId answered ${JSON.stringify(chainHex)}, not a chain id`, chainId: null, headNumber: null, headAgeS: null };
     const headNumber = head?.number !== undefined ? Number.parseInt(head.number, 16) : null;
     const headAgeS = head?.timestamp !== undefined ? Math.max(0, Math.round(Date.now() / 1000 - Number.parseInt(head.timestamp, 16))) : null;
-    const name = CHAINS[chainId];
-    let detail = `chain id ${chainId}${name !== undefined ? ` (${name})` : ''}, head block ${headNumber ?? 'unknown'}`;
+    let detail = `chain id ${chainId}${describeChain(chainId)}, head block ${headNumber ?? 'unknown'}`;
     if (headAgeS !== null) detail += `, ${headAgeS} s old`;
     if (headAgeS !== null && headAgeS > 120) detail += ' - the node looks behind or still syncing';
     return { ok: true, detail, chainId, headNumber, headAgeS };

@@ -10,6 +10,7 @@ import { envName, loadConfig, SETTINGS, type Config } from '../config.js';
 import { StartupError } from '../errors.js';
 import { redactUrl } from '../log.js';
 import { checkFlashblocksUrl, checkNodeRpcUrl } from './checks.js';
+import { presetByChainId, retirementNotice } from '../chain/presets.js';
 import { DEFAULT_ENV_FILE, EnvFileError, formatEnvFile, writeEnvFile } from './envfile.js';
 import { Prompter, type CliIo } from './prompt.js';
 
@@ -168,6 +169,10 @@ async function checkReachable(q: Question, value: string, io: CliIo, timeoutMs: 
     const r = await checkNodeRpcUrl(value, timeoutMs);
     if (r.ok) io.stdout.write(`  ok: ${redactUrl(value)}: ${r.detail}\n`);
     else warn.push(`${redactUrl(value)} did not answer eth_chainId: ${r.detail}`);
+    // A chain that retired flashblocks (Base since Denim): the daemon could only forward; say so before writing.
+    const preset = r.chainId === null ? null : presetByChainId(r.chainId);
+    const retired = preset === null ? null : retirementNotice(preset, Date.now() / 1000);
+    if (retired !== null) warn.push(`${retired} (for a pure forwarding proxy answer FLASHBLOCKS_ENABLED=false)`);
   }
   return warn;
 }

@@ -2,7 +2,9 @@
 // intervals and says in plain words whether the endpoint serves preconfirmations. Read-only: sends no transaction,
 // and never prints the URL unredacted.
 import { parseArgs } from 'node:util';
+import { presetByChainId, retirementNotice } from '../chain/presets.js';
 import { redactUrl } from '../log.js';
+import { checkNodeRpcUrl } from './checks.js';
 import { observePreconfirmations, secs, VerifyError, type Spread, type VerifyReport } from './observe.js';
 import type { CliIo } from './prompt.js';
 
@@ -11,8 +13,16 @@ export { VerifyError, type VerifyReport } from './observe.js';
 /** Exit codes of `flashblocksd verify`. */
 export const VerifyExit = { PRECONFIRMING: 0, NOT_PRECONFIRMING: 1, CANNOT_VERIFY: 2 } as const;
 
+/** The endpoint's chain, as eth_chainId named it: its preset's title, and why it does not stream when retired. */
+export interface VerifiedChain {
+  id: number;
+  name: string | null;
+  /** Set when the chain retired flashblocks: what happened and what to do. */
+  retired: string | null;
+}
+
 /** The human-readable report. */
-export function formatReport(r: VerifyReport): string {
+export function formatReport(r: VerifyReport & { chain?: VerifiedChain | null }): string {
   const s = (x: Spread | null, unit = 'ms'): string => (x === null ? 'n/a' : `median ${x.median} ${unit} (min ${x.min}, max ${x.max}, ${x.samples} samples)`);
   return [
     `flashblocksd verify ${r.url}: ${r.polls} polls over ${secs(r.durationMs)}${r.failedPolls > 0 ? ` (${r.failedPolls} more failed and were skipped)` : ''}`,
@@ -20,6 +30,7 @@ export function formatReport(r: VerifyReport): string {
     `  flashblocks:   pending changed ${r.pendingUpdates} times; interval ${s(r.flashblockIntervalMs)}`,
     `  transactions:  ${r.transactions.seenInPending} seen in pending ahead of latest; ${r.transactions.reachedLatest} of them reached latest while watched, ${s(r.transactions.leadMs)} later`,
     `  receipts:      ${r.receipts.beforeLatest} of ${r.receipts.checked} looked up were served before latest had the transaction; ${s(r.receipts.delayMs)} after it first appeared in pending`,
+    ...(r.chain === undefined || r.chain === null ? [] : [`  chain:         ${r.chain.id}${r.chain.name === null ? '' : ` (${r.chain.name})`}`]),
     (r.servesPreconfirmations ? 'OK: ' : 'NO: ') + r.summary,
   ].join('\n');
 }
@@ -78,7 +89,15 @@ export async function runVerify(argv: string[], io: CliIo): Promise<number> {
       timeoutMs: intFlag('timeout-ms', values['timeout-ms'], 2000, 100, 60_000),
       maxReceiptTxs: 20,
     });
-    io.stdout.write((json ? JSON.stringify(report) : formatReport(report)) + '\n');
+    // The chain explains a missing preconfirmation when it retired flashblocks (Base since Denim): say that, not
+    // only "pending equals latest".
+    const timeoutMs = intFlag('timeout-ms', values['timeout-ms'], 2000, 100, 60_000);
+    const node = await checkNodeRpcUrl(url, timeoutMs);
+    const preset = node.chainId === null ? null : presetByChainId(node.chainId);
+    const chain: VerifiedChain | null = node.chainId === null ? null : { id: node.chainId, name: preset?.title ?? null, retired: preset === null ? null : retirementNotice(preset, Date.now() / 1000) };
+    const out = { ...report, chain };
+    if (!report.servesPreconfirmations && chain?.retired != null) out.summary = `${chain.retired} (observed: ${report.summary})`;
+    io.stdout.write((json ? JSON.stringify(out) : formatReport(out)) + '\n');
     return report.servesPreconfirmations ? VerifyExit.PRECONFIRMING : VerifyExit.NOT_PRECONFIRMING;
   } catch (e) {
     if (!(e instanceof VerifyError)) throw e;

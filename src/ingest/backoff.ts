@@ -27,6 +27,11 @@ const QUICK_CEILING_MS = 500;
 export class Backoff {
   /** Failures since the last reset (the attempt number of the next reconnect). */
   attempt = 0;
+  /**
+   * Settled: the peer is known gone (a retired chain, a long absence), so every retry waits the cap, jittered down
+   * by at most a tenth (many daemons do not hit an endpoint in step) — no quick retries, no storm.
+   */
+  settled = false;
 
   constructor(
     readonly initialMs: number,
@@ -38,6 +43,7 @@ export class Backoff {
   /** Counts one failure and returns how long to wait before the next attempt. */
   fail(): number {
     this.attempt++;
+    if (this.settled) return Math.max(this.initialMs, Math.round(this.maxMs * (0.9 + 0.1 * Math.random())));
     const cap = this.attempt <= QUICK_ATTEMPTS ? Math.min(this.maxMs, Math.max(this.initialMs, QUICK_CEILING_MS)) : this.maxMs;
     return backoffDelayMs(this.attempt, this.initialMs, cap);
   }

@@ -1,12 +1,12 @@
 // The production IngestObserver: maps what the pipeline and the upstream pool report onto the metric cells (resolved
 // once; nothing allocated per frame). Reads no state; never decides anything.
 import { performance } from 'node:perf_hooks';
-import { flashblockLatenessSeconds, type Metrics } from '../metrics/metrics.js';
+import { FLASHBLOCK_INTERVAL_MS, flashblockLatenessSeconds, type Metrics } from '../metrics/metrics.js';
 import type { IngestObserver } from './pipeline.js';
 import type { UpstreamEvent } from './upstream.js';
 
-/** Pipeline observations → metrics; `blockTimeMs` places each flashblock's due time for lateness. */
-export function metricsObserver(m: Metrics, blockTimeMs: number): IngestObserver {
+/** Pipeline observations → metrics; `blockTimeMs` and the chain's `intervalMs` place each flashblock's due time. */
+export function metricsObserver(m: Metrics, blockTimeMs: number, intervalMs: number = FLASHBLOCK_INTERVAL_MS): IngestObserver {
   let lastAppliedAt = -1;
   return {
     frame(u, isBinary, bytes) {
@@ -21,7 +21,7 @@ export function metricsObserver(m: Metrics, blockTimeMs: number): IngestObserver
       m.processingSeconds.observe(seconds);
       if (lastAppliedAt >= 0) m.observeInterarrival((receivedAtMs - lastAppliedAt) / 1000);
       lastAppliedAt = receivedAtMs;
-      m.observeLateness(flashblockLatenessSeconds(performance.timeOrigin + receivedAtMs, block.base.timestamp, fb.index, blockTimeMs));
+      m.observeLateness(flashblockLatenessSeconds(performance.timeOrigin + receivedAtMs, block.base.timestamp, fb.index, blockTimeMs, intervalMs));
       m.pendingBlock.set(block.number);
       m.pendingIndex.set(fb.index);
     },

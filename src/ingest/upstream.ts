@@ -179,6 +179,15 @@ export class UpstreamPool {
     return n;
   }
 
+  /**
+   * Settles every upstream's reconnects at --backoff-max-ms (true: the chain stopped streaming) or back to the usual
+   * quick-then-climbing policy (false). Reconnect lines go to debug while settled: the one line saying why is the
+   * caller's.
+   */
+  settleAtCap(on: boolean): void {
+    for (const slot of this.slots) slot.backoff.settled = on;
+  }
+
   /** Whether upstream `i` (index in `urls`) has an open connection. */
   isConnected(i: number): boolean {
     return this.slots[i]?.open ?? false;
@@ -296,7 +305,9 @@ export class UpstreamPool {
     const fields: Record<string, unknown> = { code, attempt, retryInMs };
     if (reason !== '') fields.reason = reason;
     if (slot.lastError !== '') fields.err = slot.lastError;
-    slot.log.warn(`upstream closed (${code}); reconnecting in ${retryInMs} ms (attempt ${attempt})`, fields);
+    const line = `upstream closed (${code}); reconnecting in ${retryInMs} ms (attempt ${attempt})`;
+    if (slot.backoff.settled) slot.log.debug(line, fields);
+    else slot.log.warn(line, fields);
     slot.retryTimer = setTimeout(() => this.connect(slot), retryInMs);
     this.emit({ kind: 'disconnected', upstream: slot.index, code, reason, retryInMs, attempt });
   }

@@ -25,6 +25,8 @@ export interface HealthInputs {
    * cannotRun: the engine it was told to run is missing or cannot be run (down for good, not retrying).
    */
   execution?: { phase: string; detail: string; cannotRun?: boolean };
+  /** Flashblocks considered gone (src/ingest/retirement.ts): its reason label and operator message; absent = streaming. */
+  retirement?: { reason: string; message: string };
 }
 
 /** The /readyz report: ready when pending state is fresh, an upstream is connected and the node answers. */
@@ -37,13 +39,18 @@ export function healthReport(h: HealthInputs): HealthReport {
   // meanwhile); one that cannot run at all is a configuration to fix, so the instance is not ready.
   const engineRunnable = h.execution?.cannotRun !== true;
   const mismatch = h.chainMismatch ?? null;
+  const gone = h.retirement;
   return {
-    ready: fresh && upOk && nodeReachable && engineRunnable && mismatch === null,
+    ...(gone === undefined ? {} : { reason: `${gone.reason}: ${gone.message}` }),
+    ready: fresh && upOk && nodeReachable && engineRunnable && mismatch === null && gone === undefined,
     upstreamConnected: h.upstreamConnected,
     pendingAgeMs: age,
     nodeReachable,
     checks: {
-      upstream: { ok: upOk, detail: h.flashblocksEnabled ? `${h.upstreamConnected}/${h.upstreamUrls} upstreams connected` : 'flashblocks disabled' },
+      upstream: {
+        ok: upOk && gone === undefined,
+        detail: !h.flashblocksEnabled ? 'flashblocks disabled' : `${h.upstreamConnected}/${h.upstreamUrls} upstreams connected${gone === undefined ? '' : `; ${gone.reason}`}`,
+      },
       pending: { ok: fresh, detail: age === null ? 'no flashblock applied yet' : `last flashblock applied ${age} ms ago (limit ${h.readyMaxAgeMs} ms)` },
       chain: { ok: mismatch === null, detail: mismatch === null ? (h.flashblocksEnabled ? 'no sign of another chain' : 'flashblocks disabled') : mismatch },
       node: { ok: nodeReachable, detail: h.nodeEnabled ? (nodeReachable ? `head ${h.nodeHead}` : 'node not answering') : 'no node configured' },

@@ -17,13 +17,17 @@ export const SEQUENCE_VERDICTS = [
 ] as const;
 export type SequenceVerdictLabel = (typeof SEQUENCE_VERDICTS)[number];
 
+/** Why flashblocks are considered gone (src/ingest/retirement.ts's RETIRED_REASONS; metrics stays a leaf). */
+export const UPSTREAM_RETIRED_REASONS = ['chain_retired', 'upstream_absent'] as const;
+export type UpstreamRetiredReason = (typeof UPSTREAM_RETIRED_REASONS)[number];
+
 export const BUDGET_MISS_SOURCES = ['interval', 'timestamp'] as const;
 export type BudgetMissSource = (typeof BUDGET_MISS_SOURCES)[number];
 
 /** The checks that the node is on the stream's chain (src/ingest/chain-match.ts). */
 export const CHAIN_CHECKS = ['chain_id', 'heights'] as const;
 export type ChainCheck = (typeof CHAIN_CHECKS)[number];
-export const PENDING_FALLBACK_REASONS = ['stale', 'broken', 'disabled', 'no_metadata', 'execution'] as const;
+export const PENDING_FALLBACK_REASONS = ['stale', 'broken', 'disabled', 'no_metadata', 'execution', 'retired'] as const;
 export type PendingFallbackReason = (typeof PENDING_FALLBACK_REASONS)[number];
 
 /** Where an executed answer disagreed with the builder: its diff.receipts_root, or a receipt the stream carried. */
@@ -91,7 +95,7 @@ export function subscriptionKindLabel(kind: string): WsSubscriptionKind {
 
 // ── Budgets and buckets ────────────────────────────────────────────────────────────────────────────────────────
 
-/** The preconfirmation interval: one flashblock every 200 ms. */
+/** The default preconfirmation interval (every chain streaming today: 200 ms); a chain preset or flag may differ. */
 export const FLASHBLOCK_INTERVAL_MS = 200;
 
 /** Threads whose event loops are always watched (per-thread lag and utilisation); stream threads are added. */
@@ -320,6 +324,8 @@ export interface Metrics {
   /** Flashblocks received while the node did not match the stream, by check (src/ingest/chain-match.ts). */
   readonly chainMismatches: Readonly<Record<ChainCheck, CounterCell>>;
   readonly pendingFallbacks: Readonly<Record<PendingFallbackReason, CounterCell>>;
+  /** 1 while flashblocks are considered gone for that reason (a retired chain, a long-absent upstream), else 0. */
+  readonly upstreamRetired: Readonly<Record<UpstreamRetiredReason, GaugeCell>>;
 
   /** Pending execution (src/exec): engine up, lag behind the applied stream, apply time, outcomes, checks. */
   readonly executionUp: GaugeCell;
@@ -372,8 +378,10 @@ export interface MetricsOptions {
   commit: string;
   /** Number of configured upstream URLs (default 1): series exist for indexes 0 … upstreamCount − 1. */
   upstreamCount?: number;
-  /** Jitter allowed above the 200 ms interval before an `interval` budget miss is counted (default 50 ms). */
+  /** Jitter allowed above the flashblock interval before an `interval` budget miss is counted (default 50 ms). */
   intervalToleranceMs?: number;
+  /** The chain's flashblock interval, the budget (default FLASHBLOCK_INTERVAL_MS). */
+  flashblockIntervalMs?: number;
   /** Stream threads serving --stream-port (default 0): their thread label values exist from the start. */
   streamThreads?: number;
 }
@@ -405,7 +413,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     throw new RangeError(`upstreamCount must be a positive integer, got ${upstreamCount}`);
   }
   const toleranceS = (opts.intervalToleranceMs ?? 50) / 1000;
-  const intervalS = FLASHBLOCK_INTERVAL_MS / 1000;
+  const intervalS = (opts.flashblockIntervalMs ?? FLASHBLOCK_INTERVAL_MS) / 1000;
 
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: PREFIX, eventLoopMonitoringPrecision: 10 });
@@ -467,17 +475,17 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     'Time to parse and apply one flashblock frame (decompression, JSON parse, validation, state apply).',
     PROCESSING_BUCKETS).child();
   const interarrivalSeconds = histogram('flashblock_interarrival_seconds',
-    'Time between consecutive flashblock arrivals (any upstream, duplicates excluded); the budget is 0.2 s.',
+    `Time between consecutive flashblock arrivals (any upstream, duplicates excluded); the budget is the chain's interval (${intervalS} s).`,
     INTERARRIVAL_BUCKETS).child();
   const latenessSeconds = histogram('flashblock_lateness_seconds',
-    'Arrival wall-clock time minus due time, due = block timestamp - block time + index * 0.2 s; ' +
+    `Arrival wall-clock time minus due time, due = block timestamp - block time + index * interval (${intervalS} s); ` +
     'early arrivals are observed as 0 and counted in flashblocksd_flashblock_early_total.',
     LATENESS_BUCKETS).child();
   const earlyFlashblocks = counter('flashblock_early_total',
     'Flashblocks that arrived before their due time (negative lateness: clock skew or builder send offset).').child();
   const missF = counter('flashblock_budget_misses_total',
-    'Flashblocks that missed the 200 ms budget: source=interval when the gap since the previous one exceeded ' +
-    '0.2 s plus tolerance, source=timestamp when lateness exceeded 0.2 s.', ['source']);
+    `Flashblocks that missed the interval budget (${intervalS} s): source=interval when the gap since the previous one ` +
+    'exceeded the interval plus tolerance, source=timestamp when lateness exceeded the interval.', ['source']);
   const budgetMisses = keyed(BUDGET_MISS_SOURCES, (s) => missF.child(s));
 
   const chainMismatchF = counter('chain_mismatch_flashblocks_total',
@@ -486,6 +494,11 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   // Pending state
   const fallbackF = counter('pending_fallbacks_total',
     'Pending-tag requests answered from the node\'s latest block instead of pending state, by reason.', ['reason']);
+
+  const retiredF = gauge('upstream_retired',
+    '1 while flashblocks are considered gone: reason=chain_retired (the chain preset says its flashblocks were retired, ' +
+    'e.g. Base at Denim) or upstream_absent (no frame for --upstream-absent-ms); pending answers as latest meanwhile.',
+    ['reason']);
 
   // Execution
   const execOutcomeF = counter('execution_flashblocks_total',
@@ -577,6 +590,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
       'Canonical blocks that did not contain a transaction we had preconfirmed for that block.').child(),
     pendingFallbacks: keyed(PENDING_FALLBACK_REASONS, (r) => fallbackF.child(r)),
     chainMismatches: keyed(CHAIN_CHECKS, (c) => chainMismatchF.child(c)),
+    upstreamRetired: keyed(UPSTREAM_RETIRED_REASONS, (r) => retiredF.child(r)),
 
     executionUp: gauge('execution_up', '1 while the execution engine answers pending state reads, else 0.').child(),
     executionLagFlashblocks: gauge('execution_lag_flashblocks',

@@ -24,6 +24,8 @@ export interface HealthReport {
   /** Whether the last call to the node succeeded. */
   nodeReachable: boolean;
   checks: Record<string, HealthCheck>;
+  /** Why pending is not served, when flashblocks are gone (a retired chain, a long-absent upstream): one line. */
+  reason?: string;
 }
 
 export interface MetricsServerOptions {

@@ -49,6 +49,8 @@ export interface RpcDeps {
   readonly log: Logger;
   /** Whether `pending` may be answered from state now (see MethodContext.pendingUsable). */
   pendingUsable(): boolean;
+  /** True while the chain is known to have stopped streaming flashblocks (see MethodContext.upstreamRetired). */
+  upstreamRetired?(): boolean;
   /** Executed pending state (absent or null: execution off). */
   readonly execution?: PendingExecution | null;
   /** Request-rate quotas (--rate-limit-rps); null or absent: none. */
@@ -77,6 +79,7 @@ export function methodContext(deps: RpcDeps): MethodContext {
     metrics: deps.metrics,
     log: deps.log,
     pendingUsable: () => deps.pendingUsable(),
+    ...(deps.upstreamRetired === undefined ? {} : { upstreamRetired: () => deps.upstreamRetired!() }),
     execution: deps.execution ?? null,
     subscriptions: new Subscriptions({ events: deps.events, node: deps.node, shapes, metrics: deps.metrics, log: deps.log, execution: deps.execution ?? null }, deps.options.maxSubscriptionsPerConnection),
   };

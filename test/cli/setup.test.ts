@@ -71,7 +71,7 @@ t.test('--yes with flags writes the environment file the daemon reads, mode 0600
   const config = loadConfig([], env);
   t.same([config.flashblocksUrls, config.nodeRpcUrl, config.port, config.metricsPort], [[secretUrl], anvil.url, 8600, 9600], 'round trip through the config loader');
   t.match(readFileSync(file, 'utf8'), /^# flashblocksd settings/, 'header comment');
-  t.match(r.out, /chain id 901 \(OP-stack devnet\), head block 0/, 'node check shows chain id and head');
+  t.match(r.out, /chain id 901 \(Devnet: preset devnet, 2000 ms blocks, 200 ms flashblocks, 10 per block, dialect base\), head block 0/, 'node check shows chain id, its preset and head');
   t.match(r.out, /ok: ws:\/\/redacted@127\.0\.0\.1:\d+\/flashblocks\?key=redacted: connected in \d+ ms/, 'upstream reachable');
   t.notMatch(r.all, /s3cr3t|k3y-value|operator/, 'no secret printed');
   t.match(r.out, /sudo systemctl enable --now flashblocksd/);
@@ -89,6 +89,17 @@ t.test('--yes takes the defaults for everything not given; unreachable URLs are 
   t.match(r.err, /warning: ws:\/\/127\.0\.0\.1:\d+\/flashblocks is not reachable: cannot connect \(ECONNREFUSED\)/);
   t.match(r.err, /warning: http:\/\/127\.0\.0\.1:\d+\/ did not answer eth_chainId: node unreachable \(ECONNREFUSED\)/);
   t.same(readEnv(file), { FLASHBLOCKS_ENABLED: 'true', FLASHBLOCKS_URL: `ws://127.0.0.1:${dead}/flashblocks`, NODE_RPC_URL: `http://127.0.0.1:${dead}`, HOST: '127.0.0.1', PORT: '8547', METRICS_PORT: '9464' });
+});
+
+t.test('a node whose chain id is Base\'s: setup warns that Base retired flashblocks and says what to answer', async (t) => {
+  const anvil = await startAnvil({ chainId: 8453 });
+  t.teardown(() => anvil.stop());
+  const dead = await freePort();
+  const file = join(tmp(t), 'fb.env');
+  const r = await setup(['-y', '--env-path', file, '--flashblocks-url', `ws://127.0.0.1:${dead}/flashblocks`, '--node-rpc-url', anvil.url, '--check-timeout-ms', '1000']);
+  t.equal(r.code, SetupExit.WRITTEN, 'a warning, not an error', { output: r.all });
+  t.match(r.out, /chain id 8453 \(Base: preset base, 2000 ms blocks, 200 ms flashblocks, 10 per block, dialect base\)/);
+  t.match(r.err, /warning: Base \(chain 8453\) streamed from 2025-07 until 2026-11-05 18:00 UTC; retired flashblocks .*--flashblocks-enabled false or remove it \(for a pure forwarding proxy answer FLASHBLOCKS_ENABLED=false\)/);
 });
 
 t.test('an existing file is never overwritten without --force', async (t) => {

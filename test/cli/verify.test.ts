@@ -72,6 +72,29 @@ t.test('plain anvil (no flashblocks): exit 1, "pending equals latest"', async (t
   t.match(report.summary, /pending equals latest/);
 });
 
+t.test('a node whose chain id is Base\'s (anvil --chain-id 8453): exit 1, explained by Base retiring flashblocks', async (t) => {
+  const anvil = await startAnvil({ chainId: 8453 });
+  t.teardown(() => anvil.stop());
+  const r = await verify([anvil.url, '--duration-ms', '500']);
+  t.equal(r.code, VerifyExit.NOT_PRECONFIRMING, 'exit 1', { output: r.out + r.err });
+  t.match(r.out, /^ {2}chain: +8453 \(Base\)$/m);
+  t.match(r.out, /^NO: Base \(chain 8453\) streamed from 2025-07 until 2026-11-05 18:00 UTC; retired flashblocks with its Denim upgrade/m);
+  t.match(r.out, /`pending` has no equivalent any more — point clients at latest \(the node\), and run flashblocksd with --flashblocks-enabled false or remove it \(observed: pending equals latest/);
+  const j = await verify([anvil.url, '--duration-ms', '300', '--json']);
+  const report = JSON.parse(j.out) as VerifyReport & { chain: { id: number; name: string; retired: string | null } };
+  t.same([report.chain.id, report.chain.name], [8453, 'Base']);
+  t.match(report.chain.retired ?? '', /2026-11-05 18:00 UTC/);
+});
+
+t.test('a node of a chain that streams (anvil --chain-id 130): named, and the summary is the observation', async (t) => {
+  const anvil = await startAnvil({ chainId: 130 });
+  t.teardown(() => anvil.stop());
+  const r = await verify([anvil.url, '--duration-ms', '300']);
+  t.equal(r.code, VerifyExit.NOT_PRECONFIRMING);
+  t.match(r.out, /^ {2}chain: +130 \(Unichain\)$/m);
+  t.match(r.out, /^NO: pending equals latest/m);
+});
+
 t.test('plain anvil with a mempool and traffic (pending ahead of latest, no early receipts): exit 1', async (t) => {
   // Interval mining: anvil's pending block holds its mempool, so transactions show up in pending before latest, as
   // on any node that builds pending itself; only a receipt served before latest proves a preconfirmation.

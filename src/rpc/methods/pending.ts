@@ -6,6 +6,7 @@ import type { MethodContext } from './types.js';
 /** Why `pending` cannot be answered from state right now (metric label). */
 export function fallbackReason(ctx: MethodContext): PendingFallbackReason {
   if (!ctx.options.flashblocksEnabled) return 'disabled';
+  if (ctx.upstreamRetired?.() === true) return 'retired';
   const top = ctx.view.block(ctx.view.highestNumber);
   return top !== undefined && top.broken ? 'broken' : 'stale';
 }

@@ -34,6 +34,8 @@ export interface MethodContext {
    * pendingMaxAgeMs, and the pending block not broken. When false, `pending` answers as `latest` (forwarded).
    */
   pendingUsable(): boolean;
+  /** True while the chain is known to have stopped streaming flashblocks (absent: never); the fallback's reason. */
+  upstreamRetired?(): boolean;
   /** eth_subscribe support (WebSocket connections only). */
   readonly subscriptions: Subscriptions;
   /** Executed pending state; null when execution is off (then pending state reads answer as latest). */
