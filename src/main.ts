@@ -18,6 +18,9 @@ function buildOf(): BuildInfo {
 }
 const version = (): string => buildOf().version;
 
+/** A signal within this long after the first is the same stop request delivered twice (see onSignal). */
+const REPEATED_SIGNAL_MS = 500;
+
 interface DevnetHandle {
   nodeRpcUrl: string;
   flashblocksUrl: string;
@@ -121,13 +124,16 @@ async function run(argv: string[]): Promise<number> {
   startWatchdog(log);
 
   return await new Promise<number>((resolve) => {
-    let signals = 0;
+    let firstSignalMs = -1;
     const onSignal = (sig: NodeJS.Signals | 'parent exit'): void => {
-      signals++;
-      if (signals > 1) {
-        log.warn(`second ${sig}: exiting now`);
+      if (firstSignalMs >= 0) {
+        // One Ctrl-C under `npm start` arrives twice: from the terminal (to the whole process group) and forwarded
+        // by npm a moment later. Only a signal sent again later is the user's "exit now".
+        if (performance.now() - firstSignalMs < REPEATED_SIGNAL_MS) return;
+        log.info(`second ${sig}: exiting now`);
         process.exit(130);
       }
+      firstSignalMs = performance.now();
       log.info(`${sig} received: draining (up to ${config.shutdownGraceMs} ms); send again to exit at once`);
       void notifyStopping(log);
       void (async () => {
