@@ -18,7 +18,7 @@ function buildOf(): BuildInfo {
 }
 const version = (): string => buildOf().version;
 
-/** A signal within this long after the first is the same stop request delivered twice (see onSignal). */
+/** The same signal within this long after the first is the same stop request delivered twice (see onSignal). */
 const REPEATED_SIGNAL_MS = 500;
 
 interface DevnetHandle {
@@ -125,15 +125,17 @@ async function run(argv: string[]): Promise<number> {
 
   return await new Promise<number>((resolve) => {
     let firstSignalMs = -1;
+    let firstSignal = '';
     const onSignal = (sig: NodeJS.Signals | 'parent exit'): void => {
       if (firstSignalMs >= 0) {
         // One Ctrl-C under `npm start` arrives twice: from the terminal (to the whole process group) and forwarded
-        // by npm a moment later. Only a signal sent again later is the user's "exit now".
-        if (performance.now() - firstSignalMs < REPEATED_SIGNAL_MS) return;
+        // by npm a moment later. Only another signal, or the same one sent again later, is the user's "exit now".
+        if (sig === firstSignal && performance.now() - firstSignalMs < REPEATED_SIGNAL_MS) return;
         log.info(`second ${sig}: exiting now`);
         process.exit(130);
       }
       firstSignalMs = performance.now();
+      firstSignal = sig;
       log.info(`${sig} received: draining (up to ${config.shutdownGraceMs} ms); send again to exit at once`);
       void notifyStopping(log);
       void (async () => {
