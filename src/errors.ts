@@ -55,7 +55,7 @@ export const ERROR_TABLE: ReadonlyArray<{ code: number | string; meaning: string
   { code: RpcCode.METHOD_NOT_FOUND, meaning: 'unknown method, or a method not forwarded by default (node-signed, dev, admin: `eth_sendTransaction`, `anvil_*`, `debug_*`, ...); the message names `--forward-methods`' },
   { code: RpcCode.INVALID_PARAMS, meaning: 'wrong parameter count, type or hex shape; the message names the parameter; with HTTP 400: a malformed `X-Flashblock-Min` header (`invalid X-Flashblock-Min`)' },
   { code: RpcCode.INTERNAL_ERROR, meaning: 'unexpected failure inside the daemon (details in the log, never in the reply)' },
-  { code: RpcCode.SERVER_ERROR, meaning: 'the node answered with an error, or could not be reached; `flashblock not yet applied: …`: the flashblock `X-Flashblock-Min` asks for was not applied within `--pin-wait-ms` (`data`: `{asked, current}`)' },
+  { code: RpcCode.SERVER_ERROR, meaning: 'the node answered with an error, or could not be reached; `flashblock not yet applied: …`: the flashblock `X-Flashblock-Min` asks for was not applied within `--pin-wait-ms` (`data`: `{asked, current}`); `hash is not currently canonical`: `requireCanonical` with a pending block\'s hash; `… is superseded`: an older flashblock\'s hash whose block has taken transactions since' },
   { code: RpcCode.LIMIT_EXCEEDED, meaning: 'response larger than the configured cap; or `rate limit exceeded` (HTTP 429 over HTTP) when a client IP or API key is over --rate-limit-rps' },
   { code: RpcCode.TIMEOUT, meaning: 'the node did not answer within the timeout' },
   { code: RpcCode.EXECUTION_REVERTED, meaning: 'execution reverted (passed through from the node with its data)' },

@@ -19,6 +19,9 @@ function buildOf(): BuildInfo {
 }
 const version = (): string => buildOf().version;
 
+/** The same signal within this long after the first is the same stop request delivered twice (see onSignal). */
+const REPEATED_SIGNAL_MS = 500;
+
 interface DevnetHandle {
   nodeRpcUrl: string;
   flashblocksUrl: string;
@@ -127,13 +130,18 @@ async function run(argv: string[]): Promise<number> {
   startWatchdog(log);
 
   return await new Promise<number>((resolve) => {
-    let signals = 0;
+    let firstSignalMs = -1;
+    let firstSignal = '';
     const onSignal = (sig: NodeJS.Signals | 'parent exit'): void => {
-      signals++;
-      if (signals > 1) {
-        log.warn(`second ${sig}: exiting now`);
+      if (firstSignalMs >= 0) {
+        // One Ctrl-C under `npm start` arrives twice: from the terminal (to the whole process group) and forwarded
+        // by npm a moment later. Only another signal, or the same one sent again later, is the user's "exit now".
+        if (sig === firstSignal && performance.now() - firstSignalMs < REPEATED_SIGNAL_MS) return;
+        log.info(`second ${sig}: exiting now`);
         process.exit(130);
       }
+      firstSignalMs = performance.now();
+      firstSignal = sig;
       log.info(`${sig} received: draining (up to ${config.shutdownGraceMs} ms); send again to exit at once`);
       void notifyStopping(log);
       void (async () => {

@@ -57,6 +57,16 @@ export function anvilBinary(): string {
   }
 }
 
+/** A reply's JSON; a body that is not JSON (a proxy's 502 page) is an error saying so, not a bare SyntaxError. */
+async function jsonBody(res: Response, method: string): Promise<unknown> {
+  const text = await res.text();
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error(`${method}: HTTP ${res.status} without a JSON-RPC reply: ${text.slice(0, 200)}`);
+  }
+}
+
 /** One JSON-RPC call over HTTP; throws {@link NodeRpcError} on an error reply. */
 export async function rpcCall<T = any>(url: string, method: string, params: unknown[] = []): Promise<T> {
   const res = await fetch(url, {
@@ -64,7 +74,7 @@ export async function rpcCall<T = any>(url: string, method: string, params: unkn
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
   });
-  const body = (await res.json()) as { result?: T; error?: { code: number; message: string } };
+  const body = (await jsonBody(res, method)) as { result?: T; error?: { code: number; message: string } };
   if (body.error) throw new NodeRpcError(method, body.error.code, body.error.message);
   return body.result as T;
 }
@@ -80,7 +90,7 @@ export async function rpcBatch<T = any>(url: string, calls: [string, unknown[]][
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify(calls.map(([method, params], id) => ({ jsonrpc: '2.0', id, method, params }))),
   });
-  const body = (await res.json()) as { id: number; result?: T; error?: { code: number; message: string } }[];
+  const body = (await jsonBody(res, calls[0]![0])) as { id: number; result?: T; error?: { code: number; message: string } }[];
   const out: BatchResult<T>[] = new Array(calls.length);
   for (const item of body) {
     const method = calls[item.id]?.[0] ?? '?';
@@ -132,7 +142,9 @@ export async function startAnvil(opts: AnvilOptions = {}): Promise<Anvil> {
   ];
   installExitHooks();
   // Tied: the kernel kills anvil if this process dies, `kill -9` included (the exit hooks cover only clean exits).
-  const { child } = spawnTied(anvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // Its own process group: a terminal's Ctrl-C (SIGINT to the foreground group) must not kill the node under the
+  // daemon and sequencer while they stop; stop() ends it last.
+  const { child } = spawnTied(anvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   live.add(child);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   void exited.then(() => live.delete(child));

@@ -379,8 +379,11 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
           res.end(out);
         },
         (e: unknown) => {
-          res.writeHead(502, { 'content-type': 'text/plain' });
-          res.end(`anvil unreachable: ${String(e)}`);
+          // A JSON-RPC error (clients parse the body): the devnet stopping, or anvil gone.
+          const why = stopped ? 'the devnet is stopping' : `the devnet's anvil is unreachable: ${e instanceof Error ? e.message : String(e)}`;
+          const out = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: why } }));
+          res.writeHead(503, { 'content-type': 'application/json', 'content-length': out.length });
+          res.end(out);
         },
       );
     });

@@ -101,6 +101,7 @@ export class CanonicalTracker {
       this.lastOkMs = performance.now();
       this.advance(Number.parseInt(hex.slice(2), 16));
     } catch (e) {
+      if (this.stopped) return; // a poll cut short by the stop (the node client closed): not a failure
       const why = e instanceof NodeError ? e.message : String(e);
       this.log.limited('warn', 'canonical-poll', 10_000, 'canonical head poll failed; pending state keeps serving', { error: why });
     }
@@ -137,6 +138,7 @@ export class CanonicalTracker {
             if (block === null) break; // the node's view is behind its own head report: retry next poll
             hashes = new Set(block.transactions.map((h) => h.toLowerCase()));
           } catch (e) {
+            if (this.stopped) break; // cut short by the stop: nothing to settle
             this.log.limited('warn', 'canonical-fetch', 10_000, 'could not fetch canonical block; settling without reorg check', { block: k, error: (e as Error).message });
           }
         }

@@ -34,10 +34,11 @@ export function sourceCommand(): string[] {
 export async function spawnDaemon(
   command: string[],
   args: string[],
-  opts: { cwd?: string; env?: NodeJS.ProcessEnv; startTimeoutMs?: number } = {},
+  /** `detached`: its own process group, so a test can signal the group as a terminal's Ctrl-C does (kill(-pid)). */
+  opts: { cwd?: string; env?: NodeJS.ProcessEnv; startTimeoutMs?: number; detached?: boolean } = {},
 ): Promise<DaemonProcess> {
   const [file, ...pre] = command as [string, ...string[]];
-  const proc = spawn(file, [...pre, ...args], { cwd: opts.cwd ?? repoRoot, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(file, [...pre, ...args], { cwd: opts.cwd ?? repoRoot, env: opts.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'], detached: opts.detached ?? false });
   const lines: Record<string, unknown>[] = [];
   let err = '';
   let partial = '';

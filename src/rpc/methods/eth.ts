@@ -17,9 +17,10 @@ import { TX_DEPOSIT } from '../../chain/types.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import type { SubscriberSink } from '../subscriptions.js';
-import { atNewestState, engineFor, engineRead, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
+import { atNewestState, executedAccount, pendingNonce, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
+import { eth_fillTransaction } from './fill.js';
 import { ethGetLogs } from './logs.js';
-import { heldAbove, usablePending } from './pending.js';
+import { heldAbove, heldStateBlock, usablePending } from './pending.js';
 import { address, arity, blockParam, bool, checkBlockTag, hash32, quantity, withLatest, type BlockParam } from './params.js';
 import { ethSendRawTransactionSync } from './submit.js';
 import { FORWARD_AS_IS, Forward, FromState, RawJson, type Handler, type MethodContext } from './types.js';
@@ -163,28 +164,15 @@ const eth_getTransactionByBlockHashAndIndex: Handler = (ctx, params) => {
 };
 
 /**
- * The held block a balance or nonce query at `bp` reads: the pending block for `pending`, the held block for the
- * number of one (a client's numeric pending height); undefined when the node answers the query as it is.
+ * The (address, block) params of an account query, and the held block that answers it: the pending block for
+ * `pending`, the held block a number or flashblock hash names (EIP-1898 objects too, see heldStateBlock);
+ * undefined when the node answers the query as it is.
  */
-function stateBlock(ctx: MethodContext, bp: BlockParam): BlockView | null | undefined {
-  if (bp.kind === 'pending') return usablePending(ctx);
-  if (bp.kind === 'number') return heldAbove(ctx, bp.number) ?? undefined;
-  return undefined;
-}
-
-/** The (address, block) params of an account query, and the held block that answers it (see stateBlock). */
 function accountQuery(ctx: MethodContext, params: unknown[]): { a: string; bp: BlockParam; top: BlockView | null | undefined } {
   arity(params, 1, 2);
   const a = address(params, 0);
   const bp = blockParam(params, 1, true, true);
-  return { a, bp, top: stateBlock(ctx, bp) };
-}
-
-/** The engine's answer for an account query at held block `top` when it is the newest one and execution can answer it, else null. */
-async function executedAccount<T>(ctx: MethodContext, top: BlockView | null, read: (e: NonNullable<MethodContext['execution']>['engine']) => Promise<T>): Promise<T | null> {
-  if (ctx.execution === null || top === null || !atNewestState(ctx, top)) return null;
-  const e = await engineFor(ctx, top);
-  return e === null ? null : engineRead(ctx, () => read(e));
+  return { a, bp, top: bp.kind === 'pending' || bp.kind === 'number' || bp.kind === 'hash' ? heldStateBlock(ctx, params[1]) : undefined };
 }
 
 const eth_getBalance: Handler = (ctx, params) => {
@@ -217,8 +205,8 @@ function balanceFromStream(ctx: MethodContext, a: string, top: BlockView | null,
 const eth_getTransactionCount: Handler = (ctx, params) => {
   const { a, bp, top } = accountQuery(ctx, params);
   if (top === undefined) return FORWARD_AS_IS;
-  if (bp.kind === 'number' && top !== null) {
-    // The newest held height: the executed state's nonce when execution answers (see below), else the stream's.
+  if (bp.kind !== 'pending' && top !== null) {
+    // A held height (by number or flashblock hash): the executed state's nonce when execution answers (see below), else the stream's.
     const fromStream = (): unknown => {
       const n = nonceAt(ctx, a, top.number);
       return n === null ? new Forward(withLatest(params, 1)) : toQuantity(n);
@@ -226,22 +214,7 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
     if (ctx.execution === null || !atNewestState(ctx, top)) return fromStream();
     return executedAccount(ctx, top, (e) => e.getTransactionCount(a)).then((x) => (x === null ? fromStream() : new FromState(toQuantity(x))));
   }
-  // The node's `pending` count includes its mempool: a wallet's back-to-back sends that no flashblock holds yet.
-  const fromNode = ctx.node.call<string>('eth_getTransactionCount', [a, 'pending']);
-  if (top === null) return fromNode;
-  // Senders still with the recovery worker: wait for its answer rather than recover them on the event loop.
-  const settled = ctx.senders.settled(a);
-  const fromState = settled === null ? ctx.view.nextNonce(a) : settled.then(() => ctx.view.nextNonce(a));
-  // The executed state's nonce (exact for deposits and senders recovery has not reached), when execution answers. It
-  // replaces the stream's: that one takes a deposit's receipt depositNonce as op-geth's pre-execution value, and a
-  // chain that commits anvil's post-execution value (the devnet) made it one too high for depositors.
-  const fromEngine = executedAccount(ctx, top, (e) => e.getTransactionCount(a));
-  return Promise.all([fromNode, fromState, fromEngine]).then(([n, s, x]) => {
-    let best = BigInt(n);
-    const mine = x ?? s;
-    if (mine !== null && mine > best) best = mine;
-    return toQuantity(best);
-  });
+  return pendingNonce(ctx, a, top).then(toQuantity);
 };
 
 /**
@@ -314,6 +287,7 @@ export const ETH_METHODS: ReadonlyMap<string, Handler> = new Map<string, Handler
   ['eth_getCode', eth_getCode],
   ['eth_getStorageAt', eth_getStorageAt],
   ['eth_getProof', eth_getProof],
+  ['eth_fillTransaction', eth_fillTransaction],
   ['eth_feeHistory', pendingAsLatest(1)],
   ['eth_getUncleCountByBlockNumber', pendingAsLatest(0)],
   ['eth_getUncleByBlockNumberAndIndex', pendingAsLatest(0)],

@@ -10,22 +10,19 @@ import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView, TxView } from '../../state/view.js';
 import { l1FeeFacts } from '../shapes/l1fee.js';
 import { STREAM_RECEIPTS, type ReceiptFacts, type ReceiptSource } from '../shapes/receipt.js';
-import { heldAbove, usablePending } from './pending.js';
+import { heldStateBlock } from './pending.js';
 import { address, arity, checkBlockTag, withLatest } from './params.js';
 import { FORWARD_AS_IS, Forward, FromState, type ExecutionReads, type Handler, type MethodContext, type PendingExecution } from './types.js';
 
 /**
- * The pending block a state read with block argument `tag` asks for: `pending`, or the number of the newest held
- * block (a client's numeric pending height). null: `pending` that cannot be answered from state (already counted);
- * undefined: not a pending read.
+ * The pending block a state read with block argument `tag` asks for: `pending`, or the newest held block by number
+ * or by flashblock hash (EIP-1898 objects included; see heldStateBlock). null: `pending` that cannot be answered
+ * from state (already counted), or an older held block (answered as latest); undefined: not a pending read.
  */
 function pendingTarget(ctx: MethodContext, tag: unknown): BlockView | null | undefined {
-  if (tag === 'pending') return usablePending(ctx);
-  if (typeof tag === 'string' && tag.length > 2 && tag.length < 16 && tag.startsWith('0x')) {
-    const b = heldAbove(ctx, Number.parseInt(tag.slice(2), 16));
-    if (b !== null && atNewestState(ctx, b)) return b;
-  }
-  return undefined;
+  const b = heldStateBlock(ctx, tag);
+  if (b === undefined || b === null) return b;
+  return atNewestState(ctx, b) ? b : null;
 }
 
 /**
@@ -35,12 +32,6 @@ function pendingTarget(ctx: MethodContext, tag: unknown): BlockView | null | und
 export function atNewestState(ctx: MethodContext, b: BlockView): boolean {
   const top = ctx.view.highestNumber;
   return b.number === top || (b.number === top - 1 && (ctx.view.block(top)?.txs.length ?? 0) === 0);
-}
-
-/** True when argument `i` names a held pending block (not the newest one) the node does not have yet. */
-function olderHeld(ctx: MethodContext, tag: unknown): boolean {
-  if (typeof tag !== 'string' || tag.length <= 2 || tag.length >= 16 || !tag.startsWith('0x')) return false;
-  return heldAbove(ctx, Number.parseInt(tag.slice(2), 16)) !== null;
 }
 
 /**
@@ -78,18 +69,50 @@ function executedRead(i: number, check: (params: unknown[]) => void, read: (e: E
   return (ctx, params) => {
     check(params);
     const tag = params[i];
-    const target = ctx.execution === null ? (tag === 'pending' ? null : undefined) : pendingTarget(ctx, tag);
+    // Without execution `pending` answers as latest by configuration (no fallback counted); so does a held block
+    // named by number or hash, which the node does not have yet.
+    const target = ctx.execution === null && tag === 'pending' ? null : pendingTarget(ctx, tag);
     if (target === undefined) {
       if (tag !== undefined) checkBlockTag(params, i, true);
-      return olderHeld(ctx, tag) ? new Forward(withLatest(params, i)) : FORWARD_AS_IS;
+      return FORWARD_AS_IS;
     }
-    if (target === null) return new Forward(withLatest(params, i));
+    if (target === null || ctx.execution === null) return new Forward(withLatest(params, i));
     return (async () => {
       const e = await engineFor(ctx, target);
       const v = e === null ? null : await engineRead(ctx, () => read(e, params));
       return v === null ? new Forward(withLatest(params, i)) : new FromState(v);
     })();
   };
+}
+
+/** The engine's answer for an account query at held block `top` when it is the newest one and execution can answer it, else null. */
+export async function executedAccount<T>(ctx: MethodContext, top: BlockView | null, read: (e: NonNullable<MethodContext['execution']>['engine']) => Promise<T>): Promise<T | null> {
+  if (ctx.execution === null || top === null || !atNewestState(ctx, top)) return null;
+  const e = await engineFor(ctx, top);
+  return e === null ? null : engineRead(ctx, () => read(e));
+}
+
+/**
+ * The next nonce of `a` for a new transaction: the highest of the node's `pending` count (its mempool: a wallet's
+ * back-to-back sends that no flashblock holds yet), the next nonce after its preconfirmed transactions and the
+ * executed state's nonce. `top`: the pending block (null when `pending` cannot be answered from state: the node's).
+ */
+export function pendingNonce(ctx: MethodContext, a: string, top: BlockView | null): Promise<bigint> {
+  const fromNode = ctx.node.call<string>('eth_getTransactionCount', [a, 'pending']);
+  if (top === null) return fromNode.then(BigInt);
+  // Senders still with the recovery worker: wait for its answer rather than recover them on the event loop.
+  const settled = ctx.senders.settled(a);
+  const fromState = settled === null ? ctx.view.nextNonce(a) : settled.then(() => ctx.view.nextNonce(a));
+  // The executed state's nonce (exact for deposits and senders recovery has not reached), when execution answers. It
+  // replaces the stream's: that one takes a deposit's receipt depositNonce as op-geth's pre-execution value, and a
+  // chain that commits anvil's post-execution value (the devnet) made it one too high for depositors.
+  const fromEngine = executedAccount(ctx, top, (e) => e.getTransactionCount(a));
+  return Promise.all([fromNode, fromState, fromEngine]).then(([n, s, x]) => {
+    let best = BigInt(n);
+    const mine = x ?? s;
+    if (mine !== null && mine > best) best = mine;
+    return best;
+  });
 }
 
 function callObject(params: unknown[], i: number): Record<string, unknown> {
@@ -166,7 +189,8 @@ export const eth_getStorageAt: Handler = executedRead(
  */
 export const eth_getProof: Handler = (ctx, params) => {
   const tag = params[2];
-  if (ctx.execution !== null && pendingTarget(ctx, tag) !== undefined) {
+  const held = tag === 'pending' ? undefined : heldStateBlock(ctx, tag);
+  if (ctx.execution !== null && (tag === 'pending' || (held != null && atNewestState(ctx, held)))) {
     throw new RpcError(
       RpcCode.INVALID_PARAMS,
       'invalid argument 2: eth_getProof does not answer at "pending" (the executed pending state has no proof against the chain\'s state root); ask for "latest" or a canonical block number',
@@ -174,7 +198,7 @@ export const eth_getProof: Handler = (ctx, params) => {
   }
   if (tag === 'pending') return new Forward(withLatest(params, 2));
   checkBlockTag(params, 2, true);
-  return olderHeld(ctx, tag) ? new Forward(withLatest(params, 2)) : FORWARD_AS_IS;
+  return held != null ? new Forward(withLatest(params, 2)) : FORWARD_AS_IS;
 };
 
 /**

@@ -1,0 +1,63 @@
+// `npm start` as a user runs it, stopped as a user stops it: the daemon with no upstream and no node flags starts the
+// embedded devnet; flashblocks flow for a few blocks; then Ctrl-C — SIGINT to the whole process group (the daemon,
+// the devnet's anvil, the engine's anvil) and once more to the daemon, as npm forwards it. A stop is not a failure:
+// nothing at warn or above while stopping, nothing on stderr, exit 0. And a normal run logs nothing per block at info.
+import t from 'tap';
+import { sourceCommand, spawnDaemon } from '../helpers/daemon-process.js';
+
+const LEVELS_ABOVE_INFO = new Set(['warn', 'error', 'fatal']);
+/** Lines from the execution engine (src/exec, src/execution.ts): the lead is replacing it; tracked, not owned here. */
+const fromEngine = (l: Record<string, unknown>): boolean => String(l.msg ?? '').startsWith('execution engine');
+
+async function pendingHeight(url: string): Promise<number> {
+  try {
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":["pending"]}' });
+    return Number(((await res.json()) as { result?: string }).result ?? -1);
+  } catch {
+    return -1;
+  }
+}
+
+t.test('Ctrl-C of the daemon on the embedded devnet: no warning while stopping, exit 0; nothing per block at info', async (t) => {
+  const d = await spawnDaemon(sourceCommand(), ['--port', '0', '--metrics-port', '0'], {
+    detached: true,
+    env: { ...process.env, npm_lifecycle_event: undefined },
+    startTimeoutMs: 60_000,
+  });
+  t.teardown(() => d.close());
+  // Flashblocks flowing over a few block boundaries.
+  let first = -1;
+  for (;;) {
+    const h = await pendingHeight(d.rpcUrl);
+    if (first < 0 && h > 0) first = h;
+    if (first > 0 && h >= first + 3) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const flowing = d.logs().length;
+  const stderrBefore = d.stderr().length;
+  // A terminal's Ctrl-C: the whole foreground group; then npm passes it on to its child once more.
+  process.kill(-d.proc.pid!, 'SIGINT');
+  process.kill(d.proc.pid!, 'SIGINT');
+  const exit = await d.exited;
+
+  const lines = d.logs();
+  const during = lines.slice(0, flowing);
+  const stopping = lines.slice(flowing);
+  t.equal(exit.code, 0, `exit code 0 (${JSON.stringify(exit)})`);
+  t.ok(stopping.some((l) => l.msg === 'stopped cleanly'), 'stopped cleanly');
+  const loud = stopping.filter((l) => LEVELS_ABOVE_INFO.has(String(l.level)) || l.raw !== undefined);
+  t.same(loud.filter((l) => !fromEngine(l)), [], 'no line at warn or above while stopping (daemon and devnet)');
+  // Engine-side (src/exec: the engine's anvil gets the terminal's SIGINT; the supervisor warns and restarts it, and
+  // the flashblocks applied meanwhile warn as not executed); owned by the engine replacement, counted here so it shows.
+  for (const l of loud.filter(fromEngine)) t.comment(`engine-side while stopping: ${l.level} ${String(l.msg)}`);
+  t.same(loud.filter(fromEngine), [], 'no engine line at warn or above while stopping', { todo: "engine-side (src/exec): its anvil, spawned in the daemon's process group, dies of the terminal's SIGINT; the lines are printed as comments above" });
+  t.equal(d.stderr().slice(stderrBefore), '', 'nothing on stderr while stopping (no stack, no SyntaxError)');
+
+  // Per-block info lines: a message logged more than once while blocks went by.
+  const seen = new Map<string, number>();
+  for (const l of during) if (l.level === 'info') seen.set(String(l.msg), (seen.get(String(l.msg)) ?? 0) + 1);
+  const repeated = [...seen].filter(([, n]) => n > 1);
+  t.same(repeated.filter(([m]) => !m.startsWith('execution engine')), [], 'no info line per block (daemon and devnet)');
+  t.same(repeated.filter(([m]) => m.startsWith('execution engine')), [], 'no engine info line per block', { todo: 'engine-side: "execution engine: forked at the parent before its next block"' });
+  t.same(during.filter((l) => LEVELS_ABOVE_INFO.has(String(l.level)) && !fromEngine(l)), [], 'no warning in a normal run (daemon and devnet)');
+});
