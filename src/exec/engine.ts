@@ -228,6 +228,11 @@ export interface ExecutionEngine {
   getTransactionCount(address: string): Promise<bigint>;
   /** Refused with {@link EngineUnsupportedError}: the engine's state trie is not the chain's. */
   getProof(address: string, slots: string[]): Promise<never>;
+  /**
+   * eth_simulateV1 on the newest executed flashblock (its env as the first simulated block's), when the engine can;
+   * engines without it leave it undefined (the call is then answered as latest by the node).
+   */
+  simulateV1?(payload: Record<string, unknown>): Promise<unknown>;
 
   /** The executed receipt of a pending transaction (lower-case hash), or null. */
   receipt(hash: string): ExecutedReceipt | null;

@@ -412,6 +412,10 @@ export class RevmEngine implements ExecutionEngine {
     return (await this.read('call', { tx, stateOverrides: stateOverrides ?? null, blockOverrides: blockOverrides ?? null })) as string;
   }
 
+  simulateV1(payload: Record<string, unknown>): Promise<unknown> {
+    return this.read('simulateV1', { payload });
+  }
+
   async estimateGas(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<bigint> {
     return BigInt((await this.read('estimateGas', { tx, stateOverrides: stateOverrides ?? null, blockOverrides: blockOverrides ?? null })) as string);
   }

@@ -17,7 +17,7 @@ import { TX_DEPOSIT } from '../../chain/types.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import type { SubscriberSink } from '../subscriptions.js';
-import { atNewestState, executedAccount, pendingNonce, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
+import { atNewestState, executedAccount, pendingNonce, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt, eth_simulateV1 } from './executed.js';
 import { eth_fillTransaction } from './fill.js';
 import { ethGetLogs } from './logs.js';
 import { heldAbove, heldStateBlock, usablePending } from './pending.js';
@@ -282,6 +282,7 @@ export const ETH_METHODS: ReadonlyMap<string, Handler> = new Map<string, Handler
   ['eth_getBalance', eth_getBalance],
   ['eth_getTransactionCount', eth_getTransactionCount],
   ['eth_call', eth_call],
+  ['eth_simulateV1', eth_simulateV1],
   ['eth_estimateGas', eth_estimateGas],
   ['eth_createAccessList', eth_createAccessList],
   ['eth_getCode', eth_getCode],

@@ -154,6 +154,23 @@ export const eth_estimateGas: Handler = executedRead(
   async (e, p) => toQuantity(await e.estimateGas(callObject(p, 0), optionalObject(p, 2), optionalObject(p, 3))),
 );
 
+/**
+ * eth_simulateV1 with `pending`: the blocks of calls run on the newest executed flashblock, the first with the pending
+ * block's own env (viem's simulateBlocks / simulateCalls). An engine without it answers as latest through the node.
+ */
+export const eth_simulateV1: Handler = executedRead(
+  1,
+  (p) => {
+    arity(p, 1, 2);
+    const o = callObject(p, 0);
+    if (!Array.isArray(o.blockStateCalls)) throw new RpcError(RpcCode.INVALID_PARAMS, 'invalid argument 0: blockStateCalls must be a list');
+  },
+  (e, p) => {
+    if (e.simulateV1 === undefined) return Promise.reject(new EngineUnavailableError('this engine does not simulate'));
+    return e.simulateV1(callObject(p, 0));
+  },
+);
+
 export const eth_createAccessList: Handler = executedRead(
   1,
   (p) => {
