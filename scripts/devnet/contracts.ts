@@ -4,20 +4,21 @@ import { bigIntToBytes, hexToBytes } from '../../src/chain/hex.js';
 import { encodeRlp } from '../../src/chain/rlp.js';
 
 /**
- * Env contract (50 bytes): stores NUMBER, TIMESTAMP, BASEFEE, COINBASE, BLOCKHASH(NUMBER-1) in slots 0..4 and emits
- * them as one LOG0 of 5 words, so a receipt (and the receipts root) commits to every value the tx saw. PREVRANDAO is
- * left out: an execution engine that cannot set it would differ for a documented reason, not a bug.
+ * Env contract (58 bytes): stores NUMBER, TIMESTAMP, BASEFEE, COINBASE, BLOCKHASH(NUMBER-1), PREVRANDAO in slots 0..5
+ * and emits them as one LOG0 of 6 words, so a receipt (and the receipts root) commits to every value the tx saw.
  *   00 NUMBER DUP1 PUSH1 0 SSTORE PUSH1 00 MSTORE
  *   08 TIMESTAMP DUP1 PUSH1 1 SSTORE PUSH1 20 MSTORE
  *   10 BASEFEE DUP1 PUSH1 2 SSTORE PUSH1 40 MSTORE
  *   18 COINBASE DUP1 PUSH1 3 SSTORE PUSH1 60 MSTORE
  *   20 PUSH1 1 NUMBER SUB BLOCKHASH DUP1 PUSH1 4 SSTORE PUSH1 80 MSTORE
- *   2c PUSH1 a0 PUSH1 00 LOG0 STOP
+ *   2c PREVRANDAO DUP1 PUSH1 5 SSTORE PUSH1 a0 MSTORE
+ *   34 PUSH1 c0 PUSH1 00 LOG0 STOP
  */
-export const ENV_RUNTIME = '4380600055600052428060015560205248806002556040524180600355606052600143034080600455608052' + '60a06000a000';
+export const ENV_RUNTIME =
+  '4380600055600052428060015560205248806002556040524180600355606052600143034080600455608052' + '448060055560a052' + '60c06000a000';
 
-/** Slots the env contract writes, in order: NUMBER, TIMESTAMP, BASEFEE, COINBASE, BLOCKHASH(NUMBER-1). */
-export const ENV_SLOTS = 5;
+/** Slots the env contract writes, in order: NUMBER, TIMESTAMP, BASEFEE, COINBASE, BLOCKHASH(NUMBER-1), PREVRANDAO. */
+export const ENV_SLOTS = 6;
 
 /**
  * Refund contract (40 bytes): sets slots 0..2 from zero to 1 and clears them again in the same call (three refunds of

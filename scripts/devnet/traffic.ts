@@ -221,8 +221,8 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
         lastEnvMs = performance.now();
         // Alternating tx types: legacy and 1559 gas pricing both see the env.
         signed = envCalls++ % 3 === 0
-          ? await s.signTransaction({ ...base, type: 'legacy', gasPrice: 2n * GWEI, gas: 150_000n, to: envContract })
-          : await s.signTransaction({ ...base, type: 'eip1559', ...fees, gas: 150_000n, to: envContract });
+          ? await s.signTransaction({ ...base, type: 'legacy', gasPrice: 2n * GWEI, gas: 200_000n, to: envContract })
+          : await s.signTransaction({ ...base, type: 'eip1559', ...fees, gas: 200_000n, to: envContract });
         break;
       case 'refund':
         signed = await s.signTransaction({ ...base, type: 'eip1559', ...fees, gas: 150_000n, to: refundContract });
