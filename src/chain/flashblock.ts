@@ -25,6 +25,11 @@ export interface FlashblockDiff {
   blobGasUsed: bigint | null;
   withdrawalsRoot: string | null;
   withdrawals: unknown[];
+  /**
+   * `diff.post_exec_tx` (Lagoon): the in-progress block's post-exec (0x7d) transaction, restated by every flashblock
+   * and carried apart from `transactions`; the latest one is provisional until the block is sealed. null = none so far.
+   */
+  postExecTx: DecodedTx | null;
 }
 
 export interface FlashLog {

@@ -2,6 +2,8 @@
 // flashblock shape, transaction decoding. Returns a result value; never throws on bad input, never touches state.
 import { brotliDecompressSync, constants as zlibConstants } from 'node:zlib';
 import { ingestTransaction } from '../chain/lazy-tx.js';
+import { decodeTransaction } from '../chain/tx.js';
+import { TX_POST_EXEC } from '../chain/types.js';
 import type { FlashLog, FlashReceipt, Flashblock, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
 import { isHexData, isLooseQuantity, lowerHexData, quantityToBigInt, quantityToNumber } from '../chain/hex.js';
@@ -24,6 +26,7 @@ function receiptTag(key: string): number {
     case 'Eip4844': return 3;
     case 'Eip7702': return 4;
     case 'Deposit': return 0x7e;
+    case 'PostExec': return 0x7d;
     default: return -1;
   }
 }
@@ -124,6 +127,15 @@ function parseDiff(v: unknown): ParsedDiff {
   if (!Array.isArray(withdrawals)) throw new SchemaError('diff.withdrawals must be an array');
   const blobGas = d.blob_gas_used;
   const wroot = d.withdrawals_root;
+  let postExecTx: DecodedTx | null = null;
+  const pe = d.post_exec_tx;
+  if (pe !== undefined && pe !== null) {
+    if (!isHexData(pe) || pe.length < 4) throw new SchemaError('diff.post_exec_tx must be hex bytes');
+    const r = decodeTransaction(pe);
+    if (!r.ok) badTx ??= { at: -1, reason: r.reason };
+    else if (r.tx.type !== TX_POST_EXEC) badTx ??= { at: -1, reason: `type 0x${r.tx.type.toString(16)} is not a post-exec (0x7d) transaction` };
+    else postExecTx = r.tx;
+  }
   return {
     diff: {
       stateRoot: hash(req(d, 'state_root', 'diff'), 'diff.state_root'),
@@ -134,6 +146,7 @@ function parseDiff(v: unknown): ParsedDiff {
       blobGasUsed: blobGas === undefined || blobGas === null ? null : quantity(blobGas, 'diff.blob_gas_used'),
       withdrawalsRoot: wroot === undefined || wroot === null ? null : hash(wroot, 'diff.withdrawals_root'),
       withdrawals,
+      postExecTx,
     },
     txs,
     badTx,
@@ -332,7 +345,14 @@ export function validateFlashblock(root: unknown, json: string): DecodeFrameResu
       throw new SchemaError(`base.block_number ${base.blockNumber} differs from metadata.block_number ${meta.blockNumber}`);
     }
     const { diff, txs, badTx } = parseDiff(req(o, 'diff', 'frame'));
-    if (badTx !== null) return { ok: false, reason: 'transaction', detail: `diff.transactions[${badTx.at}]: ${badTx.reason}`, blockNumber, index };
+    if (badTx !== null) {
+      const where = badTx.at < 0 ? 'diff.post_exec_tx' : `diff.transactions[${badTx.at}]`;
+      return { ok: false, reason: 'transaction', detail: `${where}: ${badTx.reason}`, blockNumber, index };
+    }
+    const pe = diff.postExecTx?.postExec;
+    if (pe != null && pe.blockNumber !== BigInt(meta.blockNumber)) {
+      throw new SchemaError(`diff.post_exec_tx is anchored to block ${pe.blockNumber}, not ${meta.blockNumber}`);
+    }
     const fb: Flashblock = {
       payloadId: (pid as string).toLowerCase(),
       index: idx,

@@ -23,9 +23,9 @@ export interface TxView {
   readonly flashblockIndex: number;
   /** The receipt from metadata; null when the stream carried none (post-Azul) or it lacked cumulativeGasUsed. */
   readonly receipt: Readonly<FlashReceipt> | null;
-  /** logIndex of this transaction's first log within the block. */
+  /** logIndex of this transaction's first log within the block; -1 when an earlier transaction's logs are unknown. */
   readonly firstLogIndex: number;
-  /** Per-tx gas from the difference of cumulative gas; null when the receipt is unknown. */
+  /** Per-tx gas from the difference of cumulative gas; null when it or the previous receipt is unknown. */
   readonly gasUsed: bigint | null;
 }
 

@@ -222,7 +222,7 @@ export function executionReceiptSource(ex: PendingExecution): ReceiptSource {
     epoch: () => epoch,
     facts: (rec) => {
       const s = STREAM_RECEIPTS.facts(rec);
-      if (s !== null || rec.receipt !== null || rec.tx.from === null || !ex.receiptsVerified(rec.block.number)) return s;
+      if (s !== null || rec.tx.from === null || !ex.receiptsVerified(rec.block.number)) return s;
       return executedFacts(e, rec);
     },
     logs: (rec) => {

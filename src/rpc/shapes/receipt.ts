@@ -44,7 +44,7 @@ export interface ReceiptFacts {
 
 /** The address a creation by `from` deploys to (deposits at their depositNonce), or null for a call. */
 export function createdAddress(tx: Readonly<DecodedTx>, from: string, depositNonce: bigint | null): string | null {
-  if (tx.to !== null) return null;
+  if (tx.to !== null || !tx.executes) return null;
   const nonce = tx.type === TX_DEPOSIT ? depositNonce : tx.nonce;
   return nonce === null ? null : contractAddress(from, nonce);
 }
@@ -74,12 +74,14 @@ export interface ReceiptSource {
 
 /**
  * The facts the stream's metadata gives for a pending transaction (gasUsed from the difference of cumulative gas),
- * or null when it carried no usable receipt or the sender is unknown (the caller forwards to the node).
+ * or null when it carried no usable receipt, the sender is unknown, or the receipt alone cannot give gasUsed or its
+ * logIndexes (an earlier transaction's receipt is missing: execution completes it; else the caller forwards).
  */
 export function streamReceiptFacts(rec: TxView): ReceiptFacts | null {
   const r = rec.receipt;
   const from = rec.tx.from;
   if (r === null || r.cumulativeGasUsed === null || rec.gasUsed === null || from === null) return null;
+  if (rec.firstLogIndex < 0 && r.logs.length > 0) return null;
   return {
     type: r.type ?? rec.tx.type,
     status: r.status ?? 1,
@@ -139,7 +141,11 @@ export function buildReceipt(tx: Readonly<DecodedTx>, from: string, ctx: TxConte
 /** Receipts as the stream's metadata gives them. */
 export const STREAM_RECEIPTS: ReceiptSource = {
   facts: streamReceiptFacts,
-  logs: (rec) => (rec.receipt === null ? null : { logs: rec.receipt.logs, firstLogIndex: rec.firstLogIndex }),
+  logs: (rec) => {
+    const r = rec.receipt;
+    if (r === null || (rec.firstLogIndex < 0 && r.logs.length > 0)) return null;
+    return { logs: r.logs, firstLogIndex: rec.firstLogIndex };
+  },
 };
 
 /** The receipt of a pending transaction as of flashblock `index` from `source`, or null (forward to the node). */
