@@ -15,7 +15,8 @@ import type { UpstreamFrame } from './upstream.js';
 /**
  * Verdict labels as counted: the sequence verdicts of frames, plus events — what the reorder buffer decided
  * (`gap_filled`, `gap_skipped`), a held block dropped because the stream went on without it (`abandoned`), and an
- * index 0 whose `prev_flashblock_id` names flashblocks of the previous block that never arrived (`predecessor_missing`).
+ * index 0 whose `prev_flashblock_id` names flashblocks of the previous block that never arrived (`predecessor_missing`),
+ * and an OP subblocks sequence discarded on a skipped or repeated index or a foreign payload (`sequence_discarded`).
  */
 export type VerdictLabel =
   | Exclude<Verdict, 'gap' | 'broken'>
@@ -23,7 +24,8 @@ export type VerdictLabel =
   | 'gap_filled'
   | 'gap_skipped'
   | 'abandoned'
-  | 'predecessor_missing';
+  | 'predecessor_missing'
+  | 'sequence_discarded';
 
 /** Where the pipeline reports what happened (metrics in production, counters in tests). */
 export interface IngestObserver {
@@ -57,6 +59,15 @@ export interface PipelineOptions {
    * is refused (`too_far_ahead`). Undefined or 0 = no bound.
    */
   maxAheadMs?: number;
+  /**
+   * The stream's dialect (a chain preset's `dialect`: 'op-rbuilder' | 'op-subblocks' | 'xlayer' | 'base'); default
+   * 'op-rbuilder'. 'op-subblocks' applies the subblocks spec's sequence rule (specs/protocol/subblocks.md
+   * "Sequence"): a skipped index, an index repeated with other content (a byte-identical re-send is only a
+   * duplicate), or a frame of another payload_id or block number discards the
+   * current sequence (its block is marked broken, pending falls back to the node) until the next index 0, instead
+   * of buffering; every other dialect keeps the reorder buffer.
+   */
+  dialect?: string;
 }
 
 interface Held {
@@ -81,6 +92,8 @@ export class IngestPipeline {
   private canonicalSeenMs = 0;
   /** Block number whose mid-block join was last logged (one line per block). */
   private joinLogged = -1;
+  /** The subblocks sequence rule applies (PipelineOptions.dialect). */
+  private readonly strictSequence: boolean;
 
   constructor(
     readonly state: PendingState,
@@ -94,6 +107,7 @@ export class IngestPipeline {
     events.fanout.onError = this.onListenerError;
     this.senders = new SenderRecovery(state, { worker: opts.recoveryWorker ?? null, sliceMs: opts.recoverSliceMs ?? 2 });
     this.blockTimeMs = opts.blockTimeMs ?? 2000;
+    this.strictSequence = opts.dialect === 'op-subblocks';
     this.view = {
       canonical: -1,
       aheadLimit: Infinity,
@@ -130,7 +144,10 @@ export class IngestPipeline {
     const first = this.firstCopy.get(key);
     if (first !== undefined) {
       this.observer?.copy(f.upstream, false);
-      if (first === f.upstream) this.observer?.verdict('duplicate');
+      if (first === f.upstream) {
+        this.observer?.verdict('duplicate');
+        if (this.strictSequence && this.distinctRepeat(fb, f.data)) this.discard(fb.blockNumber, 'index repeated with other content');
+      }
       return;
     }
     this.rememberCopy(key, f.upstream);
@@ -163,6 +180,15 @@ export class IngestPipeline {
   /** Classifies and acts; false when the frame was dropped only because of where the stream stands. */
   private process(fb: Flashblock, frame: RawFrame, t0: number): boolean {
     const v = classify(fb, this.refreshView(frame.receivedAtMs));
+    if (this.strictSequence && ((v === 'duplicate' && this.distinctRepeat(fb, frame.data)) || v === 'gap' || v === 'out_of_order')) {
+      if (v !== 'gap') this.observer?.verdict(v);
+      const held = this.state.block(fb.blockNumber);
+      // A frame of another payload or block number discards the sequence being filled, wherever that is.
+      const at = v === 'out_of_order' && (held === undefined || held.payloadId !== fb.payloadId) ? this.view.lastApplied : fb.blockNumber;
+      const why = v === 'duplicate' ? 'index repeated with other content' : v === 'gap' ? `index skipped (${fb.index} after ${(held?.nextIndex ?? 1) - 1})` : `frame of another payload (${fb.payloadId}, block ${fb.blockNumber})`;
+      this.discard(at, why);
+      return true;
+    }
     switch (v) {
       case 'stale':
       case 'duplicate':
@@ -277,6 +303,27 @@ export class IngestPipeline {
         reason: why,
       });
     }
+  }
+
+  /**
+   * A repeated (payload_id, index) whose bytes differ from the applied frame: a distinct subblock at a used index,
+   * which the subblocks spec forbids. A byte-identical repeat (a resumed or re-sent frame) is only a duplicate.
+   */
+  private distinctRepeat(fb: Flashblock, data: Buffer): boolean {
+    const b = this.state.block(fb.blockNumber);
+    const applied = b !== undefined && b.payloadId === fb.payloadId ? b.frames[fb.index] : undefined;
+    return applied !== undefined && !applied.data.equals(data);
+  }
+
+  /**
+   * Discards the subblocks sequence at `blockNumber` (the spec's "discard its current sequence"): the block is marked
+   * broken, so pending answers fall back to the node and its later frames are ignored until a new index 0.
+   */
+  private discard(blockNumber: number, why: string): void {
+    if (!this.state.markBroken(blockNumber, why)) return;
+    this.observer?.verdict('sequence_discarded');
+    this.observer?.brokenBlock(blockNumber);
+    this.log.warn('subblocks sequence discarded; pending answers fall back to the node until the next index 0', { block: blockNumber, reason: why });
   }
 
   /** Expires gaps that stayed open too long. Call every few tens of ms. */
