@@ -162,3 +162,29 @@ export function applyAccessList(into: Map<string, AccountPost>, accounts: readon
     }
   }
 }
+
+/** Values read elsewhere (the execution engine) for the fields an access list gives. */
+export interface AccountReads {
+  balance?: bigint;
+  nonce?: bigint;
+  code?: string;
+  storage?: ReadonlyMap<string, bigint>;
+}
+
+/**
+ * The fields where `post` (the stream's access lists) and `read` (execution) disagree, for counting as a divergence:
+ * only fields both give are compared. The hook for the execution cross-check; [] when they agree.
+ */
+export function postDiffers(post: Readonly<AccountPost>, read: AccountReads): string[] {
+  const out: string[] = [];
+  if (post.balance !== undefined && read.balance !== undefined && post.balance !== read.balance) out.push('balance');
+  if (post.nonce !== undefined && read.nonce !== undefined && post.nonce !== read.nonce) out.push('nonce');
+  if (post.code !== undefined && read.code !== undefined && post.code !== read.code.toLowerCase()) out.push('code');
+  if (read.storage !== undefined) {
+    for (const [k, v] of post.storage) {
+      const r = read.storage.get(k);
+      if (r !== undefined && r !== v) out.push('storage ' + k);
+    }
+  }
+  return out;
+}

@@ -4,6 +4,7 @@ import { brotliDecompressSync, constants as zlibConstants } from 'node:zlib';
 import { ingestTransaction } from '../chain/lazy-tx.js';
 import { decodeTransaction } from '../chain/tx.js';
 import { TX_POST_EXEC } from '../chain/types.js';
+import { decodeAccessList, type AccountChanges } from '../chain/access-list.js';
 import type { FlashLog, FlashReceipt, Flashblock, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
 import { isHexData, isLooseQuantity, lowerHexData, quantityToBigInt, quantityToNumber } from '../chain/hex.js';
@@ -250,7 +251,16 @@ function parsePrevId(v: unknown): [number, number] {
   return block === 0 && index === 0 ? [-1, -1] : [block, index];
 }
 
-function parseMetadata(v: unknown): { blockNumber: number; receipts: Map<string, FlashReceipt> | null; balances: Map<string, bigint> | null; prev: [number, number] } {
+interface ParsedMetadata {
+  blockNumber: number;
+  receipts: Map<string, FlashReceipt> | null;
+  balances: Map<string, bigint> | null;
+  prev: [number, number];
+  accessList: AccountChanges[] | null;
+  accessListProblem: string | null;
+}
+
+function parseMetadata(v: unknown): ParsedMetadata {
   const m = object(v, 'metadata');
   const bn = req(m, 'block_number', 'metadata');
   if (typeof bn !== 'number' || !Number.isSafeInteger(bn) || bn < 0) throw new SchemaError('metadata.block_number must be a non-negative integer');
@@ -272,7 +282,16 @@ function parseMetadata(v: unknown): { blockNumber: number; receipts: Map<string,
       balances.set(a, quantityToBigInt(q));
     }
   }
-  return { blockNumber: bn, receipts, balances, prev };
+  let accessList: AccountChanges[] | null = null;
+  let accessListProblem: string | null = null;
+  const al = m.access_list;
+  if (al !== undefined && al !== null) {
+    if (!isHexData(al)) throw new SchemaError('metadata.access_list must be hex bytes');
+    const r = decodeAccessList(al);
+    if (r.ok) accessList = r.accounts;
+    else accessListProblem = r.reason;
+  }
+  return { blockNumber: bn, receipts, balances, prev, accessList, accessListProblem };
 }
 
 /** Turns a frame's bytes into JSON text: `{` first (after white space) = JSON, anything else = brotli. */
@@ -362,6 +381,8 @@ export function validateFlashblock(root: unknown, json: string): DecodeFrameResu
       txs,
       receipts: meta.receipts,
       balances: meta.balances,
+      accessList: meta.accessList,
+      accessListProblem: meta.accessListProblem,
       prevBlockNumber: meta.prev[0],
       prevIndex: meta.prev[1],
     };

@@ -140,6 +140,13 @@ export class IngestPipeline {
       return;
     }
     const fb = r.fb;
+    if (fb.accessListProblem !== null) {
+      this.log.limited('warn', 'access-list', 1000, 'metadata.access_list does not decode; flashblock kept without it (pending state reads wait for execution)', {
+        block: fb.blockNumber,
+        index: fb.index,
+        detail: fb.accessListProblem,
+      });
+    }
     const key = fb.payloadId + ':' + fb.index;
     const first = this.firstCopy.get(key);
     if (first !== undefined) {

@@ -1,6 +1,7 @@
 // A pending block: its flashblocks' cumulative diffs, transactions in order with their receipts, balances, raw
 // frames. Mutated only by PendingState (the single writer); everything else reads.
 import type { FlashReceipt, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
+import type { AccountPost } from '../chain/access-list.js';
 import type { DecodedTx } from '../chain/types.js';
 import type { BlockView, RawFrameView, TxView } from './view.js';
 import { LocalBlockHasher } from './local-hash.js';
@@ -45,6 +46,13 @@ export class PendingBlock implements BlockView {
   readonly balances = new Map<string, bigint>();
   /** False once a flashblock with transactions came without new_account_balances (post-Azul metadata). */
   balancesComplete = true;
+  /**
+   * Post-values of the accounts the stream's access lists (X Layer `metadata.access_list`, EIP-7928) changed in this
+   * block so far: exact pending balances, nonces, code and storage the moment a flashblock is applied.
+   */
+  readonly accountPost = new Map<string, AccountPost>();
+  /** True while every flashblock with transactions carried an access list (absent accounts are then unchanged). */
+  accessListComplete = true;
   /** Logs of the transactions with a known receipt (the block's log count while `logsKnown`). */
   logCount = 0;
   /** False once a transaction came without a usable receipt: later logIndexes are unknown to the stream. */

@@ -3,6 +3,7 @@
 // it through PendingView and never see half a flashblock.
 import type { Flashblock } from '../chain/flashblock.js';
 import type { FlashReceipt } from '../chain/flashblock.js';
+import { applyAccessList, type AccountPost } from '../chain/access-list.js';
 import { TX_DEPOSIT, TX_POST_EXEC } from '../chain/types.js';
 import { LocalBlockHasher, ZERO_HASH } from './local-hash.js';
 import { PendingBlock, TxRecord, type RawFrame } from './block.js';
@@ -107,7 +108,18 @@ export class PendingState implements PendingView {
     }
     if (fb.receipts === null) block.noMetadata = true;
     if (fb.balances !== null) for (const [a, b] of fb.balances) block.balances.set(a, b);
-    else if (txs.length > 0) block.balancesComplete = false;
+    const al = fb.accessList;
+    if (al !== null) {
+      applyAccessList(block.accountPost, al);
+      // An access list lists every balance change, so it reports balances as new_account_balances does.
+      for (const a of al) {
+        const b = block.accountPost.get(a.address)!.balance;
+        if (b !== undefined) block.balances.set(a.address, b);
+      }
+    } else if (txs.length > 0) {
+      block.accessListComplete = false;
+    }
+    if (fb.balances === null && al === null && txs.length > 0) block.balancesComplete = false;
     let diff = fb.diff;
     if (diff.blockHash === ZERO_HASH) {
       // OP subblocks: never serve the zero hash as a block hash; a local identifier stands in (local-hash.ts).
@@ -289,6 +301,32 @@ export class PendingState implements PendingView {
       if (v !== undefined) return v;
     }
     return null;
+  }
+
+  /**
+   * What the access lists of held blocks at or below `blockNumber` say of `address` after that block (newest first):
+   * its post-values, or null when no complete list covers it (a block without access lists, a broken one, none held).
+   * A field left undefined was not changed in the held blocks: the node's latest value holds.
+   */
+  accountAfter(address: string, blockNumber: number): Readonly<AccountPost> | null {
+    let balance: bigint | undefined;
+    let nonce: bigint | undefined;
+    let code: string | undefined;
+    const storage = new Map<string, bigint>();
+    let any = false;
+    for (let n = blockNumber; n > this.canonical; n--) {
+      const b = this.blocks.get(n);
+      if (b === undefined) break; // below the held blocks: the node's state
+      if (b.broken || !b.accessListComplete) return null;
+      const p = b.accountPost.get(address);
+      if (p === undefined) continue;
+      any = true;
+      balance ??= p.balance;
+      nonce ??= p.nonce;
+      code ??= p.code;
+      for (const [k, v] of p.storage) if (!storage.has(k)) storage.set(k, v);
+    }
+    return any || this.blocks.has(blockNumber) ? { balance, nonce, code, storage } : null;
   }
 
   private descending(): PendingBlock[] {

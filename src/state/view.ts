@@ -3,6 +3,7 @@
 // caches into or otherwise mutates a record. A reader that needs senders asks SenderSource and awaits it explicitly.
 import type { FlashReceipt, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
+import type { AccountPost } from '../chain/access-list.js';
 
 /** One upstream frame as received: rebroadcast byte for byte, replayed to late subscribers. */
 export interface RawFrameView {
@@ -43,6 +44,9 @@ export interface BlockView {
   /** Balances after the latest flashblock (cumulative within the block). */
   readonly balances: ReadonlyMap<string, bigint>;
   readonly balancesComplete: boolean;
+  /** Post-values from the stream's access lists in this block so far (see PendingBlock.accountPost). */
+  readonly accountPost: ReadonlyMap<string, Readonly<AccountPost>>;
+  readonly accessListComplete: boolean;
   readonly receiptsComplete: boolean;
   readonly noMetadata: boolean;
   readonly broken: boolean;
@@ -78,6 +82,11 @@ export interface PendingView {
   nextNonce(address: string): bigint | null;
   /** The balance of `address` after the pending state, or null when no held block reports it. */
   balance(address: string): bigint | null;
+  /**
+   * `address` after held block `blockNumber` as the stream's access lists give it (X Layer): fields undefined when
+   * unchanged since the canonical head; null when the held blocks carry no complete access lists.
+   */
+  accountAfter(address: string, blockNumber: number): Readonly<AccountPost> | null;
 }
 
 /**

@@ -50,3 +50,39 @@ const n = (v: number | bigint): Uint8Array => bigIntToBytes(BigInt(v));
 export function postExecTx(blockNumber: number, entries: [index: number, gasRefund: number][]): string {
   return '0x7d' + encodeRlp([n(1), n(blockNumber), entries.map(([i, g]) => [n(i), n(g)])]).toString('hex');
 }
+
+/** One account's changes for `accessListHex`: [block access index, value] pairs per field. */
+export interface ListedAccount {
+  address: string;
+  storage?: [slot: number, changes: [index: number, value: bigint][]][];
+  reads?: number[];
+  balance?: [index: number, value: bigint][];
+  nonce?: [index: number, value: bigint][];
+  code?: [index: number, code: string][];
+}
+
+/** An EIP-7928 block access list, RLP as alloy-eip7928 encodes it (okx/optimism `OpFlashblockPayloadMetadata::new`). */
+export function accessListHex(accounts: ListedAccount[]): string {
+  const h = (s: string): Buffer => Buffer.from(s.replace(/^0x/, ''), 'hex');
+  const pairs = <T>(xs: [number, T][] | undefined, v: (x: T) => Uint8Array) => (xs ?? []).map(([i, x]) => [n(i), v(x)]);
+  return '0x' + encodeRlp(accounts.map((a) => [
+    h(a.address),
+    (a.storage ?? []).map(([slot, cs]) => [n(slot), pairs(cs, n)]),
+    (a.reads ?? []).map(n),
+    pairs(a.balance, n),
+    pairs(a.nonce, n),
+    pairs(a.code, h),
+  ])).toString('hex');
+}
+
+/**
+ * X Layer (okx/optimism op-alloy `metadata.rs`): receipts and balances left out (both optional there), an access list
+ * per flashblock in `metadata.access_list` (`lists[i]` for flashblock i; an empty list where none is given).
+ */
+export function asXLayer(msgs: Msg[], lists: ListedAccount[][]): Msg[] {
+  return msgs.map((m, i) => {
+    const c = structuredClone(m);
+    c.metadata = { block_number: Number(c.metadata.block_number), access_list: accessListHex(lists[i] ?? []) };
+    return c;
+  });
+}

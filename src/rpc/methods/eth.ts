@@ -17,7 +17,7 @@ import { TX_DEPOSIT } from '../../chain/types.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import type { SubscriberSink } from '../subscriptions.js';
-import { atNewestState, engineFor, engineRead, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
+import { atNewestState, engineFor, engineRead, listedAccount, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
 import { ethGetLogs } from './logs.js';
 import { heldAbove, usablePending } from './pending.js';
 import { address, arity, blockParam, bool, checkBlockTag, hash32, quantity, withLatest, type BlockParam } from './params.js';
@@ -190,6 +190,8 @@ async function executedAccount<T>(ctx: MethodContext, top: BlockView | null, rea
 const eth_getBalance: Handler = (ctx, params) => {
   const { a, top } = accountQuery(ctx, params);
   if (top === undefined) return FORWARD_AS_IS;
+  const listed = listedAccount(ctx, a, top)?.balance;
+  if (listed !== undefined) return toQuantity(listed);
   if (ctx.execution !== null && top !== null && atNewestState(ctx, top)) {
     return executedAccount(ctx, top, (e) => e.getBalance(a)).then((v) => {
       if (v !== null) return new FromState(toQuantity(v));
@@ -217,7 +219,9 @@ function balanceFromStream(ctx: MethodContext, a: string, top: BlockView | null,
 const eth_getTransactionCount: Handler = (ctx, params) => {
   const { a, bp, top } = accountQuery(ctx, params);
   if (top === undefined) return FORWARD_AS_IS;
+  const listed = listedAccount(ctx, a, top)?.nonce;
   if (bp.kind === 'number' && top !== null) {
+    if (listed !== undefined) return toQuantity(listed);
     // The newest held height: the executed state's nonce when execution answers (see below), else the stream's.
     const fromStream = (): unknown => {
       const n = nonceAt(ctx, a, top.number);
@@ -238,7 +242,7 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
   const fromEngine = executedAccount(ctx, top, (e) => e.getTransactionCount(a));
   return Promise.all([fromNode, fromState, fromEngine]).then(([n, s, x]) => {
     let best = BigInt(n);
-    const mine = x ?? s;
+    const mine = listed ?? x ?? s;
     if (mine !== null && mine > best) best = mine;
     return toQuantity(best);
   });

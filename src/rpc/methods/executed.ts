@@ -8,6 +8,7 @@ import { EngineUnavailableError } from '../../exec/engine.js';
 import { RpcReplyError } from '../../exec/pipe.js';
 import { toQuantity } from '../../chain/hex.js';
 import { RpcCode, RpcError } from '../../errors.js';
+import type { AccountPost } from '../../chain/access-list.js';
 import type { BlockView, TxView } from '../../state/view.js';
 import { l1FeeFacts } from '../shapes/l1fee.js';
 import { STREAM_RECEIPTS, type ReceiptFacts, type ReceiptSource } from '../shapes/receipt.js';
@@ -70,15 +71,43 @@ export async function engineRead<T>(ctx: MethodContext, run: () => Promise<T>): 
   }
 }
 
+/** The held block a pending read names (`pending`, or a held height), without counting a fallback; null otherwise. */
+function listedTarget(ctx: MethodContext, tag: unknown): BlockView | null {
+  if (tag === 'pending') return ctx.pendingUsable() ? ctx.view.pendingBlock() : null;
+  if (typeof tag === 'string' && tag.length > 2 && tag.length < 16 && tag.startsWith('0x')) return heldAbove(ctx, Number.parseInt(tag.slice(2), 16));
+  return null;
+}
+
+/**
+ * What the stream's access lists (X Layer `metadata.access_list`, EIP-7928) say of `a` after held block `top`: exact
+ * post-values from the moment its flashblock was applied, before and independently of execution; null when the held
+ * blocks carry no complete access lists. A field left undefined was not changed there (the caller goes on as before).
+ * Execution cross-checks these (chain/access-list.ts `postDiffers`) where the engine's reads are compared.
+ */
+export function listedAccount(ctx: MethodContext, a: string, top: BlockView | null): Readonly<AccountPost> | null {
+  return top === null ? null : ctx.view.accountAfter(a, top.number);
+}
+
 /**
  * A handler for a state read with its block argument at `i`: `pending` (or the pending height) runs `read` on the
  * engine; everything else is forwarded as today (a held pending height the node lacks as `latest`). `check`
- * validates the other params first, so a bad call is refused the same way whichever path answers it.
+ * validates the other params first, so a bad call is refused the same way whichever path answers it. `listed`
+ * answers from the stream's access list first when it knows the value (X Layer).
  */
-function executedRead(i: number, check: (params: unknown[]) => void, read: (e: ExecutionReads, params: unknown[]) => Promise<unknown>): Handler {
+function executedRead(
+  i: number,
+  check: (params: unknown[]) => void,
+  read: (e: ExecutionReads, params: unknown[]) => Promise<unknown>,
+  listed?: (post: Readonly<AccountPost>, params: unknown[]) => string | undefined,
+): Handler {
   return (ctx, params) => {
     check(params);
     const tag = params[i];
+    if (listed !== undefined) {
+      const post = listedAccount(ctx, address(params, 0), listedTarget(ctx, tag));
+      const v = post === null ? undefined : listed(post, params);
+      if (v !== undefined) return v; // a synchronous value is an answer from state
+    }
     const target = ctx.execution === null ? (tag === 'pending' ? null : undefined) : pendingTarget(ctx, tag);
     if (target === undefined) {
       if (tag !== undefined) checkBlockTag(params, i, true);
@@ -148,6 +177,7 @@ export const eth_getCode: Handler = executedRead(
     address(p, 0);
   },
   (e, p) => e.getCode(address(p, 0)),
+  (post) => post.code,
 );
 
 export const eth_getStorageAt: Handler = executedRead(
@@ -158,6 +188,10 @@ export const eth_getStorageAt: Handler = executedRead(
     slot(p, 1);
   },
   (e, p) => e.getStorageAt(address(p, 0), slot(p, 1)),
+  (post, p) => {
+    const v = post.storage.get('0x' + slot(p, 1).slice(2).toLowerCase().padStart(64, '0'));
+    return v === undefined ? undefined : '0x' + v.toString(16).padStart(64, '0');
+  },
 );
 
 /**
