@@ -284,10 +284,10 @@ function parseMetadata(v: unknown): ParsedMetadata {
   }
   let accessList: AccountChanges[] | null = null;
   let accessListProblem: string | null = null;
+  // X Layer sends RLP hex; Base's post-Azul frames carried a JSON `access_list` ({} or []) of their own, ignored here.
   const al = m.access_list;
-  if (al !== undefined && al !== null) {
-    if (!isHexData(al)) throw new SchemaError('metadata.access_list must be hex bytes');
-    const r = decodeAccessList(al);
+  if (typeof al === 'string') {
+    const r = isHexData(al) ? decodeAccessList(al) : { ok: false as const, reason: 'not hex bytes' };
     if (r.ok) accessList = r.accounts;
     else accessListProblem = r.reason;
   }
