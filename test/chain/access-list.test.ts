@@ -1,7 +1,7 @@
 // EIP-7928 block access lists as X Layer streams them (metadata.access_list): decoding against hand-assembled RLP
 // of okx/optimism op-alloy's `sample_block_access_list` (metadata.rs tests), rejections, and post-value folding.
 import t from 'tap';
-import { applyAccessList, decodeAccessList, type AccountPost } from '../../src/chain/access-list.js';
+import { applyAccessList, decodeAccessList, postDiffers, type AccountPost } from '../../src/chain/access-list.js';
 import { encodeRlp, type RlpInput } from '../../src/chain/rlp.js';
 
 // alloy-eip7928 field order: [address, storage_changes, storage_reads, balance_changes, nonce_changes, code_changes];
@@ -76,4 +76,11 @@ t.test('post-values: the last write of each field; a later list overrides what i
   applyAccessList(post, [{ address: '0x0000000000000000000000000000000000000042', storageChanges: [], storageReads: [], balanceChanges: [{ index: 4, value: 1n }], nonceChanges: [], codeChanges: [] }]);
   t.equal(post.get('0x0000000000000000000000000000000000000042')!.balance, 1n, 'the later flashblock overrides the balance');
   t.equal(post.get('0x0000000000000000000000000000000000000042')!.nonce, 7n, 'and keeps the nonce');
+});
+
+t.test('postDiffers names the fields where execution disagrees with the access list (the cross-check hook)', async (t) => {
+  const post: AccountPost = { balance: 5n, nonce: 2n, code: '0x6000', storage: new Map([[key(1), 3n]]) };
+  t.same(postDiffers(post, { balance: 5n, nonce: 2n, code: '0x6000', storage: new Map([[key(1), 3n]]) }), []);
+  t.same(postDiffers(post, { balance: 6n, nonce: 2n, code: '0x6001', storage: new Map([[key(1), 4n]]) }), ['balance', 'code', 'storage ' + key(1)]);
+  t.same(postDiffers({ balance: undefined, nonce: undefined, code: undefined, storage: new Map() }, { balance: 1n }), [], 'a field the list does not give is not compared');
 });

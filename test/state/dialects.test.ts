@@ -101,6 +101,7 @@ t.test('op-rbuilder ≥ v0.4.13 shape: the Unichain capture (builder transaction
     const first = block.txs[block.txCountAt[i - 1]!]!;
     t.equal(first.tx.to, '0xf878f0340bf132c28f3211e8b46c569edf817495', `flashblock ${i} opens with the builder transaction`);
     t.equal(first.tx.from, '0xc0043c50ba044a5f948d32faed806913d781d428');
+    t.equal(first.tx.input, '0x3fd553e8', 'incrementFlashblockNumber() (op-rbuilder flashblocks_builder_tx.rs)');
   }
   const got = blockToRpc(block, false);
   t.equal(got.hash, want.hash, 'block hash as the builder gave it');
@@ -174,4 +175,13 @@ t.test('OP subblocks: zero block_hash never served; a local header hash per flas
     t.same(got[k], want[k], `field ${k} as the canonical block`);
   }
   t.equal(got.stateRoot, ZERO_HASH, 'stateRoot as the stream gives it (unavailable)');
+});
+
+t.test('an externally tagged PostExec receipt decodes as type 0x7d', async (t) => {
+  const m = asOpRbuilder(uni())[1]!;
+  const [k] = Object.keys(m.metadata.receipts);
+  m.metadata.receipts[k!] = { PostExec: { status: '0x1', cumulativeGasUsed: '0x5208', logs: [] } };
+  const r = decodeFrame(Buffer.from(JSON.stringify(m)), 1 << 20, false);
+  t.ok(r.ok);
+  if (r.ok) t.equal(r.fb.receipts!.get(k!)!.type, 0x7d);
 });
