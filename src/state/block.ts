@@ -68,6 +68,8 @@ export class PendingBlock implements BlockView {
    * replaced or cleared on every apply), at the position after the block's transactions; null when none so far.
    */
   postExec: TxRecord | null = null;
+  /** The post-exec transaction as of flashblock i (null: none then); it follows the txCountAt[i] transactions. */
+  readonly postExecAt: (TxRecord | null)[] = [];
   /** True once a flashblock's block_hash was zero and the daemon computed it (see local-hash.ts): not canonical. */
   localHash = false;
   /** Builds local hashes for zero block_hash flashblocks (created on first need). */

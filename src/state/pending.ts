@@ -120,14 +120,15 @@ export class PendingState implements PendingView {
       block.accessListComplete = false;
     }
     if (fb.balances === null && al === null && txs.length > 0) block.balancesComplete = false;
+    this.setPostExec(block, fb);
     let diff = fb.diff;
     if (diff.blockHash === ZERO_HASH) {
       // OP subblocks: never serve the zero hash as a block hash; a local identifier stands in (local-hash.ts).
       block.hasher ??= new LocalBlockHasher();
       block.localHash = true;
-      diff = { ...diff, blockHash: block.hasher.hash(block.number, block.base, diff, block.txs, block.txs.length) };
+      diff = { ...diff, blockHash: block.hasher.hash(block.number, block.base, diff, block.txs, block.txs.length, block.postExec?.tx.raw ?? null) };
     }
-    this.setPostExec(block, fb);
+    block.postExecAt.push(block.postExec);
     block.diffs.push(diff);
     block.txCountAt.push(block.txs.length);
     block.frames.push(frame);

@@ -37,8 +37,10 @@ export interface BlockView {
   readonly base: Readonly<FlashblockBase>;
   /** Cumulative diff after flashblock i. */
   readonly diffs: readonly Readonly<FlashblockDiff>[];
-  /** Number of transactions after flashblock i. */
+  /** Number of transactions after flashblock i (the post-exec transaction, if any, not counted). */
   readonly txCountAt: readonly number[];
+  /** The post-exec (0x7d) transaction as of flashblock i, after the txCountAt[i] others; null when none then. */
+  readonly postExecAt: readonly (TxView | null)[];
   readonly txs: readonly TxView[];
   readonly frames: readonly RawFrameView[];
   /** Balances after the latest flashblock (cumulative within the block). */

@@ -5,11 +5,12 @@ import t, { type Test } from 'tap';
 import { readFileSync } from 'node:fs';
 import { decodeFrame } from '../../src/ingest/frame.js';
 import { decodeTransaction } from '../../src/chain/tx.js';
-import { blockToRpc } from '../../src/rpc/shapes/block.js';
+import { blockToRpc, computedBlockHash } from '../../src/rpc/shapes/block.js';
 import { txContext } from '../../src/rpc/shapes/context.js';
 import { receiptToRpc } from '../../src/rpc/shapes/receipt.js';
 import { toRpcTransaction } from '../../src/rpc/shapes/transaction.js';
 import { ZERO_ADDRESS } from '../../src/chain/types.js';
+import { orderedTrieRoot } from '../../src/chain/trie.js';
 import type { TxView } from '../../src/state/view.js';
 import { asOpRbuilder, asSubblocks, postExecTx } from '../helpers/dialects.js';
 import { fixturePath, unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
@@ -132,13 +133,21 @@ t.test('diff.post_exec_tx: served at the block end with its spec shape and recei
   t.match(r, { type: '0x7d', status: '0x1', gasUsed: '0x0', logs: [], cumulativeGasUsed: prev.cumulativeGasUsed, from: ZERO_ADDRESS, contractAddress: null, effectiveGasPrice: '0x0' }, 'PostExec receipt: success, no gas, previous cumulative');
   t.equal(p.state.nextNonce(ZERO_ADDRESS), null, 'no pending nonce for the zero address');
 
+  const listed = blockToRpc(block, false);
+  const raws = block.txs.map((r) => Buffer.from(r.tx.raw.slice(2), 'hex'));
+  t.same(listed.transactions, [...block.txs.map((r) => r.tx.hash), rec.tx.hash], 'the pending block lists it last (op-alloy: base + transactions + post_exec_tx)');
+  t.equal(listed.transactionsRoot, orderedTrieRoot([...raws, Buffer.from(pe1.slice(2), 'hex')]), 'and commits to it in transactionsRoot');
+
   feed(p.pipeline, msgs[3]);
   t.equal(block.postExec, null, 'a flashblock without post_exec_tx: none so far');
+  t.equal(blockToRpc(block, false).transactionsRoot, orderedTrieRoot(block.txs.map((r) => Buffer.from(r.tx.raw.slice(2), 'hex'))), 'its root again without it (the kept trie was not changed by it)');
+  t.equal((blockToRpc(block, false, 2).transactions as string[]).at(-1), rec.tx.hash, 'as of flashblock 2 the block still lists it');
   t.equal(p.state.tx(rec.tx.hash), undefined, 'the superseded one is no longer served');
   feed(p.pipeline, msgs[4]);
   t.equal(block.postExec!.tx.raw, pe2, 'the latest restated one');
   t.equal(block.postExec!.position, block.txs.length);
-  t.equal(block.txs.length, 6, 'never among the block transactions');
+  t.equal(block.txs.length, 6, 'never among the streamed transactions');
+  t.equal((blockToRpc(block, false).transactions as string[]).length, 7);
 });
 
 t.test('a post_exec_tx anchored to another block or of another type is refused', async (t) => {
@@ -184,4 +193,20 @@ t.test('an externally tagged PostExec receipt decodes as type 0x7d', async (t) =
   const r = decodeFrame(Buffer.from(JSON.stringify(m)), 1 << 20, false);
   t.ok(r.ok);
   if (r.ok) t.equal(r.fb.receipts!.get(k!)!.type, 0x7d);
+});
+
+t.test('OP subblocks with a post-exec transaction: the local hash commits to it, and each still resolves', async (t) => {
+  const msgs = asSubblocks(asOpRbuilder(uni()));
+  const n = msgs[0]!.metadata.block_number as number;
+  msgs[1]!.diff.post_exec_tx = postExecTx(n, [[1, 10]]);
+  msgs[2]!.diff.post_exec_tx = postExecTx(n, [[1, 10], [2, 20]]);
+  const p = makePipeline({ dialect: 'op-subblocks' });
+  for (const m of msgs) feed(p.pipeline, m);
+  const block = p.state.pendingBlock()!;
+  for (let i = 0; i < msgs.length; i++) {
+    const h = block.diffs[i]!.blockHash;
+    t.equal(blockToRpc(block, false, i).hash, h);
+    t.equal(computedBlockHash(block, i), h, `flashblock ${i}: the served header hashes to the local hash`);
+    t.equal(p.state.blockByFlashblockHash(h)?.index, i);
+  }
 });

@@ -19,6 +19,7 @@ import type { BlockView } from '../../state/view.js';
 import type { SubscriberSink } from '../subscriptions.js';
 import { atNewestState, engineFor, engineRead, listedAccount, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt } from './executed.js';
 import { ethGetLogs } from './logs.js';
+import { txAsOf, txCountAsOf } from '../shapes/block.js';
 import { heldAbove, usablePending } from './pending.js';
 import { address, arity, blockParam, bool, checkBlockTag, hash32, quantity, withLatest, type BlockParam } from './params.js';
 import { ethSendRawTransactionSync } from './submit.js';
@@ -47,8 +48,8 @@ function miss(bp: BlockParam, params: unknown[], i: number): Forward {
 }
 
 function txAt(ctx: MethodContext, t: Target, i: number): unknown {
-  if (i >= (t.block.txCountAt[t.index] as number)) return null;
-  return ctx.shapes.txJson(t.block.txs[i]!, t.index);
+  const rec = txAsOf(t.block, t.index, i);
+  return rec === undefined ? null : ctx.shapes.txJson(rec, t.index);
 }
 
 const eth_blockNumber: Handler = (ctx, params) => {
@@ -83,10 +84,10 @@ const eth_getBlockReceipts: Handler = (ctx, params) => {
   const bp = blockParam(params, 0, true);
   const t = target(ctx, bp);
   if (t === null) return miss(bp, params, 0);
-  const count = t.block.txCountAt[t.index] as number;
+  const count = txCountAsOf(t.block, t.index);
   const parts: string[] = new Array(count);
   for (let i = 0; i < count; i++) {
-    const r = ctx.shapes.receiptJson(t.block.txs[i]!, t.index);
+    const r = ctx.shapes.receiptJson(txAsOf(t.block, t.index, i)!, t.index);
     if (r === null) {
       // Receipts the stream lacks (post-Azul) come from execution; without it, from the node.
       if (ctx.execution !== null) {
@@ -104,13 +105,13 @@ const eth_getBlockTransactionCountByNumber: Handler = (ctx, params) => {
   arity(params, 1, 1);
   const bp = blockParam(params, 0, false);
   const t = target(ctx, bp);
-  return t === null ? miss(bp, params, 0) : toQuantity(t.block.txCountAt[t.index] as number);
+  return t === null ? miss(bp, params, 0) : toQuantity(txCountAsOf(t.block, t.index));
 };
 
 const eth_getBlockTransactionCountByHash: Handler = (ctx, params) => {
   arity(params, 1, 1);
   const f = ctx.view.blockByFlashblockHash(hash32(params, 0));
-  return f === undefined || f.block.broken ? FORWARD_AS_IS : toQuantity(f.block.txCountAt[f.index] as number);
+  return f === undefined || f.block.broken ? FORWARD_AS_IS : toQuantity(txCountAsOf(f.block, f.index));
 };
 
 const eth_getTransactionByHash: Handler = (ctx, params) => {

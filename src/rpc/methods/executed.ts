@@ -10,6 +10,7 @@ import { toQuantity } from '../../chain/hex.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { AccountPost } from '../../chain/access-list.js';
 import type { BlockView, TxView } from '../../state/view.js';
+import { txAsOf } from '../shapes/block.js';
 import { l1FeeFacts } from '../shapes/l1fee.js';
 import { STREAM_RECEIPTS, type ReceiptFacts, type ReceiptSource } from '../shapes/receipt.js';
 import { heldAbove, usablePending } from './pending.js';
@@ -269,7 +270,8 @@ export function executionReceiptSource(ex: PendingExecution): ReceiptSource {
 }
 
 /**
- * Receipts of a pending block's first `count` transactions as of flashblock `index`: the stream's where it carried
+ * Receipts of a pending block's first `count` transactions as of flashblock `index` (its post-exec one included, see
+ * txAsOf): the stream's where it carried
  * them, the engine's otherwise (after waiting for it to execute that flashblock); null when neither has one.
  */
 export async function receiptsWithExecution(ctx: MethodContext, block: BlockView, index: number, count: number): Promise<string[] | null> {
@@ -281,7 +283,7 @@ export async function receiptsWithExecution(ctx: MethodContext, block: BlockView
   }
   const out: string[] = new Array(count);
   for (let i = 0; i < count; i++) {
-    const s = ctx.shapes.receiptJson(block.txs[i]!, index);
+    const s = ctx.shapes.receiptJson(txAsOf(block, index, i)!, index);
     if (s === null) return null;
     out[i] = s.json;
   }
