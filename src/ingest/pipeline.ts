@@ -65,7 +65,8 @@ export interface PipelineOptions {
    * "Sequence"): a skipped index, an index repeated with other content (a byte-identical re-send is only a
    * duplicate), or a frame of another payload_id or block number discards the
    * current sequence (its block is marked broken, pending falls back to the node) until the next index 0, instead
-   * of buffering; every other dialect keeps the reorder buffer.
+   * of buffering; frames of a block whose index 0 was missed are dropped, not buffered. Every other dialect keeps
+   * the reorder buffer.
    */
   dialect?: string;
 }
@@ -187,14 +188,24 @@ export class IngestPipeline {
   /** Classifies and acts; false when the frame was dropped only because of where the stream stands. */
   private process(fb: Flashblock, frame: RawFrame, t0: number): boolean {
     const v = classify(fb, this.refreshView(frame.receivedAtMs));
-    if (this.strictSequence && ((v === 'duplicate' && this.distinctRepeat(fb, frame.data)) || v === 'gap' || v === 'out_of_order')) {
-      if (v !== 'gap') this.observer?.verdict(v);
-      const held = this.state.block(fb.blockNumber);
-      // A frame of another payload or block number discards the sequence being filled, wherever that is.
-      const at = v === 'out_of_order' && (held === undefined || held.payloadId !== fb.payloadId) ? this.view.lastApplied : fb.blockNumber;
-      const why = v === 'duplicate' ? 'index repeated with other content' : v === 'gap' ? `index skipped (${fb.index} after ${(held?.nextIndex ?? 1) - 1})` : `frame of another payload (${fb.payloadId}, block ${fb.blockNumber})`;
-      this.discard(at, why);
-      return true;
+    if (this.strictSequence && ((v === 'duplicate' && this.distinctRepeat(fb, frame.data)) || v === 'gap' || v === 'out_of_order' || v === 'joined_mid_block')) {
+      const at = this.strictDiscardAt(fb, v);
+      if (at !== null) {
+        if (v !== 'gap') this.observer?.verdict(v);
+        const held = this.state.block(fb.blockNumber);
+        const why =
+          v === 'duplicate' ? 'index repeated with other content'
+          : v === 'gap' ? `index skipped (${fb.index} after ${(held?.nextIndex ?? 1) - 1})`
+          : at === fb.blockNumber ? `frame of another payload (${fb.payloadId}) at the same height`
+          : `frame of the same payload paired with another block number (${fb.blockNumber})`;
+        this.discard(at, why);
+        return true;
+      }
+      if (v === 'out_of_order') {
+        // Before this block's index 0: the spec's consumer ignores it (never buffered on this dialect).
+        this.observer?.verdict(v);
+        return false;
+      }
     }
     switch (v) {
       case 'stale':
@@ -310,6 +321,20 @@ export class IngestPipeline {
         reason: why,
       });
     }
+  }
+
+  /**
+   * The block whose subblocks sequence `fb` breaks (verdict `v`), or null when it breaks none: a gap or repeat breaks
+   * its own block's; a frame of another payload at a held height breaks that block's; a frame of the payload being
+   * filled under another block number breaks the block being filled. A frame of an unknown payload at a height we
+   * do not hold (its index 0 missed) breaks nothing: it is dropped like any frame before the next index 0.
+   */
+  private strictDiscardAt(fb: Flashblock, v: Verdict): number | null {
+    if (v === 'duplicate' || v === 'gap') return fb.blockNumber;
+    const held = this.state.block(fb.blockNumber);
+    if (held !== undefined) return held.payloadId !== fb.payloadId ? fb.blockNumber : null;
+    const filling = this.state.block(this.view.lastApplied);
+    return filling !== undefined && filling.payloadId === fb.payloadId ? filling.number : null;
   }
 
   /**

@@ -98,3 +98,18 @@ t.test('after a discard, the next index 0 starts a served block again', async (t
   t.equal(p.state.pendingBlock()?.number, n);
   t.equal(p.state.pendingBlock()?.nextIndex, 5);
 });
+
+t.test('a frame of another payload at a height not held (its index 0 missed) discards nothing: dropped until index 0', async (t) => {
+  const m = sub();
+  const p = strict();
+  for (const x of m) feed(p.pipeline, x);
+  const n = m[0]!.metadata.block_number + 1;
+  const next = sub(unichainAtHeight(n));
+  feed(p.pipeline, next[1]);
+  t.equal(p.observer.verdicts.get('sequence_discarded'), undefined, 'the complete block stays served');
+  t.equal(p.state.pendingBlock()?.number, n - 1);
+  t.equal(p.pipeline.bufferedFrames, 0, 'not buffered either');
+  feed(p.pipeline, next[0]);
+  t.equal(p.state.pendingBlock()?.number, n, 'the next index 0 starts it');
+  t.equal(p.state.pendingBlock()?.nextIndex, 1, 'and the frame before it stays dropped');
+});
