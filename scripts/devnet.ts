@@ -2,7 +2,7 @@
 // Wiring only: no daemon here (`npm start` runs devnet and daemon together).
 import { onParentExit } from '../src/child.js';
 import { PRESET_NAMES, presetByName } from '../src/chain/presets.js';
-import { startDevnet, type ReceiptShape } from './devnet/sequencer.js';
+import { STREAM_DIALECTS, startDevnet, type ReceiptShape, type StreamDialect } from './devnet/sequencer.js';
 import { startTraffic } from './devnet/traffic.js';
 
 const env = process.env;
@@ -13,6 +13,16 @@ const log = (msg: string, fields?: Record<string, unknown>): void => {
   console.error(fields ? `${msg} ${JSON.stringify(fields)}` : msg);
 };
 
+/** `--dialect <name>` (or DEVNET_DIALECT): the stream dialect every subscriber gets unless it asks ?dialect=. */
+function dialectArg(): StreamDialect | null {
+  const argv = process.argv.slice(2);
+  const at = argv.findIndex((a) => a === '--dialect' || a.startsWith('--dialect='));
+  const v = at < 0 ? env.DEVNET_DIALECT : argv[at]!.includes('=') ? argv[at]!.split('=')[1] : argv[at + 1];
+  if (v === undefined || v === '') return null;
+  if (!(STREAM_DIALECTS as readonly string[]).includes(v)) throw new Error(`--dialect ${v}: expected one of ${STREAM_DIALECTS.join(', ')}`);
+  return v as StreamDialect;
+}
+
 /** Starts everything, prints where to look, and waits for SIGINT/SIGTERM. */
 async function main(): Promise<void> {
   // DEVNET_CHAIN=<preset> runs the devnet at that chain's block time and flashblock interval (e.g. unichain: 1 s
@@ -21,12 +31,14 @@ async function main(): Promise<void> {
   const chain = presetByName(chainName);
   if (chain === null) throw new Error(`DEVNET_CHAIN=${chainName} is not a chain preset (${PRESET_NAMES.join(', ')})`);
   const timing = { blockTimeMs: chain.blockTimeMs, flashblockIntervalMs: chain.flashblockIntervalMs };
+  const dialect = dialectArg();
   const devnet = await startDevnet({
     blockTimeMs: num(env.DEVNET_BLOCK_TIME_MS, timing.blockTimeMs),
     flashblockMs: num(env.DEVNET_FLASHBLOCK_MS, timing.flashblockIntervalMs),
     receipts: (env.DEVNET_RECEIPTS === 'internal' ? 'internal' : 'external') as ReceiptShape,
     brotli: flag(env.DEVNET_BROTLI),
     azul: flag(env.DEVNET_AZUL),
+    dialect,
     log,
   });
   const rate = num(env.DEVNET_TX_PER_SEC, 10);
@@ -39,7 +51,7 @@ async function main(): Promise<void> {
     [
       `devnet up (chain ${devnet.chainId})`,
       `  node RPC      ${devnet.nodeRpcUrl}   (anvil: ${devnet.anvilUrl})`,
-      `  flashblocks   ${devnet.flashblocksUrl}   (?receipts=internal  ?brotli=1  ?azul=1)`,
+      `  flashblocks   ${devnet.flashblocksUrl}   (dialect ${dialect ?? 'default'}; ?dialect=${STREAM_DIALECTS.join('|')}  ?receipts=internal  ?brotli=1  ?azul=1)`,
       `  traffic       ${rate} tx/s from ${devnet.accounts.length - 1} dev accounts`,
       `  timing        ${chain.title} preset: ${num(env.DEVNET_BLOCK_TIME_MS, timing.blockTimeMs)} ms blocks, ${num(env.DEVNET_FLASHBLOCK_MS, timing.flashblockIntervalMs)} ms flashblocks` +
         ` (daemon: --block-time-ms ${num(env.DEVNET_BLOCK_TIME_MS, timing.blockTimeMs)} --flashblock-interval-ms ${num(env.DEVNET_FLASHBLOCK_MS, timing.flashblockIntervalMs)})`,

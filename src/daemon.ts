@@ -191,6 +191,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       blockTimeMs: timing.blockTimeMs,
       maxAheadMs: config.maxAheadMs,
       chainMatch,
+      dialect: choicePreset(chain)?.dialect ?? 'op-rbuilder',
     },
     log,
     metricsObserver(metrics, timing.blockTimeMs, timing.flashblockIntervalMs),

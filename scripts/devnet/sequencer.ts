@@ -11,6 +11,8 @@ import { toHex } from 'viem';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { TX_DEPOSIT } from '../../src/chain/types.js';
 import { encodeDepositFromRpc } from '../../src/exec/anvil.js';
+import { encodeRlp } from '../../src/chain/rlp.js';
+import { bigIntToBytes } from '../../src/chain/hex.js';
 import { DEV_MNEMONIC, rpcBatch, rpcCall, startAnvil, type Anvil, type AnvilOptions } from './anvil.js';
 import { presetByName, type ChainPreset } from '../../src/chain/presets.js';
 
@@ -39,6 +41,18 @@ const DEVNET = presetByName('devnet') as ChainPreset;
 /** Receipt encoding inside metadata.receipts. */
 export type ReceiptShape = 'external' | 'internal';
 
+/**
+ * The stream dialects the devnet can speak (a chain preset's `dialect`; README "chains"):
+ * - `op-rbuilder`: op-rbuilder ≥ v0.4.13 (Unichain): internally tagged receipts, `diff.blob_gas_used`.
+ * - `op-subblocks`: OP Mainnet subblocks: as op-rbuilder, with `state_root`, `block_hash`, `withdrawals_root` zero
+ *   and `withdrawals` [] (specs/protocol/subblocks.md).
+ * - `xlayer`: X Layer: no receipts or balances, `metadata.access_list` (RLP EIP-7928) with the touched accounts'
+ *   balance, nonce and code after the flashblock (storage is not listed: the devnet cannot see slot writes).
+ * - `base`: Base's last (post-Azul) shape: `block_number` and an empty JSON `access_list` only.
+ */
+export const STREAM_DIALECTS = ['op-rbuilder', 'op-subblocks', 'xlayer', 'base'] as const;
+export type StreamDialect = (typeof STREAM_DIALECTS)[number];
+
 export interface DevnetOptions {
   /** Canonical block time; the seal happens every blockTimeMs. */
   blockTimeMs?: number;
@@ -50,6 +64,8 @@ export interface DevnetOptions {
   brotli?: boolean;
   /** Default to post-Azul metadata: block_number and an empty access_list only (override with ?azul=1|0). */
   azul?: boolean;
+  /** Default stream dialect (override with ?dialect=…); unset: the shape the options above describe. */
+  dialect?: StreamDialect | null;
   /** Options for the anvil child. */
   anvil?: AnvilOptions;
   /** Log sink; defaults to silence. */
@@ -110,6 +126,12 @@ export interface BuiltFlashblock {
   receipts: { hash: string; type: number; status: string; cumulativeGasUsed: string; logs: WireLog[]; depositNonce?: string; depositReceiptVersion?: string }[];
   /** Cumulative balances of the block's touched accounts. */
   balances: Record<string, string>;
+  /**
+   * The touched accounts after this flashblock (for the `xlayer` access list), when a subscriber wants them; the
+   * access index is the block's transaction count so far.
+   */
+  accounts?: { address: string; balance: string; nonce: string; code: string }[] | null;
+  accessIndex?: number;
 }
 
 interface WireLog {
@@ -213,12 +235,35 @@ interface Variant {
   receipts: ReceiptShape;
   brotli: boolean;
   azul: boolean;
+  dialect: StreamDialect | null;
+}
+
+const ZERO_ROOT = '0x' + '00'.repeat(32);
+const rlpScalar = (hex: string): Uint8Array => bigIntToBytes(BigInt(hex));
+
+/** The `xlayer` access list of `fb`: RLP of [address, [], [], [[i, balance]], [[i, nonce]], [[i, code]]] per account. */
+function accessListOf(fb: BuiltFlashblock): string {
+  const i = bigIntToBytes(BigInt(fb.accessIndex ?? 0));
+  const list = (fb.accounts ?? []).map((a) => [
+    Buffer.from(a.address.slice(2), 'hex'),
+    [],
+    [],
+    [[i, rlpScalar(a.balance)]],
+    [[i, rlpScalar(a.nonce)]],
+    a.code === '0x' ? [] : [[i, Buffer.from(a.code.slice(2), 'hex')]],
+  ]);
+  return '0x' + encodeRlp(list).toString('hex');
 }
 
 /** Encodes a built flashblock as the wire JSON of one variant (key order as op-rbuilder writes it). */
-export function encodeFlashblock(fb: BuiltFlashblock, v: { receipts: ReceiptShape; azul: boolean }): string {
+export function encodeFlashblock(fb: BuiltFlashblock, v: { receipts: ReceiptShape; azul: boolean; dialect?: StreamDialect | null }): string {
+  const dialect = v.dialect ?? null;
+  if (dialect === 'base') v = { ...v, azul: true };
+  else if (dialect !== null) v = { ...v, receipts: 'internal', azul: false };
   let metadata: Record<string, unknown>;
-  if (v.azul) {
+  if (dialect === 'xlayer') {
+    metadata = { block_number: fb.blockNumber, access_list: accessListOf(fb) };
+  } else if (v.azul) {
     metadata = { block_number: fb.blockNumber, access_list: [] };
   } else {
     const receipts: Record<string, unknown> = {};
@@ -233,7 +278,10 @@ export function encodeFlashblock(fb: BuiltFlashblock, v: { receipts: ReceiptShap
   }
   const msg: Record<string, unknown> = { payload_id: fb.payloadId, index: fb.index };
   if (fb.base) msg.base = fb.base;
-  msg.diff = fb.diff;
+  msg.diff = dialect === null || dialect === 'base' ? fb.diff : { ...fb.diff, blob_gas_used: '0x0' };
+  if (dialect === 'op-subblocks') {
+    msg.diff = { ...(msg.diff as object), state_root: ZERO_ROOT, block_hash: ZERO_ROOT, withdrawals_root: ZERO_ROOT, withdrawals: [] };
+  }
   msg.metadata = metadata;
   return JSON.stringify(msg);
 }
@@ -245,10 +293,12 @@ function parseVariant(url: string | undefined, defaults: Variant): Variant {
     return s === null ? d : s === '1' || s === 'true';
   };
   const r = q.get('receipts');
+  const d = q.get('dialect');
   return {
     receipts: r === 'internal' || r === 'external' ? r : defaults.receipts,
     brotli: flag('brotli', defaults.brotli),
     azul: flag('azul', defaults.azul),
+    dialect: (STREAM_DIALECTS as readonly string[]).includes(d ?? '') ? (d as StreamDialect) : defaults.dialect,
   };
 }
 
@@ -299,7 +349,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   if (flashblockMs <= 0 || blockTimeMs < flashblockMs) throw new Error('need 0 < flashblockMs <= blockTimeMs');
   const perBlock = Math.max(1, Math.round(blockTimeMs / flashblockMs));
   const log = opts.log ?? (() => undefined);
-  const defaults: Variant = { receipts: opts.receipts ?? 'external', brotli: opts.brotli ?? false, azul: opts.azul ?? false };
+  const defaults: Variant = { receipts: opts.receipts ?? 'external', brotli: opts.brotli ?? false, azul: opts.azul ?? false, dialect: opts.dialect ?? null };
 
   const anvil: Anvil = await startAnvil(opts.anvil);
   const url = anvil.url;
@@ -334,6 +384,13 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     ws.on('error', () => undefined);
   });
 
+  /** Whether a subscriber (or the default) reads the `xlayer` dialect, whose access list needs nonces and code. */
+  function wantsAccessList(): boolean {
+    if (defaults.dialect === 'xlayer') return true;
+    for (const ws of wss.clients) if (variants.get(ws)?.dialect === 'xlayer') return true;
+    return false;
+  }
+
   /** Sends `fb` to every subscriber; `slotMs` is when it was scheduled (performance clock). */
   function publish(fb: BuiltFlashblock, slotMs: number): void {
     st.flashblocks++;
@@ -345,7 +402,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     for (const ws of wss.clients) {
       if (ws.readyState !== ws.OPEN) continue;
       const v = variants.get(ws) ?? defaults;
-      const key = `${v.receipts}|${v.azul}|${v.brotli}`;
+      const key = `${v.receipts}|${v.azul}|${v.brotli}|${v.dialect}`;
       let frame = frames.get(key);
       if (frame === undefined) {
         const json = encodeFlashblock(fb, v);
@@ -430,6 +487,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     let receipts: any[];
     let newRaws: string[] = [];
     let balances: Record<string, string>;
+    let accounts: BuiltFlashblock['accounts'] = null;
     let newTxs: any[];
     try {
       block = await mine(b);
@@ -453,9 +511,13 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       const addrs = [...b.touched];
       // Deposits are encoded from their fields: anvil 1.7.1 aborts on eth_getRawTransactionByHash of a 0x7e tx.
       const signed = newTxs.filter((t) => Number(t.type) !== TX_DEPOSIT);
+      // Nonce and code of the touched accounts only while a subscriber reads the `xlayer` access list.
+      const listed = wantsAccessList() ? addrs : [];
       const res = await rpcBatch(url, [
         ...signed.map((t): [string, unknown[]] => ['eth_getRawTransactionByHash', [t.hash]]),
         ...addrs.map((a): [string, unknown[]] => ['eth_getBalance', [a, toHex(b.number)]]),
+        ...listed.map((a): [string, unknown[]] => ['eth_getTransactionCount', [a, toHex(b.number)]]),
+        ...listed.map((a): [string, unknown[]] => ['eth_getCode', [a, toHex(b.number)]]),
       ]);
       const rawByHash = new Map<string, string>();
       signed.forEach((t, i) => {
@@ -469,6 +531,17 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
         const r = res[signed.length + i];
         if (r?.ok) balances[a] = r.value as string;
       });
+      if (listed.length > 0) {
+        const at = signed.length + addrs.length;
+        accounts = [];
+        listed.forEach((a, i) => {
+          const nonce = res[at + i];
+          const code = res[at + listed.length + i];
+          if (balances[a] !== undefined && nonce?.ok && code?.ok) {
+            accounts!.push({ address: a, balance: balances[a], nonce: nonce.value as string, code: String(code.value).toLowerCase() });
+          }
+        });
+      }
     } finally {
       await rpcCall(url, 'evm_revert', [snap]);
       // The mined txs left the pool with the revert: put the block's txs back, earlier ones first.
@@ -531,6 +604,8 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
         return out;
       }),
       balances,
+      accounts,
+      accessIndex: b.hashes.length + newTxs.length,
     };
     b.nextIndex++;
     b.hashes.push(...newTxs.map((t) => String(t.hash)));

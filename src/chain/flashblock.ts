@@ -1,6 +1,7 @@
 // The flashblock as the rest of the daemon sees it once decoded: block base, cumulative diff, receipts and balances
 // from the metadata. Types only (a leaf): ingest produces them, state stores them, rpc reads them.
 import type { DecodedTx } from './types.js';
+import type { AccountChanges } from './access-list.js';
 
 /** Block properties carried by index 0 (hex strings normalised to lower case). */
 export interface FlashblockBase {
@@ -25,6 +26,11 @@ export interface FlashblockDiff {
   blobGasUsed: bigint | null;
   withdrawalsRoot: string | null;
   withdrawals: unknown[];
+  /**
+   * `diff.post_exec_tx` (Lagoon): the in-progress block's post-exec (0x7d) transaction, restated by every flashblock
+   * and carried apart from `transactions`; the latest one is provisional until the block is sealed. null = none so far.
+   */
+  postExecTx: DecodedTx | null;
 }
 
 export interface FlashLog {
@@ -56,6 +62,12 @@ export interface Flashblock {
   receipts: Map<string, FlashReceipt> | null;
   /** Balances by lower-case address (cumulative within the block); null when absent. */
   balances: Map<string, bigint> | null;
+  /**
+   * `metadata.access_list` (X Layer): this flashblock's EIP-7928 access list, decoded; null when absent or when it
+   * did not decode (then `accessListProblem` says why: the flashblock is kept without it, as X Layer's node does).
+   */
+  accessList: AccountChanges[] | null;
+  accessListProblem: string | null;
   /** The flashblock this one follows per Base's `metadata.prev_flashblock_id` (`"<block>-<index>"`); -1 when absent or `"0-0"`. */
   prevBlockNumber: number;
   prevIndex: number;

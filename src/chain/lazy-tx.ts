@@ -1,7 +1,7 @@
 // Ingest-time transaction decoding (pure): every consensus-encoding check of `decodeTransaction` run as one walk over
 // the bytes without building fields, plus the hash; the fields are decoded on first access and memoized.
 // Must never accept a transaction `decodeTransaction` rejects (test/chain/lazy-tx.test.ts checks it differentially).
-import type { AccessListEntry, Authorization, DecodedTx, DecodeTxResult } from './types.js';
+import type { AccessListEntry, Authorization, DecodedTx, DecodeTxResult, PostExecPayload } from './types.js';
 import { TX_DEPOSIT, TX_EIP1559, TX_EIP2930, TX_EIP4844, TX_EIP7702, TX_LEGACY } from './types.js';
 import { decodeTransaction } from './tx.js';
 import { keccak256Hex } from './keccak.js';
@@ -279,6 +279,13 @@ export class LazyTx implements DecodedTx {
   get isSystemTx(): boolean | null {
     return this.decoded().isSystemTx;
   }
+  get postExec(): PostExecPayload | null {
+    return this.decoded().postExec;
+  }
+  /** Every transaction the ingest walk accepts runs in the EVM: post-exec (0x7d) goes to the full decoder. */
+  get executes(): boolean {
+    return true;
+  }
 }
 
 /** Runs the checks on `b[0, end)`; on success returns the LazyTx (hashing with `hash`), else null. */
@@ -289,6 +296,7 @@ function check(b: Buffer, end: number, rawHex: string, hash: (len: number) => st
     const from = checkDeposit(b, end);
     return from < 0 ? null : new LazyTx(TX_DEPOSIT, hash(end), rawHex, '0x' + b.toString('hex', from, from + 20));
   }
+  // Post-exec (0x7d, at most one a block) is left to decodeTransaction with the unknown types: FIELD_COUNT lacks it.
   if (FIELD_COUNT[first] === undefined || !checkTyped(b, first, end)) return null;
   return new LazyTx(first, hash(end), rawHex, null);
 }

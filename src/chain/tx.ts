@@ -1,7 +1,7 @@
-// EIP-2718 transaction decoding (legacy, 0x01-0x04, OP deposit 0x7e) with strict consensus-encoding checks.
+// EIP-2718 transaction decoding (legacy, 0x01-0x04, OP deposit 0x7e, OP post-exec 0x7d) with strict consensus-encoding checks.
 // Returns values, never throws to callers; does not recover senders (sender.ts does that lazily).
-import type { AccessListEntry, Authorization, DecodedTx, DecodeTxResult } from './types.js';
-import { TX_DEPOSIT, TX_EIP1559, TX_EIP2930, TX_EIP4844, TX_EIP7702, TX_LEGACY } from './types.js';
+import type { AccessListEntry, Authorization, DecodedTx, DecodeTxResult, PostExecPayload } from './types.js';
+import { TX_DEPOSIT, TX_EIP1559, TX_EIP2930, TX_EIP4844, TX_EIP7702, TX_LEGACY, TX_POST_EXEC, ZERO_ADDRESS } from './types.js';
 import { keccak256, keccak256Hex } from './keccak.js';
 import { encodeRlp, readRlpItem, RLP_OK, rlpHeader, rlpItem, rlpProblem } from './rlp.js';
 import { bigIntToBytes } from './hex.js';
@@ -183,7 +183,7 @@ function newTx(type: number, hash: string, raw: string): DecodedTx {
     type, hash, raw, chainId: null, nonce: 0n, gasPrice: null, maxPriorityFeePerGas: null, maxFeePerGas: null,
     maxFeePerBlobGas: null, gas: 0n, to: null, value: 0n, input: '0x', accessList: null, blobVersionedHashes: null,
     authorizationList: null, v: 0n, r: 0n, s: 0n, signingHash: null, sourceHash: null, mint: null, isSystemTx: null,
-    from: null,
+    from: null, postExec: null, executes: true,
   };
 }
 
@@ -289,6 +289,40 @@ function decodeDeposit(raw: Buffer, tx: DecodedTx): void {
   tx.input = hex(str(f, 'input'));
 }
 
+/** Post-exec payload versions defined so far (lagoon/post-exec.md "Defined Schema Versions"). */
+const POST_EXEC_VERSIONS = new Set([1]);
+
+/**
+ * Post-exec 0x7d: the type byte then the payload's own RLP list `[version, blockNumber, ...schema fields]` (no outer
+ * wrapper, no signature). The envelope is checked; the v1 SDM layout `[[index, gasRefund], ...]` is read when the
+ * trailing fields are exactly that list, other trailing items only need to be well-formed RLP.
+ */
+function decodePostExec(raw: Buffer, tx: DecodedTx): void {
+  const f = payload(raw, 1, 'post-exec payload');
+  const n = count(f, 'post-exec payload');
+  if (n < 2) reject(`post-exec payload must start with [version, blockNumber], got ${n} fields`);
+  const version = Number(scalar(f, 'post-exec version', 1));
+  if (!POST_EXEC_VERSIONS.has(version)) reject(`unsupported post-exec payload version ${version}`);
+  const blockNumber = scalar(f, 'post-exec blockNumber', 8);
+  let gasRefunds: PostExecPayload['gasRefunds'] = null;
+  if (n === 3) {
+    next(f, 'post-exec gasRefundEntries');
+    if (rlpItem.isList) {
+      const l = new Items(raw, rlpItem.start, rlpItem.end);
+      gasRefunds = [];
+      while (l.pos < l.end) {
+        const e = list(l, 'gas refund entry');
+        if (count(e, 'gas refund entry') !== 2) reject('gas refund entry must be [index, gasRefund]');
+        gasRefunds.push({ index: scalar(e, 'gas refund index', 8), gasRefund: scalar(e, 'gas refund', 8) });
+      }
+    }
+  }
+  tx.postExec = { version, blockNumber, gasRefunds };
+  tx.executes = false;
+  tx.from = ZERO_ADDRESS;
+  tx.input = hex(raw.subarray(1));
+}
+
 /**
  * Decodes one EIP-2718 transaction from 0x-hex. Checks canonical RLP, field counts and kinds, scalar sizes
  * (nonce/gas/chainId < 2^64), address lengths, signature ranges (low s, yParity 0/1, legacy v) and, when
@@ -304,13 +338,14 @@ export function decodeTransaction(rawHex: string, opts?: DecodeTxOptions): Decod
   const first = raw[0] as number;
   if (first >= 0x80 && first < 0xc0) return { ok: false, reason: 'not a transaction: starts with an RLP string' };
   const type = first >= 0xc0 ? TX_LEGACY : first;
-  if (type !== TX_LEGACY && type !== TX_DEPOSIT && FIELD_COUNT[type] === undefined) {
+  if (type !== TX_LEGACY && type !== TX_DEPOSIT && type !== TX_POST_EXEC && FIELD_COUNT[type] === undefined) {
     return { ok: false, reason: `unsupported transaction type 0x${type.toString(16)}` };
   }
   const tx = newTx(type, keccak256Hex(raw), rawHex.toLowerCase());
   try {
     if (type === TX_LEGACY) decodeLegacy(raw, tx, opts);
     else if (type === TX_DEPOSIT) decodeDeposit(raw, tx);
+    else if (type === TX_POST_EXEC) decodePostExec(raw, tx);
     else decodeTyped(raw, tx, opts);
   } catch (e) {
     if (e instanceof Reject) return { ok: false, reason: e.message };
@@ -327,7 +362,7 @@ const U256_LIMIT = 1n << 256n;
 
 /** Gas a transaction pays before execution (EIP-2028, EIP-2930, EIP-3860, EIP-7702); deposits return 0. */
 export function intrinsicGas(tx: DecodedTx): bigint {
-  if (tx.type === TX_DEPOSIT) return 0n;
+  if (tx.type === TX_DEPOSIT || tx.type === TX_POST_EXEC) return 0n;
   const input = tx.input;
   let zeros = 0;
   for (let i = 2; i < input.length; i += 2) if (input.charCodeAt(i) === 48 && input.charCodeAt(i + 1) === 48) zeros++;
@@ -342,10 +377,10 @@ export function intrinsicGas(tx: DecodedTx): bigint {
 
 /**
  * Stateless validity rules a client applies after decoding (Cancun rules; the EIP-7623 calldata floor is not
- * applied). Returns the reason a transaction can never be valid, or null. Deposits are exempt.
+ * applied). Returns the reason a transaction can never be valid, or null. Deposits and post-exec are exempt.
  */
 export function validateTransaction(tx: DecodedTx): string | null {
-  if (tx.type === TX_DEPOSIT) return null;
+  if (tx.type === TX_DEPOSIT || tx.type === TX_POST_EXEC) return null;
   if (tx.nonce === U64_MAX) return 'nonce 2^64-1 is not allowed (EIP-2681)';
   const feeCap = tx.maxFeePerGas ?? tx.gasPrice ?? 0n;
   if (tx.maxPriorityFeePerGas !== null && tx.maxPriorityFeePerGas > feeCap) {

@@ -7,6 +7,23 @@ export const TX_EIP1559 = 2;
 export const TX_EIP4844 = 3;
 export const TX_EIP7702 = 4;
 export const TX_DEPOSIT = 0x7e;
+/**
+ * OP post-execution transaction (Lagoon, specs/protocol/lagoon/post-exec.md; op-alloy `POST_EXEC_TX_TYPE_ID`):
+ * `0x7d || rlp([version, blockNumber, ...schema fields])`, unsigned, sender the zero address, last in its block.
+ * op-reth's executor short-circuits it before the EVM.
+ */
+export const TX_POST_EXEC = 0x7d;
+/** The sender a post-exec transaction is served with. */
+export const ZERO_ADDRESS = '0x0000000000000000000000000000000000000000';
+
+/** The payload of a post-exec transaction (envelope fields; SDM refund entries when the v1 layout has them). */
+export interface PostExecPayload {
+  version: number;
+  /** The L2 block the payload is anchored to (must be the containing block). */
+  blockNumber: bigint;
+  /** SDM (version 1) `gasRefundEntries` as [tx index, gas refund]; null when the payload has another layout. */
+  gasRefunds: { index: bigint; gasRefund: bigint }[] | null;
+}
 
 export interface AccessListEntry {
   address: string;
@@ -56,8 +73,15 @@ export interface DecodedTx {
   sourceHash: string | null;
   mint: bigint | null;
   isSystemTx: boolean | null;
-  /** Sender: known at decode for deposits; recovered (and cached here) for signed txs. */
+  /** Sender: known at decode for deposits (and post-exec: zero); recovered (and cached here) for signed txs. */
   from: string | null;
+  /** Post-exec (type 0x7d) payload, else null. */
+  postExec: PostExecPayload | null;
+  /**
+   * False when no EVM runs this transaction: op-reth's executor short-circuits post-exec (0x7d) transactions
+   * (no gas, no logs, status 1, cumulative gas of the previous receipt). Execution feeds skip these.
+   */
+  executes: boolean;
 }
 
 /** Result of decoding: a value, never an exception. */

@@ -2,6 +2,9 @@
 // flashblock shape, transaction decoding. Returns a result value; never throws on bad input, never touches state.
 import { brotliDecompressSync, constants as zlibConstants } from 'node:zlib';
 import { ingestTransaction } from '../chain/lazy-tx.js';
+import { decodeTransaction } from '../chain/tx.js';
+import { TX_POST_EXEC } from '../chain/types.js';
+import { decodeAccessList, type AccountChanges } from '../chain/access-list.js';
 import type { FlashLog, FlashReceipt, Flashblock, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
 import { isHexData, isLooseQuantity, lowerHexData, quantityToBigInt, quantityToNumber } from '../chain/hex.js';
@@ -24,6 +27,7 @@ function receiptTag(key: string): number {
     case 'Eip4844': return 3;
     case 'Eip7702': return 4;
     case 'Deposit': return 0x7e;
+    case 'PostExec': return 0x7d;
     default: return -1;
   }
 }
@@ -124,6 +128,15 @@ function parseDiff(v: unknown): ParsedDiff {
   if (!Array.isArray(withdrawals)) throw new SchemaError('diff.withdrawals must be an array');
   const blobGas = d.blob_gas_used;
   const wroot = d.withdrawals_root;
+  let postExecTx: DecodedTx | null = null;
+  const pe = d.post_exec_tx;
+  if (pe !== undefined && pe !== null) {
+    if (!isHexData(pe) || pe.length < 4) throw new SchemaError('diff.post_exec_tx must be hex bytes');
+    const r = decodeTransaction(pe);
+    if (!r.ok) badTx ??= { at: -1, reason: r.reason };
+    else if (r.tx.type !== TX_POST_EXEC) badTx ??= { at: -1, reason: `type 0x${r.tx.type.toString(16)} is not a post-exec (0x7d) transaction` };
+    else postExecTx = r.tx;
+  }
   return {
     diff: {
       stateRoot: hash(req(d, 'state_root', 'diff'), 'diff.state_root'),
@@ -134,6 +147,7 @@ function parseDiff(v: unknown): ParsedDiff {
       blobGasUsed: blobGas === undefined || blobGas === null ? null : quantity(blobGas, 'diff.blob_gas_used'),
       withdrawalsRoot: wroot === undefined || wroot === null ? null : hash(wroot, 'diff.withdrawals_root'),
       withdrawals,
+      postExecTx,
     },
     txs,
     badTx,
@@ -237,7 +251,16 @@ function parsePrevId(v: unknown): [number, number] {
   return block === 0 && index === 0 ? [-1, -1] : [block, index];
 }
 
-function parseMetadata(v: unknown): { blockNumber: number; receipts: Map<string, FlashReceipt> | null; balances: Map<string, bigint> | null; prev: [number, number] } {
+interface ParsedMetadata {
+  blockNumber: number;
+  receipts: Map<string, FlashReceipt> | null;
+  balances: Map<string, bigint> | null;
+  prev: [number, number];
+  accessList: AccountChanges[] | null;
+  accessListProblem: string | null;
+}
+
+function parseMetadata(v: unknown): ParsedMetadata {
   const m = object(v, 'metadata');
   const bn = req(m, 'block_number', 'metadata');
   if (typeof bn !== 'number' || !Number.isSafeInteger(bn) || bn < 0) throw new SchemaError('metadata.block_number must be a non-negative integer');
@@ -259,7 +282,16 @@ function parseMetadata(v: unknown): { blockNumber: number; receipts: Map<string,
       balances.set(a, quantityToBigInt(q));
     }
   }
-  return { blockNumber: bn, receipts, balances, prev };
+  let accessList: AccountChanges[] | null = null;
+  let accessListProblem: string | null = null;
+  // X Layer sends RLP hex; Base's post-Azul frames carried a JSON `access_list` ({} or []) of their own, ignored here.
+  const al = m.access_list;
+  if (typeof al === 'string') {
+    const r = isHexData(al) ? decodeAccessList(al) : { ok: false as const, reason: 'not hex bytes' };
+    if (r.ok) accessList = r.accounts;
+    else accessListProblem = r.reason;
+  }
+  return { blockNumber: bn, receipts, balances, prev, accessList, accessListProblem };
 }
 
 /** Turns a frame's bytes into JSON text: `{` first (after white space) = JSON, anything else = brotli. */
@@ -332,7 +364,14 @@ export function validateFlashblock(root: unknown, json: string): DecodeFrameResu
       throw new SchemaError(`base.block_number ${base.blockNumber} differs from metadata.block_number ${meta.blockNumber}`);
     }
     const { diff, txs, badTx } = parseDiff(req(o, 'diff', 'frame'));
-    if (badTx !== null) return { ok: false, reason: 'transaction', detail: `diff.transactions[${badTx.at}]: ${badTx.reason}`, blockNumber, index };
+    if (badTx !== null) {
+      const where = badTx.at < 0 ? 'diff.post_exec_tx' : `diff.transactions[${badTx.at}]`;
+      return { ok: false, reason: 'transaction', detail: `${where}: ${badTx.reason}`, blockNumber, index };
+    }
+    const pe = diff.postExecTx?.postExec;
+    if (pe != null && pe.blockNumber !== BigInt(meta.blockNumber)) {
+      throw new SchemaError(`diff.post_exec_tx is anchored to block ${pe.blockNumber}, not ${meta.blockNumber}`);
+    }
     const fb: Flashblock = {
       payloadId: (pid as string).toLowerCase(),
       index: idx,
@@ -342,6 +381,8 @@ export function validateFlashblock(root: unknown, json: string): DecodeFrameResu
       txs,
       receipts: meta.receipts,
       balances: meta.balances,
+      accessList: meta.accessList,
+      accessListProblem: meta.accessListProblem,
       prevBlockNumber: meta.prev[0],
       prevIndex: meta.prev[1],
     };

@@ -16,7 +16,8 @@ import type { UpstreamFrame } from './upstream.js';
 /**
  * Verdict labels as counted: the sequence verdicts of frames, plus events — what the reorder buffer decided
  * (`gap_filled`, `gap_skipped`), a held block dropped because the stream went on without it (`abandoned`), and an
- * index 0 whose `prev_flashblock_id` names flashblocks of the previous block that never arrived (`predecessor_missing`).
+ * index 0 whose `prev_flashblock_id` names flashblocks of the previous block that never arrived (`predecessor_missing`),
+ * and an OP subblocks sequence discarded on a skipped or repeated index or a foreign payload (`sequence_discarded`).
  */
 export type VerdictLabel =
   | Exclude<Verdict, 'gap' | 'broken'>
@@ -24,7 +25,8 @@ export type VerdictLabel =
   | 'gap_filled'
   | 'gap_skipped'
   | 'abandoned'
-  | 'predecessor_missing';
+  | 'predecessor_missing'
+  | 'sequence_discarded';
 
 /** Where the pipeline reports what happened (metrics in production, counters in tests). */
 export interface IngestObserver {
@@ -60,6 +62,16 @@ export interface PipelineOptions {
   maxAheadMs?: number;
   /** Checks that the node is on the stream's chain (src/ingest/chain-match.ts); fed every first copy. */
   chainMatch?: ChainMatch | null;
+  /**
+   * The stream's dialect (a chain preset's `dialect`: 'op-rbuilder' | 'op-subblocks' | 'xlayer' | 'base'); default
+   * 'op-rbuilder'. 'op-subblocks' applies the subblocks spec's sequence rule (specs/protocol/subblocks.md
+   * "Sequence"): a skipped index, an index repeated with other content (a byte-identical re-send is only a
+   * duplicate), or a frame of another payload_id or block number discards the
+   * current sequence (its block is marked broken, pending falls back to the node) until the next index 0, instead
+   * of buffering; frames of a block whose index 0 was missed are dropped, not buffered. Every other dialect keeps
+   * the reorder buffer.
+   */
+  dialect?: string;
 }
 
 interface Held {
@@ -84,6 +96,8 @@ export class IngestPipeline {
   private canonicalSeenMs = 0;
   /** Block number whose mid-block join was last logged (one line per block). */
   private joinLogged = -1;
+  /** The subblocks sequence rule applies (PipelineOptions.dialect). */
+  private readonly strictSequence: boolean;
 
   constructor(
     readonly state: PendingState,
@@ -97,6 +111,7 @@ export class IngestPipeline {
     events.fanout.onError = this.onListenerError;
     this.senders = new SenderRecovery(state, { worker: opts.recoveryWorker ?? null, sliceMs: opts.recoverSliceMs ?? 2 });
     this.blockTimeMs = opts.blockTimeMs ?? 2000;
+    this.strictSequence = opts.dialect === 'op-subblocks';
     this.view = {
       canonical: -1,
       aheadLimit: Infinity,
@@ -129,11 +144,21 @@ export class IngestPipeline {
       return;
     }
     const fb = r.fb;
+    if (fb.accessListProblem !== null) {
+      this.log.limited('warn', 'access-list', 1000, 'metadata.access_list does not decode; flashblock kept without it (pending state reads wait for execution)', {
+        block: fb.blockNumber,
+        index: fb.index,
+        detail: fb.accessListProblem,
+      });
+    }
     const key = fb.payloadId + ':' + fb.index;
     const first = this.firstCopy.get(key);
     if (first !== undefined) {
       this.observer?.copy(f.upstream, false);
-      if (first === f.upstream) this.observer?.verdict('duplicate');
+      if (first === f.upstream) {
+        this.observer?.verdict('duplicate');
+        if (this.strictSequence && this.distinctRepeat(fb, f.data)) this.discard(fb.blockNumber, 'index repeated with other content');
+      }
       return;
     }
     this.rememberCopy(key, f.upstream);
@@ -167,6 +192,25 @@ export class IngestPipeline {
   /** Classifies and acts; false when the frame was dropped only because of where the stream stands. */
   private process(fb: Flashblock, frame: RawFrame, t0: number): boolean {
     const v = classify(fb, this.refreshView(frame.receivedAtMs));
+    if (this.strictSequence && ((v === 'duplicate' && this.distinctRepeat(fb, frame.data)) || v === 'gap' || v === 'out_of_order' || v === 'joined_mid_block')) {
+      const at = this.strictDiscardAt(fb, v);
+      if (at !== null) {
+        if (v !== 'gap') this.observer?.verdict(v);
+        const held = this.state.block(fb.blockNumber);
+        const why =
+          v === 'duplicate' ? 'index repeated with other content'
+          : v === 'gap' ? `index skipped (${fb.index} after ${(held?.nextIndex ?? 1) - 1})`
+          : at === fb.blockNumber ? `frame of another payload (${fb.payloadId}) at the same height`
+          : `frame of the same payload paired with another block number (${fb.blockNumber})`;
+        this.discard(at, why);
+        return true;
+      }
+      if (v === 'out_of_order') {
+        // Before this block's index 0: the spec's consumer ignores it (never buffered on this dialect).
+        this.observer?.verdict(v);
+        return false;
+      }
+    }
     switch (v) {
       case 'stale':
       case 'duplicate':
@@ -281,6 +325,41 @@ export class IngestPipeline {
         reason: why,
       });
     }
+  }
+
+  /**
+   * The block whose subblocks sequence `fb` breaks (verdict `v`), or null when it breaks none: a gap or repeat breaks
+   * its own block's; a frame of another payload at a held height breaks that block's; a frame of the payload being
+   * filled under another block number breaks the block being filled. A frame of an unknown payload at a height we
+   * do not hold (its index 0 missed) breaks nothing: it is dropped like any frame before the next index 0.
+   */
+  private strictDiscardAt(fb: Flashblock, v: Verdict): number | null {
+    if (v === 'duplicate' || v === 'gap') return fb.blockNumber;
+    const held = this.state.block(fb.blockNumber);
+    if (held !== undefined) return held.payloadId !== fb.payloadId ? fb.blockNumber : null;
+    const filling = this.state.block(this.view.lastApplied);
+    return filling !== undefined && filling.payloadId === fb.payloadId ? filling.number : null;
+  }
+
+  /**
+   * A repeated (payload_id, index) whose bytes differ from the applied frame: a distinct subblock at a used index,
+   * which the subblocks spec forbids. A byte-identical repeat (a resumed or re-sent frame) is only a duplicate.
+   */
+  private distinctRepeat(fb: Flashblock, data: Buffer): boolean {
+    const b = this.state.block(fb.blockNumber);
+    const applied = b !== undefined && b.payloadId === fb.payloadId ? b.frames[fb.index] : undefined;
+    return applied !== undefined && !applied.data.equals(data);
+  }
+
+  /**
+   * Discards the subblocks sequence at `blockNumber` (the spec's "discard its current sequence"): the block is marked
+   * broken, so pending answers fall back to the node and its later frames are ignored until a new index 0.
+   */
+  private discard(blockNumber: number, why: string): void {
+    if (!this.state.markBroken(blockNumber, why)) return;
+    this.observer?.verdict('sequence_discarded');
+    this.observer?.brokenBlock(blockNumber);
+    this.log.warn('subblocks sequence discarded; pending answers fall back to the node until the next index 0', { block: blockNumber, reason: why });
   }
 
   /** Expires gaps that stayed open too long. Call every few tens of ms. */

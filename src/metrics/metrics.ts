@@ -13,7 +13,7 @@ export type DecodeErrorReason = (typeof DECODE_ERROR_REASONS)[number];
 
 export const SEQUENCE_VERDICTS = [
   'next', 'new_block', 'duplicate', 'gap_buffered', 'gap_filled', 'out_of_order', 'replaced_payload', 'stale',
-  'gap_skipped', 'joined_mid_block', 'too_far_ahead', 'abandoned', 'predecessor_missing',
+  'gap_skipped', 'joined_mid_block', 'too_far_ahead', 'abandoned', 'predecessor_missing', 'sequence_discarded',
 ] as const;
 export type SequenceVerdictLabel = (typeof SEQUENCE_VERDICTS)[number];
 

@@ -13,6 +13,7 @@ import { logMatches, parseLogFilter, SUBSCRIPTION_FILTER, type LogFilter } from 
 import type { PendingExecution } from './execution.js';
 import type { Shapes } from './shapes/json.js';
 import { flashblockPayload, headOfBlock, notification, notificationPrefix, transactionWithReceipt } from './shapes/subscription.js';
+import { streamHasLogs, streamHasReceipt } from './shapes/receipt.js';
 
 /** One WebSocket JSON-RPC connection as the subscription hub sees it. */
 export interface SubscriberSink {
@@ -250,7 +251,7 @@ export class Subscriptions {
     const to = block.txCountAt[index] ?? block.txs.length;
     for (let i = from; i < to; i++) {
       const rec = block.txs[i]!;
-      if (rec.receipt !== null || (this.ctx.shapes.rawLogs(rec)?.length ?? 0) === 0) continue;
+      if (streamHasLogs(rec) || (this.ctx.shapes.rawLogs(rec)?.length ?? 0) === 0) continue;
       this.notifyLogs(this.byKind.pendingLogs, this.ctx.shapes.logObjects(rec, index)!);
     }
   }
@@ -272,7 +273,7 @@ export class Subscriptions {
     if (!full) return;
     const ex = this.ctx.execution;
     let wait = false;
-    if (ex != null) for (let i = from; i < to && !wait; i++) wait = block.txs[i]!.receipt === null;
+    if (ex != null) for (let i = from; i < to && !wait; i++) wait = !streamHasReceipt(block.txs[i]!);
     if (!wait && this.fullTxWaiting === 0) {
       this.sendFullTxs(block, index, from, to);
       return;

@@ -2,7 +2,10 @@
 // writer is the ingest pipeline (synchronously per flashblock; senders later through SenderRecovery); readers see
 // it through PendingView and never see half a flashblock.
 import type { Flashblock } from '../chain/flashblock.js';
-import { TX_DEPOSIT } from '../chain/types.js';
+import type { FlashReceipt } from '../chain/flashblock.js';
+import { applyAccessList, type AccountPost } from '../chain/access-list.js';
+import { TX_DEPOSIT, TX_POST_EXEC } from '../chain/types.js';
+import { LocalBlockHasher, ZERO_HASH } from './local-hash.js';
 import { PendingBlock, TxRecord, type RawFrame } from './block.js';
 import type { PendingView } from './view.js';
 
@@ -22,6 +25,16 @@ export interface SettleResult {
 interface NonceEntry {
   next: bigint;
   blockNumber: number;
+}
+
+/**
+ * The receipt of a post-exec (0x7d) transaction appended now (lagoon/post-exec.md "Receipt"): status 1, no logs, the
+ * previous receipt's cumulative gas; null while that is unknown. The stream never carries one.
+ */
+function postExecReceipt(block: PendingBlock): FlashReceipt | null {
+  const cumulative = block.lastCumulativeGas;
+  if (cumulative === null) return null;
+  return { type: TX_POST_EXEC, status: 1, cumulativeGasUsed: cumulative, logs: [], depositNonce: null, depositReceiptVersion: null };
 }
 
 /** The in-memory pending state: written by ingest (and sender recovery), read through PendingView. */
@@ -70,33 +83,78 @@ export class PendingState implements PendingView {
     const txs = fb.txs;
     for (let i = 0; i < txs.length; i++) {
       const tx = txs[i]!;
-      const receipt = fb.receipts === null ? null : (fb.receipts.get(tx.hash) ?? null);
+      let receipt = fb.receipts === null ? null : (fb.receipts.get(tx.hash) ?? null);
+      if (receipt === null && !tx.executes) receipt = postExecReceipt(block);
+      if (receipt !== null && receipt.cumulativeGasUsed === null) receipt = null;
+      // A receipt is kept even when an earlier one is missing (a stream may carry only some): what it cannot give
+      // alone (gasUsed without the previous cumulative gas, logIndex without the earlier logs) comes from execution.
       let gasUsed: bigint | null = null;
-      if (receipt !== null && receipt.cumulativeGasUsed !== null && block.lastCumulativeGas !== null) {
-        gasUsed = receipt.cumulativeGasUsed - block.lastCumulativeGas;
-        block.lastCumulativeGas = receipt.cumulativeGasUsed;
+      if (receipt !== null) {
+        const cumulative = receipt.cumulativeGasUsed as bigint;
+        if (block.lastCumulativeGas !== null) gasUsed = cumulative - block.lastCumulativeGas;
+        block.lastCumulativeGas = cumulative;
       } else {
-        block.receiptsComplete = false;
         block.lastCumulativeGas = null;
       }
-      const usable = receipt !== null && gasUsed !== null ? receipt : null;
-      const rec = new TxRecord(tx, block, block.txs.length, fb.index, usable, block.logCount, gasUsed);
-      block.logCount += usable === null ? 0 : usable.logs.length;
+      if (gasUsed === null) block.receiptsComplete = false;
+      const firstLogIndex = block.logsKnown ? block.logCount : -1;
+      if (receipt === null) block.logsKnown = false;
+      else block.logCount += receipt.logs.length;
+      const rec = new TxRecord(tx, block, block.txs.length, fb.index, receipt, firstLogIndex, gasUsed);
       block.txs.push(rec);
       this.txByHash.set(tx.hash, rec);
       // Signed transactions whose sender is unknown get theirs from SenderRecovery (noteSender).
-      if (tx.type === TX_DEPOSIT || tx.from !== null) this.noteNonce(rec);
+      if (tx.type === TX_DEPOSIT || (tx.from !== null && tx.executes)) this.noteNonce(rec);
     }
     if (fb.receipts === null) block.noMetadata = true;
     if (fb.balances !== null) for (const [a, b] of fb.balances) block.balances.set(a, b);
-    else if (txs.length > 0) block.balancesComplete = false;
-    block.diffs.push(fb.diff);
+    const al = fb.accessList;
+    if (al !== null) {
+      applyAccessList(block.accountPost, al);
+      // An access list lists every balance change, so it reports balances as new_account_balances does.
+      for (const a of al) {
+        const b = block.accountPost.get(a.address)!.balance;
+        if (b !== undefined) block.balances.set(a.address, b);
+      }
+    } else if (txs.length > 0) {
+      block.accessListComplete = false;
+    }
+    if (fb.balances === null && al === null && txs.length > 0) block.balancesComplete = false;
+    this.setPostExec(block, fb);
+    let diff = fb.diff;
+    if (diff.blockHash === ZERO_HASH) {
+      // OP subblocks: never serve the zero hash as a block hash; a local identifier stands in (local-hash.ts).
+      block.hasher ??= new LocalBlockHasher();
+      block.localHash = true;
+      diff = { ...diff, blockHash: block.hasher.hash(block.number, block.base, diff, block.txs, block.txs.length, block.postExec?.tx.raw ?? null) };
+    }
+    block.postExecAt.push(block.postExec);
+    block.diffs.push(diff);
     block.txCountAt.push(block.txs.length);
     block.frames.push(frame);
     block.version++;
     block.lastAppliedMs = nowMs;
-    this.byFlashblockHash.set(fb.diff.blockHash, { block, index: fb.index });
+    this.byFlashblockHash.set(diff.blockHash, { block, index: fb.index });
     this.lastAppliedMs = nowMs;
+  }
+
+  /**
+   * The block's post-exec transaction as this flashblock restates it (lagoon/post-exec.md "Subblocks"): after the
+   * block's transactions, with the receipt op-reth gives it (status 1, no logs, no gas, the previous cumulative gas;
+   * the stream carries none). Replaces or clears the previous one.
+   */
+  private setPostExec(block: PendingBlock, fb: Flashblock): void {
+    const old = block.postExec;
+    if (old !== null && this.txByHash.get(old.tx.hash) === old) this.txByHash.delete(old.tx.hash);
+    const tx = fb.diff.postExecTx;
+    if (tx === null) {
+      block.postExec = null;
+      return;
+    }
+    const receipt = postExecReceipt(block);
+    const rec = new TxRecord(tx, block, block.txs.length, fb.index, receipt, block.logsKnown ? block.logCount : -1, receipt === null ? null : 0n);
+    block.postExec = rec;
+    if (!this.txByHash.has(tx.hash)) this.txByHash.set(tx.hash, rec);
   }
 
   private noteNonce(rec: TxRecord): void {
@@ -161,6 +219,8 @@ export class PendingState implements PendingView {
     this.blocks.delete(n);
     this.orderCache = null;
     for (const rec of b.txs) if (this.txByHash.get(rec.tx.hash) === rec) this.txByHash.delete(rec.tx.hash);
+    const pe = b.postExec;
+    if (pe !== null && this.txByHash.get(pe.tx.hash) === pe) this.txByHash.delete(pe.tx.hash);
     for (const d of b.diffs) if (this.byFlashblockHash.get(d.blockHash)?.block === b) this.byFlashblockHash.delete(d.blockHash);
     // The highest nonce of a sender lives in the newest block holding its txs, so dropping from the bottom only
     // removes entries whose newest tx was in the dropped block.
@@ -174,7 +234,7 @@ export class PendingState implements PendingView {
   private rebuildNonces(): void {
     this.nonces.clear();
     const nums = [...this.blocks.keys()].sort((a, b) => a - b);
-    for (const num of nums) for (const rec of this.blocks.get(num)!.txs) if (rec.tx.from !== null) this.noteNonce(rec);
+    for (const num of nums) for (const rec of this.blocks.get(num)!.txs) if (rec.tx.from !== null && rec.tx.executes) this.noteNonce(rec);
   }
 
   private lowestNumber(): number {
@@ -242,6 +302,32 @@ export class PendingState implements PendingView {
       if (v !== undefined) return v;
     }
     return null;
+  }
+
+  /**
+   * What the access lists of held blocks at or below `blockNumber` say of `address` after that block (newest first):
+   * its post-values, or null when no complete list covers it (a block without access lists, a broken one, none held).
+   * A field left undefined was not changed in the held blocks: the node's latest value holds.
+   */
+  accountAfter(address: string, blockNumber: number): Readonly<AccountPost> | null {
+    let balance: bigint | undefined;
+    let nonce: bigint | undefined;
+    let code: string | undefined;
+    const storage = new Map<string, bigint>();
+    let any = false;
+    for (let n = blockNumber; n > this.canonical; n--) {
+      const b = this.blocks.get(n);
+      if (b === undefined) break; // below the held blocks: the node's state
+      if (b.broken || !b.accessListComplete) return null;
+      const p = b.accountPost.get(address);
+      if (p === undefined) continue;
+      any = true;
+      balance ??= p.balance;
+      nonce ??= p.nonce;
+      code ??= p.code;
+      for (const [k, v] of p.storage) if (!storage.has(k)) storage.set(k, v);
+    }
+    return any || this.blocks.has(blockNumber) ? { balance, nonce, code, storage } : null;
   }
 
   private descending(): PendingBlock[] {

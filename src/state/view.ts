@@ -3,6 +3,7 @@
 // caches into or otherwise mutates a record. A reader that needs senders asks SenderSource and awaits it explicitly.
 import type { FlashReceipt, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
+import type { AccountPost } from '../chain/access-list.js';
 
 /** One upstream frame as received: rebroadcast byte for byte, replayed to late subscribers. */
 export interface RawFrameView {
@@ -23,9 +24,9 @@ export interface TxView {
   readonly flashblockIndex: number;
   /** The receipt from metadata; null when the stream carried none (post-Azul) or it lacked cumulativeGasUsed. */
   readonly receipt: Readonly<FlashReceipt> | null;
-  /** logIndex of this transaction's first log within the block. */
+  /** logIndex of this transaction's first log within the block; -1 when an earlier transaction's logs are unknown. */
   readonly firstLogIndex: number;
-  /** Per-tx gas from the difference of cumulative gas; null when the receipt is unknown. */
+  /** Per-tx gas from the difference of cumulative gas; null when it or the previous receipt is unknown. */
   readonly gasUsed: bigint | null;
 }
 
@@ -36,13 +37,18 @@ export interface BlockView {
   readonly base: Readonly<FlashblockBase>;
   /** Cumulative diff after flashblock i. */
   readonly diffs: readonly Readonly<FlashblockDiff>[];
-  /** Number of transactions after flashblock i. */
+  /** Number of transactions after flashblock i (the post-exec transaction, if any, not counted). */
   readonly txCountAt: readonly number[];
+  /** The post-exec (0x7d) transaction as of flashblock i, after the txCountAt[i] others; null when none then. */
+  readonly postExecAt: readonly (TxView | null)[];
   readonly txs: readonly TxView[];
   readonly frames: readonly RawFrameView[];
   /** Balances after the latest flashblock (cumulative within the block). */
   readonly balances: ReadonlyMap<string, bigint>;
   readonly balancesComplete: boolean;
+  /** Post-values from the stream's access lists in this block so far (see PendingBlock.accountPost). */
+  readonly accountPost: ReadonlyMap<string, Readonly<AccountPost>>;
+  readonly accessListComplete: boolean;
   readonly receiptsComplete: boolean;
   readonly noMetadata: boolean;
   readonly broken: boolean;
@@ -78,6 +84,11 @@ export interface PendingView {
   nextNonce(address: string): bigint | null;
   /** The balance of `address` after the pending state, or null when no held block reports it. */
   balance(address: string): bigint | null;
+  /**
+   * `address` after held block `blockNumber` as the stream's access lists give it (X Layer): fields undefined when
+   * unchanged since the canonical head; null when the held blocks carry no complete access lists.
+   */
+  accountAfter(address: string, blockNumber: number): Readonly<AccountPost> | null;
 }
 
 /**

@@ -35,7 +35,7 @@ export class CountingObserver implements IngestObserver {
 }
 /** A pipeline with test-friendly defaults. */
 export function makePipeline(
-  opts: { gapWindowFrames?: number; gapTimeoutMs?: number; maxPendingBlocks?: number; maxFrameBytes?: number; log?: Logger; blockTimeMs?: number; maxAheadMs?: number } = {},
+  opts: { gapWindowFrames?: number; gapTimeoutMs?: number; maxPendingBlocks?: number; maxFrameBytes?: number; log?: Logger; blockTimeMs?: number; maxAheadMs?: number; dialect?: string } = {},
 ) {
   const state = new PendingState({ maxPendingBlocks: opts.maxPendingBlocks ?? 8 });
   const observer = new CountingObserver();
@@ -47,6 +47,7 @@ export function makePipeline(
       gapTimeoutMs: opts.gapTimeoutMs ?? 1000,
       ...(opts.blockTimeMs === undefined ? {} : { blockTimeMs: opts.blockTimeMs }),
       ...(opts.maxAheadMs === undefined ? {} : { maxAheadMs: opts.maxAheadMs }),
+      ...(opts.dialect === undefined ? {} : { dialect: opts.dialect }),
     },
     opts.log ?? silentLogger,
     observer,

@@ -64,6 +64,10 @@ t.test('node errors come back at once; undecodable input is -32602', async (tt) 
   tt.ok(r.error !== undefined, `node error: ${r.error?.message}`);
   const bad = await h.call('eth_sendRawTransactionSync', ['0x1234']);
   tt.equal(bad.error?.code, -32602);
+  // op-core's post-exec vector: it decodes, but only the sequencer may build one (lagoon/post-exec.md).
+  const postExec = await h.call('eth_sendRawTransactionSync', ['0x7dc7012a7bc3c20307']);
+  tt.equal(postExec.error?.code, -32602);
+  tt.match(postExec.error?.message, /post-exec/);
 });
 
 t.test('the timeout is accepted as a JSON number and as a hex quantity (EIP-7966 moved to integers)', async (tt) => {

@@ -17,9 +17,10 @@ import { TX_DEPOSIT } from '../../chain/types.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import type { SubscriberSink } from '../subscriptions.js';
-import { atNewestState, executedAccount, pendingNonce, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt, eth_simulateV1 } from './executed.js';
+import { atNewestState, executedAccount, listedAccount, pendingNonce, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt, eth_simulateV1 } from './executed.js';
 import { eth_fillTransaction } from './fill.js';
 import { ethGetLogs } from './logs.js';
+import { txAsOf, txCountAsOf } from '../shapes/block.js';
 import { heldAbove, heldStateBlock, usablePending } from './pending.js';
 import { address, arity, blockParam, bool, checkBlockTag, hash32, quantity, withLatest, type BlockParam } from './params.js';
 import { ethSendRawTransactionSync } from './submit.js';
@@ -48,8 +49,8 @@ function miss(bp: BlockParam, params: unknown[], i: number): Forward {
 }
 
 function txAt(ctx: MethodContext, t: Target, i: number): unknown {
-  if (i >= (t.block.txCountAt[t.index] as number)) return null;
-  return ctx.shapes.txJson(t.block.txs[i]!, t.index);
+  const rec = txAsOf(t.block, t.index, i);
+  return rec === undefined ? null : ctx.shapes.txJson(rec, t.index);
 }
 
 const eth_blockNumber: Handler = (ctx, params) => {
@@ -84,10 +85,10 @@ const eth_getBlockReceipts: Handler = (ctx, params) => {
   const bp = blockParam(params, 0, true);
   const t = target(ctx, bp);
   if (t === null) return miss(bp, params, 0);
-  const count = t.block.txCountAt[t.index] as number;
+  const count = txCountAsOf(t.block, t.index);
   const parts: string[] = new Array(count);
   for (let i = 0; i < count; i++) {
-    const r = ctx.shapes.receiptJson(t.block.txs[i]!, t.index);
+    const r = ctx.shapes.receiptJson(txAsOf(t.block, t.index, i)!, t.index);
     if (r === null) {
       // Receipts the stream lacks (post-Azul) come from execution; without it, from the node.
       if (ctx.execution !== null) {
@@ -105,13 +106,13 @@ const eth_getBlockTransactionCountByNumber: Handler = (ctx, params) => {
   arity(params, 1, 1);
   const bp = blockParam(params, 0, false);
   const t = target(ctx, bp);
-  return t === null ? miss(bp, params, 0) : toQuantity(t.block.txCountAt[t.index] as number);
+  return t === null ? miss(bp, params, 0) : toQuantity(txCountAsOf(t.block, t.index));
 };
 
 const eth_getBlockTransactionCountByHash: Handler = (ctx, params) => {
   arity(params, 1, 1);
   const f = ctx.view.blockByFlashblockHash(hash32(params, 0));
-  return f === undefined || f.block.broken ? FORWARD_AS_IS : toQuantity(f.block.txCountAt[f.index] as number);
+  return f === undefined || f.block.broken ? FORWARD_AS_IS : toQuantity(txCountAsOf(f.block, f.index));
 };
 
 const eth_getTransactionByHash: Handler = (ctx, params) => {
@@ -178,6 +179,8 @@ function accountQuery(ctx: MethodContext, params: unknown[]): { a: string; bp: B
 const eth_getBalance: Handler = (ctx, params) => {
   const { a, top } = accountQuery(ctx, params);
   if (top === undefined) return FORWARD_AS_IS;
+  const listed = listedAccount(ctx, a, top)?.balance;
+  if (listed !== undefined) return toQuantity(listed);
   if (ctx.execution !== null && top !== null && atNewestState(ctx, top)) {
     return executedAccount(ctx, top, (e) => e.getBalance(a)).then((v) => {
       if (v !== null) return new FromState(toQuantity(v));
@@ -205,7 +208,9 @@ function balanceFromStream(ctx: MethodContext, a: string, top: BlockView | null,
 const eth_getTransactionCount: Handler = (ctx, params) => {
   const { a, bp, top } = accountQuery(ctx, params);
   if (top === undefined) return FORWARD_AS_IS;
+  const listed = listedAccount(ctx, a, top)?.nonce;
   if (bp.kind !== 'pending' && top !== null) {
+    if (listed !== undefined) return toQuantity(listed);
     // A held height (by number or flashblock hash): the executed state's nonce when execution answers (see below), else the stream's.
     const fromStream = (): unknown => {
       const n = nonceAt(ctx, a, top.number);
@@ -214,7 +219,7 @@ const eth_getTransactionCount: Handler = (ctx, params) => {
     if (ctx.execution === null || !atNewestState(ctx, top)) return fromStream();
     return executedAccount(ctx, top, (e) => e.getTransactionCount(a)).then((x) => (x === null ? fromStream() : new FromState(toQuantity(x))));
   }
-  return pendingNonce(ctx, a, top).then(toQuantity);
+  return pendingNonce(ctx, a, top, listed).then(toQuantity);
 };
 
 /**

@@ -7,7 +7,9 @@
 import { EngineUnavailableError, RpcReplyError } from '../../exec/engine.js';
 import { toQuantity } from '../../chain/hex.js';
 import { RpcCode, RpcError } from '../../errors.js';
+import type { AccountPost } from '../../chain/access-list.js';
 import type { BlockView, TxView } from '../../state/view.js';
+import { txAsOf } from '../shapes/block.js';
 import { l1FeeFacts } from '../shapes/l1fee.js';
 import { STREAM_RECEIPTS, type ReceiptFacts, type ReceiptSource } from '../shapes/receipt.js';
 import { heldStateBlock } from './pending.js';
@@ -60,15 +62,41 @@ export async function engineRead<T>(ctx: MethodContext, run: () => Promise<T>): 
   }
 }
 
+/** The held block a pending read names (`pending`, or a held height), without counting a fallback; null otherwise. */
+function listedTarget(ctx: MethodContext, tag: unknown): BlockView | null {
+  return heldStateBlock(ctx, tag) ?? null;
+}
+
+/**
+ * What the stream's access lists (X Layer `metadata.access_list`, EIP-7928) say of `a` after held block `top`: exact
+ * post-values from the moment its flashblock was applied, before and independently of execution; null when the held
+ * blocks carry no complete access lists. A field left undefined was not changed there (the caller goes on as before).
+ * Execution cross-checks these (chain/access-list.ts `postDiffers`) where the engine's reads are compared.
+ */
+export function listedAccount(ctx: MethodContext, a: string, top: BlockView | null): Readonly<AccountPost> | null {
+  return top === null ? null : ctx.view.accountAfter(a, top.number);
+}
+
 /**
  * A handler for a state read with its block argument at `i`: `pending` (or the pending height) runs `read` on the
  * engine; everything else is forwarded as today (a held pending height the node lacks as `latest`). `check`
- * validates the other params first, so a bad call is refused the same way whichever path answers it.
+ * validates the other params first, so a bad call is refused the same way whichever path answers it. `listed`
+ * answers from the stream's access list first when it knows the value (X Layer).
  */
-function executedRead(i: number, check: (params: unknown[]) => void, read: (e: ExecutionReads, params: unknown[]) => Promise<unknown>): Handler {
+function executedRead(
+  i: number,
+  check: (params: unknown[]) => void,
+  read: (e: ExecutionReads, params: unknown[]) => Promise<unknown>,
+  listed?: (post: Readonly<AccountPost>, params: unknown[]) => string | undefined,
+): Handler {
   return (ctx, params) => {
     check(params);
     const tag = params[i];
+    if (listed !== undefined) {
+      const post = listedAccount(ctx, address(params, 0), listedTarget(ctx, tag));
+      const v = post === null ? undefined : listed(post, params);
+      if (v !== undefined) return v; // a synchronous value is an answer from state
+    }
     // Without execution `pending` answers as latest by configuration (no fallback counted); so does a held block
     // named by number or hash, which the node does not have yet.
     const target = ctx.execution === null && tag === 'pending' ? null : pendingTarget(ctx, tag);
@@ -97,7 +125,7 @@ export async function executedAccount<T>(ctx: MethodContext, top: BlockView | nu
  * back-to-back sends that no flashblock holds yet), the next nonce after its preconfirmed transactions and the
  * executed state's nonce. `top`: the pending block (null when `pending` cannot be answered from state: the node's).
  */
-export function pendingNonce(ctx: MethodContext, a: string, top: BlockView | null): Promise<bigint> {
+export function pendingNonce(ctx: MethodContext, a: string, top: BlockView | null, listed?: bigint): Promise<bigint> {
   const fromNode = ctx.node.call<string>('eth_getTransactionCount', [a, 'pending']);
   if (top === null) return fromNode.then(BigInt);
   // Senders still with the recovery worker: wait for its answer rather than recover them on the event loop.
@@ -109,7 +137,8 @@ export function pendingNonce(ctx: MethodContext, a: string, top: BlockView | nul
   const fromEngine = executedAccount(ctx, top, (e) => e.getTransactionCount(a));
   return Promise.all([fromNode, fromState, fromEngine]).then(([n, s, x]) => {
     let best = BigInt(n);
-    const mine = x ?? s;
+    // An X Layer access list's post-value is exact at once; then the engine's, then the stream's.
+    const mine = listed ?? x ?? s;
     if (mine !== null && mine > best) best = mine;
     return best;
   });
@@ -187,6 +216,7 @@ export const eth_getCode: Handler = executedRead(
     address(p, 0);
   },
   (e, p) => e.getCode(address(p, 0)),
+  (post) => post.code,
 );
 
 export const eth_getStorageAt: Handler = executedRead(
@@ -197,6 +227,10 @@ export const eth_getStorageAt: Handler = executedRead(
     slot(p, 1);
   },
   (e, p) => e.getStorageAt(address(p, 0), slot(p, 1)),
+  (post, p) => {
+    const v = post.storage.get('0x' + slot(p, 1).slice(2).toLowerCase().padStart(64, '0'));
+    return v === undefined ? undefined : '0x' + v.toString(16).padStart(64, '0');
+  },
 );
 
 /**
@@ -262,7 +296,7 @@ export function executionReceiptSource(ex: PendingExecution): ReceiptSource {
     epoch: () => epoch,
     facts: (rec) => {
       const s = STREAM_RECEIPTS.facts(rec);
-      if (s !== null || rec.receipt !== null || rec.tx.from === null || !ex.receiptsVerified(rec.block.number)) return s;
+      if (s !== null || rec.tx.from === null || !ex.receiptsVerified(rec.block.number)) return s;
       return executedFacts(e, rec);
     },
     logs: (rec) => {
@@ -275,7 +309,8 @@ export function executionReceiptSource(ex: PendingExecution): ReceiptSource {
 }
 
 /**
- * Receipts of a pending block's first `count` transactions as of flashblock `index`: the stream's where it carried
+ * Receipts of a pending block's first `count` transactions as of flashblock `index` (its post-exec one included, see
+ * txAsOf): the stream's where it carried
  * them, the engine's otherwise (after waiting for it to execute that flashblock); null when neither has one.
  */
 export async function receiptsWithExecution(ctx: MethodContext, block: BlockView, index: number, count: number): Promise<string[] | null> {
@@ -287,7 +322,7 @@ export async function receiptsWithExecution(ctx: MethodContext, block: BlockView
   }
   const out: string[] = new Array(count);
   for (let i = 0; i < count; i++) {
-    const s = ctx.shapes.receiptJson(block.txs[i]!, index);
+    const s = ctx.shapes.receiptJson(txAsOf(block, index, i)!, index);
     if (s === null) return null;
     out[i] = s.json;
   }

@@ -24,6 +24,8 @@ export const ethSendRawTransactionSync: Handler = (ctx: MethodContext, params) =
   const raw = hexData(params, 0);
   const d = decodeTransaction(raw);
   if (!d.ok) throw new RpcError(RpcCode.INVALID_PARAMS, `invalid argument 0: transaction does not decode: ${d.reason}`);
+  // lagoon/post-exec.md "Mempool and Propagation": only the sequencer builds them; never accepted from a client.
+  if (!d.tx.executes) throw new RpcError(RpcCode.INVALID_PARAMS, 'invalid argument 0: a post-exec (0x7d) transaction is built by the sequencer and cannot be submitted');
   const hash = d.tx.hash;
   const timeoutMs = timeoutParam(params[1], ctx.options.sendRawSyncTimeoutMs);
   return new Promise<unknown>((resolve, reject) => {

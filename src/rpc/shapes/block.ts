@@ -1,10 +1,11 @@
 // JSON-RPC block objects of pending blocks, as of any of their flashblocks, with the header (RLP, roots, size) built
 // by chain/header.ts from plain fields. Reads the state view; derived data is cached here, never on the block.
-import { hexToBytes, toQuantity } from '../../chain/hex.js';
+import { toQuantity } from '../../chain/hex.js';
 import { blockSize, EMPTY_OMMERS_HASH, headerRlp, requestsHashFor } from '../../chain/header.js';
 import { keccak256Hex } from '../../chain/keccak.js';
-import { EMPTY_TRIE_ROOT, orderedTrieRootOf, TrieCache } from '../../chain/trie.js';
-import type { BlockView } from '../../state/view.js';
+import { EMPTY_TRIE_ROOT, TrieCache } from '../../chain/trie.js';
+import { transactionsRootWith } from '../../state/local-hash.js';
+import type { BlockView, TxView } from '../../state/view.js';
 import { STREAM_DEPOSIT_EXTRAS, txContext, type DepositExtrasSource } from './context.js';
 import { toRpcTransaction } from './transaction.js';
 
@@ -41,8 +42,9 @@ export function headerParts(block: BlockView, index: number): HeaderParts {
   const d = block.diffs[index];
   if (d === undefined) throw new Error(`block ${block.number} has no flashblock ${index}`);
   const count = block.txCountAt[index] as number;
+  const postExec = block.postExecAt[index]?.tx.raw ?? null;
   // ~10 ms → ~1 ms for the 10th flashblock of 200 txs each with the kept trie (measured).
-  const transactionsRoot = orderedTrieRootOf(count, (i) => hexToBytes(block.txs[i]!.tx.raw), c.trie);
+  const transactionsRoot = transactionsRootWith(count, (i) => block.txs[i]!.tx.raw, postExec, c.trie);
   const b = block.base;
   const requestsHash = requestsHashFor(d.withdrawalsRoot);
   const rlp = headerRlp({
@@ -64,9 +66,25 @@ export function headerParts(block: BlockView, index: number): HeaderParts {
     parentBeaconBlockRoot: b.parentBeaconBlockRoot,
     requestsHash,
   });
-  const parts: HeaderParts = { rlp, transactionsRoot, requestsHash, size: blockSize(rlp.length, count, (i) => block.txs[i]!.tx.raw) };
+  const all = txCountAsOf(block, index);
+  const parts: HeaderParts = { rlp, transactionsRoot, requestsHash, size: blockSize(rlp.length, all, (i) => txAsOf(block, index, i)!.tx.raw) };
   c.headers[index] = parts;
   return parts;
+}
+
+/**
+ * Transactions of `block` as of flashblock `index`, as op-alloy materialises a sequence: the streamed ones, then the
+ * post-exec (0x7d) transaction the flashblock restated, if any.
+ */
+export function txCountAsOf(block: BlockView, index: number): number {
+  return (block.txCountAt[index] as number) + (block.postExecAt[index] == null ? 0 : 1);
+}
+
+/** Transaction `i` of `block` as of flashblock `index` (see txCountAsOf), or undefined past the end. */
+export function txAsOf(block: BlockView, index: number, i: number): TxView | undefined {
+  const count = block.txCountAt[index] as number;
+  if (i < count) return block.txs[i];
+  return i === count ? (block.postExecAt[index] ?? undefined) : undefined;
 }
 
 /** keccak256 of the header as of flashblock `index` (for verification against the flashblock's block_hash). */
@@ -82,11 +100,11 @@ export function blockToRpc(block: BlockView, fullTx: boolean, index: number = bl
   const d = block.diffs[index];
   if (d === undefined) throw new Error(`block ${block.number} has no flashblock ${index}`);
   const hp = headerParts(block, index);
-  const count = block.txCountAt[index] as number;
+  const count = txCountAsOf(block, index);
   const b = block.base;
   const txs: unknown[] = new Array(count);
   for (let i = 0; i < count; i++) {
-    const rec = block.txs[i]!;
+    const rec = txAsOf(block, index, i)!;
     txs[i] = fullTx ? toRpcTransaction(rec.tx, txContext(rec, index, deposit)) : rec.tx.hash;
   }
   const out: Record<string, unknown> = {

@@ -9,7 +9,7 @@ import { TX_DEPOSIT } from '../../chain/types.js';
 import type { BlockView, SenderSource, TxView } from '../../state/view.js';
 import { blockToRpc } from './block.js';
 import { txContext, type DepositExtrasSource } from './context.js';
-import { pendingLogs, receiptToRpc, STREAM_RECEIPTS, type ReceiptSource, type TxLogs } from './receipt.js';
+import { pendingLogs, receiptToRpc, STREAM_RECEIPTS, streamHasReceipt, type ReceiptSource, type TxLogs } from './receipt.js';
 import { toRpcTransaction } from './transaction.js';
 
 /** A result that is already JSON text; the dispatcher splices it into the envelope without re-serialising. */
@@ -148,7 +148,7 @@ export class Shapes {
     const c = this.entry(rec.block);
     const hit = c.receipts[rec.position];
     if (this.fresh(hit)) return hit.raw;
-    const epoch = rec.receipt === null ? this.epoch() : STABLE;
+    const epoch = streamHasReceipt(rec) ? STABLE : this.epoch();
     const obj = this.receiptObject(rec);
     if (obj === null) return null;
     const r = new RawJson(JSON.stringify(obj));

@@ -44,7 +44,7 @@ export interface ReceiptFacts {
 
 /** The address a creation by `from` deploys to (deposits at their depositNonce), or null for a call. */
 export function createdAddress(tx: Readonly<DecodedTx>, from: string, depositNonce: bigint | null): string | null {
-  if (tx.to !== null) return null;
+  if (tx.to !== null || !tx.executes) return null;
   const nonce = tx.type === TX_DEPOSIT ? depositNonce : tx.nonce;
   return nonce === null ? null : contractAddress(from, nonce);
 }
@@ -73,18 +73,34 @@ export interface ReceiptSource {
 }
 
 /**
+ * Whether the stream's receipt alone answers for `rec`: carried, with gasUsed (the previous cumulative gas known) and
+ * logIndexes (every earlier transaction's logs known) derivable. Otherwise execution completes it.
+ */
+export function streamHasReceipt(rec: TxView): boolean {
+  const r = rec.receipt;
+  return r !== null && r.cumulativeGasUsed !== null && rec.gasUsed !== null && (rec.firstLogIndex >= 0 || r.logs.length === 0);
+}
+
+/** Whether the stream's receipt gives `rec`'s logs with their logIndexes. */
+export function streamHasLogs(rec: TxView): boolean {
+  const r = rec.receipt;
+  return r !== null && (rec.firstLogIndex >= 0 || r.logs.length === 0);
+}
+
+/**
  * The facts the stream's metadata gives for a pending transaction (gasUsed from the difference of cumulative gas),
- * or null when it carried no usable receipt or the sender is unknown (the caller forwards to the node).
+ * or null when it carried no usable receipt, the sender is unknown, or the receipt alone cannot give gasUsed or its
+ * logIndexes (an earlier transaction's receipt is missing: execution completes it; else the caller forwards).
  */
 export function streamReceiptFacts(rec: TxView): ReceiptFacts | null {
   const r = rec.receipt;
   const from = rec.tx.from;
-  if (r === null || r.cumulativeGasUsed === null || rec.gasUsed === null || from === null) return null;
+  if (r === null || from === null || !streamHasReceipt(rec)) return null;
   return {
     type: r.type ?? rec.tx.type,
     status: r.status ?? 1,
-    cumulativeGasUsed: r.cumulativeGasUsed,
-    gasUsed: rec.gasUsed,
+    cumulativeGasUsed: r.cumulativeGasUsed as bigint,
+    gasUsed: rec.gasUsed as bigint,
     logs: r.logs,
     firstLogIndex: rec.firstLogIndex,
     contractAddress: createdAddress(rec.tx, from, r.depositNonce),
@@ -139,7 +155,7 @@ export function buildReceipt(tx: Readonly<DecodedTx>, from: string, ctx: TxConte
 /** Receipts as the stream's metadata gives them. */
 export const STREAM_RECEIPTS: ReceiptSource = {
   facts: streamReceiptFacts,
-  logs: (rec) => (rec.receipt === null ? null : { logs: rec.receipt.logs, firstLogIndex: rec.firstLogIndex }),
+  logs: (rec) => (rec.receipt === null || !streamHasLogs(rec) ? null : { logs: rec.receipt.logs, firstLogIndex: rec.firstLogIndex }),
 };
 
 /** The receipt of a pending transaction as of flashblock `index` from `source`, or null (forward to the node). */

@@ -1,7 +1,7 @@
 // JSON-RPC transaction objects (eth_getTransactionByHash and friends) in the field set reth/op-reth return.
 // Pure formatting of a DecodedTx plus its context; the sender is read from `tx.from` (recovered before, never here).
 import type { AccessListEntry, Authorization, DecodedTx } from '../../chain/types.js';
-import { TX_DEPOSIT, TX_EIP2930, TX_EIP4844, TX_EIP7702, TX_LEGACY } from '../../chain/types.js';
+import { TX_DEPOSIT, TX_EIP2930, TX_EIP4844, TX_EIP7702, TX_LEGACY, TX_POST_EXEC } from '../../chain/types.js';
 import { toQuantity } from '../../chain/hex.js';
 import type { TxContext } from './context.js';
 
@@ -30,7 +30,7 @@ function rpcAuthorization(a: Authorization): Record<string, string> {
 
 /** gasPrice for fee-market types: the effective price in a block with a base fee, else the fee cap. */
 export function effectiveGasPrice(tx: Readonly<DecodedTx>, baseFeePerGas: bigint | null): bigint {
-  if (tx.type === TX_DEPOSIT) return 0n;
+  if (tx.type === TX_DEPOSIT || tx.type === TX_POST_EXEC) return 0n;
   if (tx.maxFeePerGas === null) return tx.gasPrice ?? 0n;
   if (baseFeePerGas === null) return tx.maxFeePerGas;
   const tipped = baseFeePerGas + (tx.maxPriorityFeePerGas ?? 0n);
@@ -59,7 +59,8 @@ function depositObject(tx: Readonly<DecodedTx>, ctx: RpcTxContext, out: Record<s
 /**
  * The JSON-RPC object for `tx` at `ctx`: legacy keeps raw `v` (and `chainId` only when EIP-155); typed txs show
  * `yParity` with `v` equal to it, `chainId` and `accessList`; fee-market types put the effective price in
- * `gasPrice`; deposits show `sourceHash`, `mint`, zero signature and receipt extras. Quantities are canonical hex.
+ * `gasPrice`; deposits show `sourceHash`, `mint`, zero signature and receipt extras; post-exec (0x7d) shows only
+ * type, hash, from (zero), gas 0, value 0 and input. Quantities are canonical hex.
  */
 export function toRpcTransaction(tx: Readonly<DecodedTx>, ctx: RpcTxContext): Record<string, unknown> {
   const out: Record<string, unknown> = {
@@ -72,6 +73,13 @@ export function toRpcTransaction(tx: Readonly<DecodedTx>, ctx: RpcTxContext): Re
   out.type = toQuantity(tx.type);
   out.from = tx.from;
   if (tx.type === TX_DEPOSIT) return depositObject(tx, ctx, out);
+  if (tx.type === TX_POST_EXEC) {
+    // lagoon/post-exec.md "Generic Transaction Interface Representation": only these; no nonce, fees, to, signature.
+    out.gas = '0x0';
+    out.value = '0x0';
+    out.input = tx.input;
+    return out;
+  }
 
   out.nonce = toQuantity(tx.nonce);
   out.to = tx.to;

@@ -23,12 +23,16 @@ import { captureReceipts, opGethDepositNonce } from '../../helpers/capture-execu
 import { unichainMessages } from '../../helpers/fixtures.js';
 import { feed, makePipeline } from '../../helpers/ingest.js';
 
-/** The capture fed as is (receipts in metadata), or post-Azul (metadata `{block_number}` only). */
-function run(azul: boolean) {
+/**
+ * The capture fed as is (receipts in metadata), or post-Azul (metadata `{block_number}` only), or with the receipts
+ * of the flashblocks in `without` left out (a stream carrying receipts for only some transactions).
+ */
+function run(azul: boolean, without: number[] = []) {
   const p = makePipeline();
   for (const m of unichainMessages()) {
-    const c = structuredClone(m) as { metadata: Record<string, unknown> };
+    const c = structuredClone(m) as { index: number; metadata: Record<string, unknown> };
     if (azul) c.metadata = { block_number: c.metadata.block_number };
+    if (without.includes(c.index)) c.metadata.receipts = {};
     feed(p.pipeline, c as unknown as Record<string, unknown>);
   }
   p.senders.recoverQueued();
@@ -210,4 +214,27 @@ t.test('eth_getTransactionReceipt, eth_getBlockReceipts, eth_getLogs(pending): f
   t.equal(strip(text(logs), ...hashes), strip(JSON.stringify(wantLogs), ...hashes), 'logs: from execution at once, byte-identical');
   const tx = await answer(ctx, 'eth_getTransactionByHash', [azul.block.txs[0]!.tx.hash]);
   t.equal(strip(text(tx), ...hashes), strip(stream.txJson(ref.block.txs[0]!).json, ...hashes), 'the deposit via eth_getTransactionByHash: byte-identical');
+});
+
+t.test('a stream with receipts for only some transactions: those at once, the others (and what they hide) from execution', async (t) => {
+  const ref = run(false);
+  const part = run(false, [3]);
+  const engine = new SteppedEngine(part.block);
+  const shapes = new Shapes(part.senders, executionReceiptSource(engine));
+  const stream = new Shapes(ref.senders);
+  const hashes = [ref.block.hash, part.block.hash];
+  const missing = part.block.txCountAt[2]!; // flashblock 3's transaction
+  t.equal(part.block.txs[missing]!.receipt, null, 'no receipt carried for it');
+  const after = part.block.txs[missing + 1]!;
+  t.ok(after.receipt, 'the receipt after the missing one is kept');
+  t.equal(after.gasUsed, null, 'its gasUsed needs the missing cumulative gas');
+  for (let i = 0; i < missing; i++) {
+    t.equal(strip(shapes.receiptJson(part.block.txs[i]!)?.json, ...hashes), strip(stream.receiptJson(ref.block.txs[i]!)?.json, ...hashes), `receipt ${i} served at once`);
+  }
+  t.equal(shapes.receiptJson(part.block.txs[missing]!), null, 'the missing one waits for execution');
+  t.equal(shapes.receiptJson(after), null, 'so does the one whose gasUsed and logIndex depend on it');
+  engine.execute(part.block.lastIndex);
+  for (const i of [missing, missing + 1]) {
+    t.equal(strip(shapes.receiptJson(part.block.txs[i]!)?.json, ...hashes), strip(stream.receiptJson(ref.block.txs[i]!)?.json, ...hashes), `receipt ${i} from execution, as the full stream gives it`);
+  }
 });
