@@ -781,3 +781,102 @@ fn eth_spec(s: OpSpecId) -> SpecId {
 fn info_default() -> AccountInfo {
     AccountInfo::default()
 }
+
+#[cfg(test)]
+mod tests {
+    //! EIP-7702 authorization refunds against an in-memory canonical state (the node client points nowhere: every
+    //! account and slot the txs touch is folded into the cache first).
+    use super::*;
+    use crate::node::NodeClient;
+    use op_revm::revm::context::transaction::{Authorization, RecoveredAuthority, RecoveredAuthorization};
+
+    const CHAIN: u64 = 901;
+
+    fn addr(n: u8) -> Address {
+        Address::with_last_byte(n)
+    }
+
+    fn spec() -> BlockSpec {
+        BlockSpec {
+            number: 2,
+            timestamp: 1_000,
+            base_fee: 1,
+            coinbase: addr(0xc0),
+            gas_limit: 30_000_000,
+            prev_randao: B256::ZERO,
+            parent_hash: B256::ZERO,
+            parent_beacon_root: None,
+            spec: OpSpecId::ISTHMUS,
+            chain_id: CHAIN,
+        }
+    }
+
+    /// The canonical state: a funded sender, the L1Block slots, and `authority` as given (None: not in the trie).
+    fn shared(sender: Address, authority: Address, authority_info: Option<AccountInfo>, sinks: &[Address]) -> Shared {
+        let shared = Shared::new(NodeClient::new("http://127.0.0.1:9/", 100).unwrap(), usize::MAX);
+        let mut canon = Layer::default();
+        let funded = AccountInfo { balance: U256::from(10u128.pow(21)), ..Default::default() };
+        canon.accounts.insert(sender, LayerAccount { info: Some(funded), ..Default::default() });
+        canon.accounts.insert(authority, LayerAccount { info: authority_info, ..Default::default() });
+        for a in prefetch_list(&spec(), &[]).into_iter().chain(sinks.iter().copied()) {
+            canon.accounts.entry(a).or_default();
+        }
+        for (a, k) in l1_slots() {
+            canon.accounts.entry(a).or_default().storage.insert(k, U256::ZERO);
+        }
+        shared.cache.write().unwrap().fold(&canon);
+        shared
+    }
+
+    /// A 7702 tx from `sender` (nonce `nonce`) sending 1 wei to `sink`, authorizing `authority` (auth nonce `auth_nonce`).
+    fn tx7702(sender: Address, nonce: u64, sink: Address, authority: Address, auth_nonce: u64) -> OpTransaction<TxEnv> {
+        let auth = Authorization { chain_id: U256::from(CHAIN), address: addr(0x70), nonce: auth_nonce };
+        let b = TxEnv {
+            tx_type: 4,
+            caller: sender,
+            nonce,
+            gas_limit: 100_000,
+            gas_price: 10,
+            gas_priority_fee: Some(1),
+            chain_id: Some(CHAIN),
+            kind: TxKind::Call(sink),
+            value: U256::from(1),
+            authorization_list: vec![Either::Right(RecoveredAuthorization::new_unchecked(auth, RecoveredAuthority::Valid(authority)))],
+            ..Default::default()
+        };
+        OpTransaction { base: b, enveloped_tx: Some(Bytes::new()), deposit: Default::default() }
+    }
+
+    /// Runs `txs` in order on one flashblock layer, as `apply` does; their gas used.
+    fn run_all(shared: &Shared, txs: Vec<OpTransaction<TxEnv>>) -> Vec<u64> {
+        let spec = spec();
+        let mut layer = Layer::default();
+        let mut out = Vec::new();
+        for tx in txs {
+            let (res, back) = OwnedTop { layer: std::mem::take(&mut layer), below: &[], shared }.transact(&spec, tx);
+            layer = back;
+            let (result, state) = res.expect("tx executes");
+            assert!(result.is_success());
+            layer.commit(state, &shared.codes);
+            out.push(result.tx_gas_used());
+        }
+        out
+    }
+
+    #[test]
+    fn authority_not_in_trie_gets_no_refund_then_delegated_authority_does() {
+        let (sender, authority) = (addr(0x01), addr(0xaa));
+        let shared = shared(sender, authority, None, &[addr(0x51), addr(0x52)]);
+        let gas = run_all(&shared, vec![tx7702(sender, 0, addr(0x51), authority, 0), tx7702(sender, 1, addr(0x52), authority, 1)]);
+        // 21000 + 25000 per auth; EIP-7702 refunds 12500 (capped at gasUsed / 5 = 9200) only if the authority exists.
+        assert_eq!(gas, vec![46_000, 36_800]);
+    }
+
+    #[test]
+    fn existing_authority_gets_the_refund() {
+        let (sender, authority) = (addr(0x01), addr(0xaa));
+        let funded = AccountInfo { balance: U256::from(1), ..Default::default() };
+        let shared = shared(sender, authority, Some(funded), &[addr(0x51)]);
+        assert_eq!(run_all(&shared, vec![tx7702(sender, 0, addr(0x51), authority, 0)]), vec![36_800]);
+    }
+}
