@@ -258,7 +258,7 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
     void p.finally(() => inflight.delete(p));
   };
   /** One setup tx from the deployer (EIP-1559, its next nonce), awaited so setup txs stay in nonce order. */
-  const setupTx = async (kind: 'deploy' | 'transfer', gas: bigint, call: { to?: Hex; data: Hex }): Promise<void> => {
+  const setupTx = async (kind: 'deploy' | 'transfer', gas: bigint, call: { to?: Hex; data: Hex; value?: bigint }): Promise<void> => {
     const nonce = nonces[0]!;
     const signed = await deployer.signTransaction({ chainId: opts.chainId, nonce, type: 'eip1559', maxFeePerGas: 3n * GWEI, maxPriorityFeePerGas: 1n, gas, ...call });
     nonces[0] = nonce + 1;
@@ -271,6 +271,12 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
   await send('deploy', 0);
   for (const runtime of [ENV_RUNTIME, REFUND_RUNTIME]) await setupTx('deploy', 200_000n, { data: initOf(runtime) });
   for (let i = 1; i < signers.length; i++) await setupTx('transfer', 60_000n, { to: token, data: transferData(signers[i]!.address, 1n << 100n) });
+  // The 7702 authority gets 1 wei first, so it exists in the state before its first authorization. EIP-7702 refunds
+  // 12,500 gas only for an authority that exists; anvil 1.7.1 refunds every one (its database reports missing
+  // accounts as empty ones), so a fresh authority would make the devnet's canonical block differ from the spec's.
+  if (authNonce === 0 && BigInt(await rpcCall<string>(opts.rpcUrl, 'eth_getBalance', [authority.address, 'pending'])) === 0n) {
+    await setupTx('transfer', 21_000n, { to: authority.address, data: '0x', value: 1n });
+  }
 
   let resolveDone: () => void = () => undefined;
   const donePromise = new Promise<void>((r) => (resolveDone = r));
