@@ -1,8 +1,10 @@
 // `npm run build:binary`: one executable, dist-bin/flashblocksd, that runs with no node_modules. esbuild bundles
 // scripts/sea-entry.ts (→ src/main.ts) into one CommonJS file; Node's single-executable-application (SEA) support
 // turns it into a blob with the native addons as assets; postject injects the blob into a copy of this node binary.
-// Embeds only the addon builds this node loads (platform, arch, ABI, libc), so build on the target platform.
-// Usage: tsx scripts/build-binary.ts [--out <path>]
+// Embeds only the addon builds this node loads (platform, arch, ABI, libc), so build on the target platform, and
+// the native core (native/flashblocksd-native.node, built by `npm ci`): without it the build stops, unless
+// --without-native asks for a binary that runs only with --execution false or --execution-engine anvil.
+// Usage: tsx scripts/build-binary.ts [--out <path>] [--without-native]
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
@@ -18,6 +20,9 @@ const require = createRequire(path.join(root, 'package.json'));
 const outArg = process.argv.indexOf('--out');
 const out = path.resolve(outArg >= 0 && process.argv[outArg + 1] !== undefined ? process.argv[outArg + 1]! : path.join(root, 'dist-bin', 'flashblocksd'));
 const work = path.join(path.dirname(out), '.sea');
+const withoutNative = process.argv.includes('--without-native');
+/** The native core's asset name: the path addon.ts would find it at in a checkout, relative to the runtime directory. */
+const NATIVE_ASSET = 'native/flashblocksd-native.node';
 
 /** The package directory of `name` as resolved from the project root. */
 function pkgDir(name: string): string {
@@ -50,6 +55,13 @@ function embeddedFiles(): Map<string, string> {
     addPkg(name, ['package.json', path.relative(pkgDir(name), addon)]);
   }
   addPkg('secp256k1', ['bindings.js', 'lib/index.js', 'lib/uint8array.js']);
+  if (!withoutNative) {
+    const core = path.join(root, NATIVE_ASSET);
+    if (!fs.existsSync(core)) {
+      throw new Error(`${NATIVE_ASSET} is not built: run \`npm ci\` (or \`npm run build:native\`) first, or pass --without-native for a binary without the execution engine`);
+    }
+    files.set(NATIVE_ASSET, core);
+  }
   return files;
 }
 
@@ -97,7 +109,7 @@ async function main(): Promise<void> {
   const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { name: string; version: string };
   const files = embeddedFiles();
   const assets: Record<string, string> = {};
-  const listed: { path: string; bytes: number }[] = [];
+  const listed: { path: string; bytes: number; sha256: string }[] = [];
   const hash = createHash('sha256');
   // main.ts reads the version from ../../package.json relative to import.meta.url (<dir>/dist/src/main.js).
   const pkgJson = path.join(work, 'package.json');
@@ -107,11 +119,12 @@ async function main(): Promise<void> {
   for (const [rel, src] of [...files].sort(([a], [b]) => a.localeCompare(b))) {
     const data = fs.readFileSync(src);
     assets[rel] = src;
-    listed.push({ path: rel, bytes: data.length });
-    hash.update(rel + '\0' + sha256(data) + '\n');
+    const digest = sha256(data);
+    listed.push({ path: rel, bytes: data.length, sha256: digest });
+    hash.update(rel + '\0' + digest + '\n');
   }
   const uws = [...files.keys()].find((k) => k.startsWith('uws_'))!;
-  const manifest = { hash: hash.digest('hex').slice(0, 16), files: listed, uws };
+  const manifest = { hash: hash.digest('hex').slice(0, 16), files: listed, uws, native: files.has(NATIVE_ASSET) ? NATIVE_ASSET : null };
   const manifestFile = path.join(work, 'manifest.json');
   fs.writeFileSync(manifestFile, JSON.stringify(manifest));
   assets['manifest.json'] = manifestFile;
@@ -136,7 +149,8 @@ async function main(): Promise<void> {
   const embedded = listed.reduce((s, f) => s + f.bytes, 0);
   process.stdout.write(
     `built ${path.relative(process.cwd(), out) || out}: ${mib(fs.statSync(out).size)} MiB (node ${process.version} ${mib(fs.statSync(process.execPath).size)} MiB, ` +
-      `bundle ${mib(bundleBytes)} MiB, ${listed.length} embedded files ${mib(embedded)} MiB) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`,
+      `bundle ${mib(bundleBytes)} MiB, ${listed.length} embedded files ${mib(embedded)} MiB, ` +
+      `${manifest.native === null ? 'WITHOUT the native core' : `native core ${mib(fs.statSync(path.join(root, NATIVE_ASSET)).size)} MiB`}) in ${((Date.now() - started) / 1000).toFixed(1)} s\n`,
   );
 }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # CI: build the single-file binary, run it from an empty temp directory (no node_modules) against a replayed
 # flashblocks stream and a real anvil (test/ops/binary.test.ts on this build: eth_blockNumber("pending") must be the replayed
-# pending height), then print its size and start-up time (exec → /healthz answering, median of 5).
+# pending height; with the devnet, the embedded native core executes: /readyz ready, pending eth_call from executed
+# state; a build without the core is not ready and says why), then print its size and start-up time (exec →
+# /healthz answering: the first start, which extracts the addons and the native core, and the median of 5 more).
 # Exits non-zero on any failure. Run after `npm ci`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +29,7 @@ const freePort = () => new Promise((resolve) => { const s = createServer().liste
 const env = { PATH: process.env.PATH, HOME: dir, XDG_RUNTIME_DIR: dir };
 const runs = [];
 try {
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < 6; i++) {
     const [port, metricsPort] = [await freePort(), await freePort()];
     const t0 = performance.now();
     const child = spawn(bin, ['--port', String(port), '--metrics-port', String(metricsPort), '--flashblocks-enabled', 'false', '--node-rpc-url', 'http://127.0.0.1:9/', '--log-level', 'error'], { cwd: dir, env, stdio: 'ignore' });
@@ -47,7 +49,8 @@ try {
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
+const first = runs.shift();
 runs.sort((a, b) => a - b);
 const mib = (statSync(src).size / 1024 / 1024).toFixed(1);
-console.log(`== binary: ${mib} MiB; start-up (exec → /healthz 200, run ${runs.length}x from an empty dir): median ${runs[2].toFixed(0)} ms, min ${runs[0].toFixed(0)} ms, max ${runs.at(-1).toFixed(0)} ms`);
+console.log(`== binary: ${mib} MiB; start-up (exec → /healthz 200, from an empty dir): first start (extracts) ${first.toFixed(0)} ms; then ${runs.length}x median ${runs[2].toFixed(0)} ms, min ${runs[0].toFixed(0)} ms, max ${runs.at(-1).toFixed(0)} ms`);
 EOF

@@ -1,7 +1,8 @@
 // Entry of the single-file binary (bundled by scripts/build-binary.ts; never run from source). Before any daemon
-// module loads, writes the embedded native addons and their loaders to a private runtime directory and points the
-// bundle's import.meta.url there; then starts src/main.ts. Must not import daemon modules statically.
-import { randomBytes } from 'node:crypto';
+// module loads, writes the embedded native addons (uWS, keccak, secp256k1, the native core) and their loaders to a
+// private runtime directory and points the bundle's import.meta.url there; then starts src/main.ts. Must not import
+// daemon modules statically, and loads no addon itself (src/native.ts, src/chain and src/exec/addon.ts do).
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,14 +13,18 @@ import { getAsset, isSea } from 'node:sea';
 interface Manifest {
   /** Content hash of all embedded files (names the runtime directory, so a new build never reuses old files). */
   hash: string;
-  /** Embedded files: asset name = path relative to the runtime directory. */
-  files: { path: string; bytes: number }[];
+  /** Embedded files: asset name = path relative to the runtime directory, size and SHA-256 (hex) of the content. */
+  files: { path: string; bytes: number; sha256: string }[];
   /** Relative path of the uWebSockets.js addon, loaded with process.dlopen by src/native.ts. */
   uws: string;
+  /** Relative path of the native core (loaded by src/exec/addon.ts), or null: built with --without-native. */
+  native: string | null;
 }
 
 /** Where src/native.ts finds the extracted uWebSockets.js addon (see SEA_UWS_KEY there). */
 const SEA_UWS_KEY = Symbol.for('flashblocksd.sea.uwsAddonPath');
+/** Where src/exec/addon.ts finds the extracted native core, null when the binary has none (see SEA_NATIVE_KEY there). */
+const SEA_NATIVE_KEY = Symbol.for('flashblocksd.sea.nativeAddonPath');
 
 function fail(msg: string): never {
   process.stderr.write(JSON.stringify({ time: new Date().toISOString(), level: 'error', msg, code: 'E_NATIVE' }) + '\n');
@@ -59,19 +64,28 @@ function runtimeDir(hash: string): string {
   }
 }
 
-/** Writes each embedded file unless an earlier start already wrote it (same content-hashed directory, same size). */
+/** True when `file` is a regular file (not a link) of `bytes` bytes whose SHA-256 is `sha256`. */
+function identical(file: string, bytes: number, sha256: string): boolean {
+  try {
+    const st = fs.lstatSync(file);
+    return st.isFile() && st.size === bytes && createHash('sha256').update(fs.readFileSync(file)).digest('hex') === sha256;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Writes each embedded file unless an earlier start already wrote it identically (same content-hashed directory,
+ * same bytes: checked, about 10 ms for all of them). Read-only for its owner: addons 0500, the rest 0400.
+ */
 function extract(dir: string, m: Manifest): void {
   for (const f of m.files) {
     const target = path.join(dir, f.path);
-    try {
-      if (fs.statSync(target).size === f.bytes) continue;
-    } catch {
-      // not there yet
-    }
+    if (identical(target, f.bytes, f.sha256)) continue;
     fs.mkdirSync(path.dirname(target), { recursive: true, mode: 0o700 });
     // Write then rename: a concurrent start never sees, and never dlopens, a half-written file.
     const tmp = `${target}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-    fs.writeFileSync(tmp, new Uint8Array(getAsset(f.path)), { mode: 0o600 });
+    fs.writeFileSync(tmp, new Uint8Array(getAsset(f.path)), { mode: f.path.endsWith('.node') ? 0o500 : 0o400 });
     fs.renameSync(tmp, target);
   }
 }
@@ -88,4 +102,5 @@ try {
 // <dir>/node_modules, and main.ts reads the version from <dir>/package.json.
 (globalThis as Record<string, unknown>).__flashblocksdMetaUrl = pathToFileURL(path.join(dir, 'dist', 'src', 'main.js')).href;
 (globalThis as Record<symbol, unknown>)[SEA_UWS_KEY] = path.join(dir, manifest.uws);
+(globalThis as Record<symbol, unknown>)[SEA_NATIVE_KEY] = manifest.native === null || manifest.native === undefined ? null : path.join(dir, manifest.native);
 void import('../src/main.js');

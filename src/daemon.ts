@@ -214,14 +214,15 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     config.flashblocksEnabled && state.pendingBlock() !== null && performance.now() - state.lastAppliedMs < config.pendingMaxAgeMs &&
     (watch === null || watch.retirement === null);
 
-  // Pending execution: an anvil sidecar forked from the node executes every applied flashblock (src/exec). Only
-  // with an upstream to execute; failures leave pending state reads answering as latest, never stop the daemon.
-  // anvil reaches the node through a loopback proxy over its own client (its fork reads must not take the sockets
-  // of forwarded requests, and the node's URL never reaches anvil's arguments).
+  // Pending execution: the engine (the native core, or an anvil sidecar with --execution-engine anvil) executes
+  // every applied flashblock (src/exec). Only with an upstream to execute; failures leave pending state reads
+  // answering as latest, never stop the daemon. The engine reaches the node through a loopback proxy over its own
+  // client (its reads must not take the sockets of forwarded requests, and the node's URL never reaches anvil's
+  // arguments).
   const engineNode = new NodeClient({ url: config.nodeRpcUrl, timeoutMs: config.nodeTimeoutMs, maxSockets: 8 });
   const wantsExecution = config.execution && config.flashblocksEnabled && config.flashblocksUrls.length > 0 && config.nodeRpcUrl !== '';
-  // The single binary carries no anvil (and no npm to install one): without --anvil-binary the engine it was told
-  // to run is missing. Said once here, and /readyz is not ready with the reason (src/metrics/health.ts).
+  // The single binary carries the native core but no anvil (and no npm to install one): with --execution-engine anvil
+  // and no --anvil-binary the engine it was told to run is missing. Said once here, and /readyz is not ready with the reason (src/metrics/health.ts).
   const executionMissing =
     wantsExecution && config.executionEngine === 'anvil' && isSea() && config.anvilBinary === ''
       ? 'this binary does not include the execution engine (anvil): pass --anvil-binary /path/to/anvil (foundry 1.7.1), or --execution false'

@@ -118,9 +118,11 @@ export class ExecutionFeed {
       if (this.stopped) return;
       this.phase = 'down';
       this.lastStartError = (e as Error).message;
-      // No binary to run: retrying cannot help (the single binary ships without anvil; see --anvil-binary).
+      // Nothing to run (no native core, or no anvil binary for --execution-engine anvil): retrying cannot help. The
+      // error says what to do for the engine that was asked for; said once.
       if (/anvil binary not found|cannot run/.test(this.lastStartError)) {
-        this.d.log.error('execution engine cannot run; pending state reads answer as latest (set --anvil-binary, or --execution false)', { error: this.lastStartError });
+        const why = this.lastStartError.replace(/^execution engine(: cannot run:| cannot run:|:) /, '');
+        this.d.log.error(`execution engine cannot run; pending state reads answer as latest: ${why}`, { error: this.lastStartError });
         return;
       }
       this.d.log.warn(`execution engine did not start; retrying in ${delayMs} ms (pending state reads answer as latest meanwhile)`, { error: (e as Error).message });

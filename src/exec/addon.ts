@@ -1,8 +1,10 @@
 // The native core (the Rust crate in native/, built by `npm ci`): finds and loads its N-API addon once. The only
-// place that loads it; src/exec/revm.ts wraps it. Knows nothing of flashblocks.
+// place that loads it (in the single binary too: the copy scripts/sea-entry.ts extracted); src/exec/revm.ts wraps
+// it. Knows nothing of flashblocks.
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
+import { isSea } from 'node:sea';
 import { fileURLToPath } from 'node:url';
 
 /** The addon's engine class (native/src/lib.rs), as N-API exposes it: JSON strings in, Promises of JSON out. */
@@ -23,10 +25,30 @@ export interface Addon {
 /** The addon file's name, under native/ in the package (or beside the single binary). */
 export const ADDON_FILE = 'flashblocksd-native.node';
 
-/** Where the addon is looked for: FLASHBLOCKSD_NATIVE, then native/ of the package this file belongs to. */
+/**
+ * Where scripts/sea-entry.ts leaves the path of the native core it extracted to the binary's private runtime
+ * directory: a string, or null when the binary was built without it (build-binary.ts --without-native).
+ */
+const SEA_NATIVE_KEY = Symbol.for('flashblocksd.sea.nativeAddonPath');
+
+/** In the single binary: the extracted native core's path, null when it has none, undefined when nothing was extracted. */
+function embeddedPath(): string | null | undefined {
+  const v = (globalThis as Record<symbol, unknown>)[SEA_NATIVE_KEY];
+  return typeof v === 'string' || v === null ? v : undefined;
+}
+
+/**
+ * Where the addon is looked for: FLASHBLOCKSD_NATIVE, then native/ of the package this file belongs to. In the
+ * single binary only the copy it extracted: never a directory above its runtime directory (a shared temp dir).
+ */
 export function addonCandidates(): string[] {
   const out: string[] = [];
   if (process.env.FLASHBLOCKSD_NATIVE) out.push(resolve(process.env.FLASHBLOCKSD_NATIVE));
+  if (isSea()) {
+    const p = embeddedPath();
+    if (typeof p === 'string') out.push(p);
+    return out;
+  }
   let dir = dirname(fileURLToPath(import.meta.url));
   for (let i = 0; i < 5; i++) {
     out.push(join(dir, 'native', ADDON_FILE));
@@ -40,16 +62,28 @@ let loaded: Addon | Error | null = null;
 /** The addon, or an Error saying why it could not be loaded (missing, or built for another platform). */
 export function loadAddon(): Addon | Error {
   if (loaded !== null) return loaded;
+  const sea = isSea();
   const path = addonCandidates().find((p) => existsSync(p));
   if (path === undefined) {
-    loaded = new Error(`the native core (${ADDON_FILE}) is not built: run \`npm ci\` (needs the Rust toolchain, cargo ≥ 1.94) or \`npm run build:native\``);
+    loaded = new Error(
+      !sea
+        ? `the native core (${ADDON_FILE}) is not built: run \`npm ci\` (needs the Rust toolchain, cargo ≥ 1.94) or \`npm run build:native\``
+        : embeddedPath() === null
+          ? 'this binary was built without the native core (build-binary --without-native): use a binary built with it, or pass --execution false (pending state from the stream alone)'
+          : `this binary did not extract its native core (${ADDON_FILE}); scripts/sea-entry.ts must be the entry`,
+    );
     return loaded;
   }
   try {
     loaded = createRequire(import.meta.url)(path) as Addon;
     if (typeof loaded.Engine !== 'function') loaded = new Error(`${path} is not flashblocksd's native core`);
   } catch (e) {
-    loaded = new Error(`the native core at ${path} did not load: ${(e as Error).message}; rebuild it with \`npm run build:native\``);
+    const fix = !sea
+      ? 'rebuild it with `npm run build:native`'
+      : path === embeddedPath()
+        ? 'its directory must allow executable mappings (not mounted noexec): set RUNTIME_DIRECTORY or XDG_RUNTIME_DIR to another directory, or pass --execution false'
+        : 'FLASHBLOCKSD_NATIVE must name a native core built for this binary (or be unset: the binary carries its own)';
+    loaded = new Error(`the native core at ${path} did not load: ${(e as Error).message}; ${fix}`);
   }
   return loaded;
 }
