@@ -9,6 +9,7 @@
 
 pub mod exec;
 pub mod node;
+pub mod simulate;
 pub mod state;
 
 use exec::{BlockSpec, EngineError, OpenBlock};
@@ -264,7 +265,7 @@ fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> 
     let head = Head { spec: block.spec.clone(), snap: block.snapshot(), number, index };
     {
         let mut h = inner.head.write().unwrap_or_else(|e| e.into_inner());
-        if h.as_ref().map_or(true, |h| h.number <= number) {
+        if h.as_ref().is_none_or(|h| h.number <= number) {
             *h = Some(Arc::new(head));
         }
     }

@@ -191,7 +191,7 @@ impl Shared {
             let ms: Vec<(Address, U256)> = slots
                 .iter()
                 .copied()
-                .filter(|(a, k)| c.storage.get(a).map_or(true, |s| !s.contains_key(k)))
+                .filter(|(a, k)| c.storage.get(a).is_none_or(|s| !s.contains_key(k)))
                 .collect();
             (c.height, m, ms)
         };

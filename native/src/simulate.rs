@@ -1,0 +1,159 @@
+//! eth_simulateV1 on the pending state: several blocks of calls, each block with its own state and block overrides,
+//! on top of the newest executed flashblock and with the pending block's own env (number, timestamp, base fee,
+//! fee recipient, prev_randao) as the first simulated block's defaults. State carries from call to call and block
+//! to block. Like geth: without `validation`, fees and nonces are not checked and the base fee is 0 unless given.
+use crate::exec::{apply_block_overrides, build_evm, call_setup, failure, log_json, override_layer, BlockSpec, ReadError};
+use crate::state::{Db, Layer, Shared, Snapshot};
+use alloy_primitives::{hex, keccak256, B256, U256};
+use op_revm::revm::context_interface::result::ExecutionResult;
+use op_revm::revm::ExecuteEvm;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// Simulated blocks per request (geth's limit is 256).
+const MAX_BLOCKS: usize = 256;
+/// Calls per request, across blocks.
+const MAX_CALLS: usize = 1000;
+
+fn invalid(msg: impl Into<String>) -> ReadError {
+    ReadError { code: -32602, message: msg.into(), data: None }
+}
+
+/// Answers `eth_simulateV1(payload, "pending")`: the list of simulated blocks with their call results.
+pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Value) -> Result<Value, ReadError> {
+    let blocks = payload.get("blockStateCalls").and_then(|b| b.as_array()).ok_or_else(|| invalid("eth_simulateV1: blockStateCalls is required"))?;
+    if blocks.len() > MAX_BLOCKS {
+        return Err(invalid(format!("eth_simulateV1: at most {MAX_BLOCKS} blocks")));
+    }
+    let calls_total: usize = blocks.iter().map(|b| b.get("calls").and_then(|c| c.as_array()).map_or(0, |c| c.len())).sum();
+    if calls_total > MAX_CALLS {
+        return Err(invalid(format!("eth_simulateV1: at most {MAX_CALLS} calls")));
+    }
+    let validation = payload.get("validation").and_then(|v| v.as_bool()).unwrap_or(false);
+    // Layers the simulation adds, newest first, above the snapshot.
+    let mut added: Vec<Arc<Layer>> = Vec::new();
+    let mut out = Vec::with_capacity(blocks.len());
+    let mut parent_hash = spec.parent_hash;
+    let mut prev_number: Option<u64> = None;
+    let mut prev_time: Option<u64> = None;
+    let mut log_index: u64 = 0;
+    for (bi, b) in blocks.iter().enumerate() {
+        let below: Vec<Arc<Layer>> = added.iter().cloned().chain(snap.layers.iter().cloned()).collect();
+        // State overrides of this block, as a layer of their own.
+        let base_db = Db { top: None, below: &below, shared };
+        if let Some(l) = override_layer(&base_db, b.get("stateOverrides").unwrap_or(&Value::Null), &shared.codes)? {
+            added.insert(0, Arc::new(l));
+        }
+        let below: Vec<Arc<Layer>> = added.iter().cloned().chain(snap.layers.iter().cloned()).collect();
+        // The block's env: the pending block's for the first, then one block (and the chain's block time) later each.
+        let mut env = spec.block_env();
+        if bi > 0 {
+            env.number = U256::from(prev_number.unwrap_or(spec.number) + 1);
+            env.timestamp = U256::from(prev_time.unwrap_or(spec.timestamp) + 2);
+        }
+        if !validation {
+            env.basefee = 0;
+        }
+        apply_block_overrides(&mut env, b.get("blockOverrides").unwrap_or(&Value::Null))?;
+        let number: u64 = env.number.to::<u64>();
+        let time: u64 = env.timestamp.to::<u64>();
+        if let Some(p) = prev_number {
+            if number <= p {
+                return Err(ReadError { code: -38020, message: format!("block numbers must increase: {number} after {p}"), data: None });
+            }
+        }
+        if let Some(p) = prev_time {
+            if time <= p {
+                return Err(ReadError { code: -38021, message: format!("block timestamps must increase: {time} after {p}"), data: None });
+            }
+        }
+        let mut layer = Layer::default();
+        let mut results = Vec::new();
+        let mut gas_used_block: u64 = 0;
+        let empty = Vec::new();
+        let calls = b.get("calls").and_then(|c| c.as_array()).unwrap_or(&empty);
+        for (ci, call) in calls.iter().enumerate() {
+            let db = Db { top: Some(&layer), below: &below, shared };
+            let mut s = call_setup(&db, spec, call, &Value::Null)?;
+            s.block = env.clone();
+            if !validation {
+                s.cfg.disable_base_fee = true;
+                s.cfg.disable_fee_charge = true;
+                s.cfg.disable_balance_check = true;
+            } else {
+                s.cfg.disable_nonce_check = false;
+            }
+            let gas = if call.get("gas").is_some_and(|g| !g.is_null()) { s.tx.base.gas_limit } else { env.gas_limit.saturating_sub(gas_used_block).min(s.tx.base.gas_limit) };
+            let mut tx = s.tx.clone();
+            tx.base.gas_limit = gas;
+            let outcome = {
+                let db = Db { top: Some(&layer), below: &below, shared };
+                let mut evm = build_evm(db, spec, s.cfg.clone(), s.block.clone());
+                evm.transact(tx).map(|r| (r.result, r.state))
+            };
+            let (result, state) = match outcome {
+                Ok(v) => v,
+                Err(e) => {
+                    if validation {
+                        return Err(ReadError { code: -38014, message: format!("call {ci} of block {bi}: {e}"), data: None });
+                    }
+                    results.push(json!({"returnData": "0x", "logs": [], "gasUsed": "0x0", "status": "0x0", "error": {"code": -32000, "message": e.to_string()}}));
+                    continue;
+                }
+            };
+            layer.commit(state, &shared.codes);
+            let used = result.tx_gas_used();
+            gas_used_block += used;
+            // A stand-in transaction hash for the logs: the call's position (the calls are not signed transactions).
+            let tx_hash = keccak256([number.to_be_bytes().as_slice(), (ci as u64).to_be_bytes().as_slice()].concat());
+            let logs: Vec<Value> = result
+                .logs()
+                .iter()
+                .map(|l| {
+                    let mut v = log_json(l);
+                    v["blockNumber"] = json!(format!("0x{number:x}"));
+                    v["transactionIndex"] = json!(format!("0x{ci:x}"));
+                    v["transactionHash"] = json!(format!("{tx_hash:#x}"));
+                    v["logIndex"] = json!(format!("0x{log_index:x}"));
+                    v["removed"] = json!(false);
+                    log_index += 1;
+                    v
+                })
+                .collect();
+            let mut r = json!({
+                "status": if result.is_success() { "0x1" } else { "0x0" },
+                "gasUsed": format!("0x{used:x}"),
+                "logs": logs,
+                "returnData": format!("0x{}", hex::encode(match &result {
+                    ExecutionResult::Success { output, .. } => output.data().clone(),
+                    ExecutionResult::Revert { output, .. } => output.clone(),
+                    ExecutionResult::Halt { .. } => Default::default(),
+                })),
+            });
+            if !result.is_success() {
+                let f = failure(&result);
+                r["error"] = json!({"code": f.code, "message": f.message, "data": f.data});
+            }
+            results.push(r);
+        }
+        added.insert(0, Arc::new(layer));
+        let hash = keccak256([parent_hash.as_slice(), number.to_be_bytes().as_slice(), time.to_be_bytes().as_slice()].concat());
+        out.push(json!({
+            "number": format!("0x{number:x}"),
+            "hash": format!("{hash:#x}"),
+            "parentHash": format!("{parent_hash:#x}"),
+            "timestamp": format!("0x{time:x}"),
+            "gasLimit": format!("0x{:x}", env.gas_limit),
+            "gasUsed": format!("0x{gas_used_block:x}"),
+            "baseFeePerGas": format!("0x{:x}", env.basefee),
+            "miner": format!("{:#x}", env.beneficiary),
+            "mixHash": format!("{:#x}", env.prevrandao.unwrap_or(B256::ZERO)),
+            "transactions": [],
+            "calls": results,
+        }));
+        parent_hash = hash;
+        prev_number = Some(number);
+        prev_time = Some(time);
+    }
+    Ok(Value::Array(out))
+}
