@@ -351,7 +351,8 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
       if (!stopRun.signal.aborted) holdFailure = `seal of block ${n} (last flashblock ${index}): ${e instanceof Error ? e.message : String(e)}`;
     }
   };
-  const releaseHolds = devnet.holdSeals((last) => hold(last.blockNumber, last.index));
+  // The devnet's own bound is above the sum of this hold's bounded waits: it only guards a hold that never ends.
+  const releaseHolds = devnet.holdSeals((last) => hold(last.blockNumber, last.index), 6 * HOLD_WAIT_MS);
   t.teardown(releaseHolds);
 
   // Traffic starts in the next block, the first the daemon sees from index 0 on: every tx's block has its seal held.
@@ -367,7 +368,7 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
   await untilFlashblock(
     () => holdFailure !== null || (unfinished().length === 0 && sealedAt.has(lastSent)),
     () => `${unfinished().length} txs without a receipt read or a sealed block (e.g. ${unfinished()[0]}), block ${lastSent} ${sealedAt.has(lastSent) ? '' : 'not '}sealed`,
-    60_000,
+    2 * HOLD_WAIT_MS,
   ).catch((e: unknown) => t.fail(String(e)));
   stopRun.abort();
   releaseHolds();
