@@ -348,7 +348,10 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
       if (rest.length > 0) record(rest, await within(rpcBatch(rpc, rest.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]])), HOLD_WAIT_MS, `receipts of block ${n}`));
       lastFlashblockMs.push({ executed: executedMs, held: performance.now() - publishedMs });
     } catch (e) {
-      if (!stopRun.signal.aborted) holdFailure = `seal of block ${n} (last flashblock ${index}): ${e instanceof Error ? e.message : String(e)}`;
+      if (stopRun.signal.aborted) return;
+      const p = daemon.view.pendingBlock();
+      const warned = logLines.slice(logFrom).slice(-3).join(' | ');
+      holdFailure = `seal of block ${n} (last flashblock ${index}): ${e instanceof Error ? e.message : String(e)}; the daemon's pending block ${p == null ? 'none' : `${p.number}/${p.lastIndex}`}; last warnings: ${warned || 'none'}`;
     }
   };
   // The devnet's own bound is above the sum of this hold's bounded waits: it only guards a hold that never ends.
