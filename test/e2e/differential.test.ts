@@ -251,14 +251,19 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
   // the txs already in a published flashblock: the daemon holds those, while one it does not hold yet is forwarded
   // to the node. Without receipts in the stream, a receipt exists once its flashblock was executed: asked for
   // earlier, the daemon forwards too.
-  let polling = false;
+  let polling: Promise<void> | null = null;
   let pollAgain = false;
   const poll = async (): Promise<void> => {
-    if (polling) {
+    if (polling !== null) {
       pollAgain = true;
       return;
     }
-    polling = true;
+    polling = pollOnce();
+    await polling;
+  };
+  /** The poll under way, if any, settled. */
+  const pollDone = (): Promise<void> => polling ?? Promise.resolve();
+  const pollOnce = async (): Promise<void> => {
     try {
       do {
         pollAgain = false;
@@ -272,7 +277,7 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
         if (open.length > 0) record(open, await rpcBatch(rpc, open.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]])));
       } while (pollAgain && !stopRun.signal.aborted);
     } finally {
-      polling = false;
+      polling = null;
     }
   };
   const pollErrors: string[] = [];
@@ -343,15 +348,16 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
         let ok = false;
         for (let attempt = 0; attempt < 3 && !ok && !stopRun.signal.aborted; attempt++) ok = await within(snapshot(tr, n, index), HOLD_WAIT_MS, `state snapshot at ${pos}`);
       }
-      // Every receipt of the block not read yet, read now: the block is still pending (its seal is held).
-      const rest = [...sent.keys()].filter((h) => txBlock.get(h) === n && !daemonReceipts.has(h));
+      // Every receipt of the block not read yet, read now: the block is still pending (its seal is held). Taken from
+      // what the devnet published, not from `sent`: a tx may be in a flashblock before its submission has returned.
+      const rest = [...txBlock].filter(([h, b]) => b === n && !daemonReceipts.has(h)).map(([h]) => h);
       if (rest.length > 0) record(rest, await within(rpcBatch(rpc, rest.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]])), HOLD_WAIT_MS, `receipts of block ${n}`));
       lastFlashblockMs.push({ executed: executedMs, held: performance.now() - publishedMs });
     } catch (e) {
       if (stopRun.signal.aborted) return;
       const p = daemon.view.pendingBlock();
       const warned = logLines.slice(logFrom).slice(-3).join(' | ');
-      holdFailure = `seal of block ${n} (last flashblock ${index}): ${e instanceof Error ? e.message : String(e)}; the daemon's pending block ${p == null ? 'none' : `${p.number}/${p.lastIndex}`}; last warnings: ${warned || 'none'}`;
+      holdFailure = `seal of block ${n} (last flashblock ${index}): ${e instanceof Error ? e.message : String(e)}; the daemon's pending block ${p == null ? 'none' : `${p.number}/${p.lastIndex}`}, ${daemon.metrics.executionFlashblocks.failed.value} flashblocks failed to execute; last warnings: ${warned || 'none'}`;
     }
   };
   // The devnet's own bound is above the sum of this hold's bounded waits: it only guards a hold that never ends.
@@ -375,7 +381,7 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
   ).catch((e: unknown) => t.fail(String(e)));
   stopRun.abort();
   releaseHolds();
-  await poll().catch(() => undefined);
+  await pollDone().catch(() => undefined);
   t.equal(holdFailure, null, 'every seal held until the daemon had executed the block\'s last flashblock and the reads there were done');
   t.same(pollErrors.slice(0, 3), [], 'the receipt poller got an answer to every batch');
   const stats = traffic.stats();
