@@ -479,18 +479,27 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
     pairUp(blockReceipts, s.blockReceipts, want[s.probes.length + 1]!, 'receipt');
   }
 
-  // The env contract in every flashblock: those of the run's full blocks that hold any tx, and how many hold an env call.
+  // The env contract in every flashblock: those of the run's full blocks that hold any tx, and how many hold an env
+  // call. The traffic sends one every 150 ms, so how many flashblocks get one is timing (on a loaded 2-core machine
+  // 117-140 of 140-170, against 131-139 of 140 otherwise): measured per flashblock, asserted per block.
   let withTxs = 0;
   let withEnv = 0;
+  const blocksWithoutEnv: number[] = [];
   for (let n = startBlock + 1; n < lastSent; n++) {
+    let txs = 0;
+    let env = 0;
     for (let i = 0; i < (fbCount.get(n) ?? 0); i++) {
       const hs = fbTxs.get(`${n}/${i}`) ?? [];
       if (hs.length === 0) continue;
-      withTxs++;
-      if (hs.some((h) => kindOf(h) === 'env')) withEnv++;
+      txs++;
+      if (hs.some((h) => kindOf(h) === 'env')) env++;
     }
+    withTxs += txs;
+    withEnv += env;
+    if (txs > 0 && env === 0) blocksWithoutEnv.push(n);
   }
-  t.ok(withEnv >= 0.9 * withTxs, `${withEnv} of ${withTxs} flashblocks with transactions hold an env call (NUMBER, TIMESTAMP, BASEFEE, COINBASE, BLOCKHASH)`);
+  t.comment(`${withEnv} of ${withTxs} flashblocks with transactions hold an env call (${((100 * withEnv) / withTxs).toFixed(1)} %)`);
+  t.same(blocksWithoutEnv, [], `every block with transactions holds an env call (NUMBER, TIMESTAMP, BASEFEE, COINBASE, BLOCKHASH; ${lastSent - startBlock - 1} blocks)`);
   const byKind: Record<string, number> = {};
   for (const x of sent.values()) byKind[x.kind] = (byKind[x.kind] ?? 0) + 1;
   t.comment(`sent by kind ${JSON.stringify(byKind)}; receipts compared while pending ${pendingSeen}/${sent.size} by kind ${JSON.stringify(pendingByKind)}`);
