@@ -104,6 +104,9 @@ export interface DevnetStats {
    */
   lateFlashblocks: number;
   longGaps: number;
+  /** Seals held by a {@link Devnet.holdSeals} holder, and those sealed anyway because the holder took too long. */
+  heldSeals: number;
+  sealHoldTimeouts: number;
 }
 
 /** A flashblock in the sequencer's own terms, before encoding for a subscriber. */
@@ -153,6 +156,14 @@ export interface Devnet {
   readonly accounts: DevAccount[];
   /** Calls fn with every flashblock as built (before encoding); returns the unsubscribe function. */
   onFlashblock(fn: (fb: BuiltFlashblock) => void): () => void;
+  /**
+   * Test hook: from the next seal on, each block's canonical seal (and with it the next block's index 0) waits until
+   * `hold(last)` settles, `last` being the block's last flashblock, already published. Meanwhile the node answers reads
+   * as usual and holds submissions back (they go to the next block), so `last` stays the block's last flashblock.
+   * A hold that takes longer than `maxHoldMs` is logged and counted (`sealHoldTimeouts`), and the block is sealed
+   * anyway; stop() ends a hold at once. One holder at a time; returns the function that removes it.
+   */
+  holdSeals(hold: (last: BuiltFlashblock) => Promise<void>, maxHoldMs?: number): () => void;
   stats(): DevnetStats;
   /** Stops the build loop, closes the stream and the ingress, kills anvil. Idempotent. */
   stop(): Promise<void>;
@@ -358,7 +369,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   const st: DevnetStats = {
     blocks: 0, flashblocks: 0, transactions: 0, txTypes: {}, hashMatches: 0, hashMismatches: 0, prefixViolations: 0,
     resendErrors: 0, cycleErrors: 0, cycleMsMax: 0, cycleMsAvg: 0, subscribers: 0, lastBlockNumber: 0,
-    lateFlashblocks: 0, longGaps: 0,
+    lateFlashblocks: 0, longGaps: 0, heldSeals: 0, sealHoldTimeouts: 0,
   };
   let lastPublishMs = -1;
   let cycles = 0;
@@ -417,6 +428,20 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   }
 
   // --- submission ingress: anvil behind a lock-aware pass-through ------------------------------------------------
+  /** Set while a seal is held (holdSeals): submissions wait for it, so the held block gets no more transactions. */
+  let submissionGate: Promise<void> | null = null;
+  let openSubmissionGate: () => void = () => undefined;
+
+  /** Forwards a submission once no seal is held; checked under the lock, so none reaches the pool after the gate closed. */
+  async function submit(sync: boolean, forward: () => Promise<[number, Buffer]>): Promise<[number, Buffer]> {
+    for (;;) {
+      while (submissionGate !== null) await submissionGate;
+      if (sync) return forward();
+      const out = await lock.shared(async () => (submissionGate === null ? forward() : null));
+      if (out !== null) return out;
+    }
+  }
+
   const ingress: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -430,7 +455,8 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       // and no submission slips in between the revert and the re-submission. Sync submissions wait for mining:
       // holding the lock for them would deadlock the builder.
       const sync = body.includes('eth_sendRawTransactionSync');
-      (sync ? forward() : lock.shared(forward)).then(
+      const submits = sync || body.includes('eth_sendRawTransaction') || body.includes('eth_sendTransaction');
+      (submits ? submit(sync, forward) : lock.shared(forward)).then(
         ([status, out]) => {
           res.writeHead(status, { 'content-type': 'application/json', 'content-length': out.length });
           res.end(out);
@@ -656,7 +682,43 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   }
 
   let stopped = false;
+  let onStop: () => void = () => undefined;
+  const stoppedSignal = new Promise<void>((r) => (onStop = r));
   const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+  let holder: { hold: (last: BuiltFlashblock) => Promise<void>; maxHoldMs: number } | null = null;
+
+  /**
+   * Holds the seal of `b` for the holder: closes the submission gate, builds the block's last flashblock if
+   * transactions arrived since the previous one, and waits for the holder outside the lock (the node keeps answering
+   * reads). The gate opens again once the block is sealed.
+   */
+  async function holdSeal(b: BlockInBuild, h: NonNullable<typeof holder>): Promise<void> {
+    submissionGate ??= new Promise<void>((r) => (openSubmissionGate = r));
+    await step(async () => {
+      const pool = await rpcCall<{ pending: string }>(url, 'txpool_status');
+      if (Number(pool.pending) !== b.raws.length) await buildFlashblock(b);
+    });
+    if (stopped || b.last === null) return;
+    st.heldSeals++;
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<'expired'>((r) => (timer = setTimeout(() => r('expired'), h.maxHoldMs)));
+    try {
+      const out = await Promise.race([h.hold(b.last), expired, stoppedSignal]);
+      if (out === 'expired') {
+        st.sealHoldTimeouts++;
+        log('devnet: seal hold expired; sealing anyway', { block: b.number, maxHoldMs: h.maxHoldMs });
+      }
+    } catch (e) {
+      log('devnet: seal holder failed; sealing', { block: b.number, error: e instanceof Error ? e.message : String(e) });
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  function openGate(): void {
+    submissionGate = null;
+    openSubmissionGate();
+  }
 
   async function step(fn: () => Promise<void>): Promise<void> {
     try {
@@ -688,13 +750,20 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       }
       await sleep(blockStart + blockTimeMs - performance.now());
       if (stopped) break;
+      const h = holder;
+      if (h !== null) await holdSeal(cur!, h);
+      if (stopped) break;
       // Block boundaries stay on the blockTimeMs grid unless a cycle overran by more than a flashblock (the next
       // timestamp is then rounded up, so that block's flashblocks count as early, never as late).
       blockStart += blockTimeMs;
       if (performance.now() - blockStart > flashblockMs) blockStart = performance.now();
       const start = blockStart;
       await step(async () => {
-        await seal(cur!);
+        try {
+          await seal(cur!);
+        } finally {
+          openGate();
+        }
         cur = await openBlock(start);
         await tick(cur, true);
       });
@@ -713,10 +782,20 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       listeners.add(fn);
       return () => listeners.delete(fn);
     },
+    holdSeals(hold, maxHoldMs = 60_000) {
+      if (holder !== null) throw new Error('a seal holder is already set');
+      const h = { hold, maxHoldMs };
+      holder = h;
+      return () => {
+        if (holder === h) holder = null;
+      };
+    },
     stats: () => ({ ...st, txTypes: { ...st.txTypes }, subscribers: wss.clients.size }),
     stop() {
       stopping ??= (async () => {
         stopped = true;
+        onStop();
+        openGate();
         await loop.catch(() => undefined);
         for (const ws of wss.clients) ws.terminate();
         await new Promise<void>((r) => wss.close(() => r()));

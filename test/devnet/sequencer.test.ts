@@ -2,9 +2,11 @@
 // and the stream variants (internal receipts, brotli, post-Azul) must change only what they promise to.
 import t from 'tap';
 import { brotliDecompressSync } from 'node:zlib';
+import { toHex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 import WebSocket from 'ws';
 import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
-import { startDevnet } from '../../scripts/devnet/sequencer.js';
+import { startDevnet, type BuiltFlashblock } from '../../scripts/devnet/sequencer.js';
 import { startTraffic } from '../../scripts/devnet/traffic.js';
 import { encodeDepositFromRpc } from '../../src/exec/anvil.js';
 
@@ -142,4 +144,84 @@ t.test('flashblocks equal the canonical blocks anvil seals', async (t) => {
     const p = plainByKey.get(key(m));
     if (p !== undefined) t.same(m.diff, JSON.parse(p).diff, 'azul: same diff', { diagnostic: false });
   }
+});
+
+t.test('a held seal waits for its holder: reads are answered, submissions go to the next block, the seal equals the last flashblock', async (t) => {
+  const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200 });
+  t.teardown(() => devnet.stop());
+  const seen: BuiltFlashblock[] = [];
+  const arrived = new Set<() => void>();
+  devnet.onFlashblock((fb) => {
+    seen.push(fb);
+    for (const fn of arrived) fn();
+  });
+  /** The first flashblock published from now on that satisfies `pred`. */
+  const next = (pred: (fb: BuiltFlashblock) => boolean): Promise<BuiltFlashblock> =>
+    new Promise((resolve) => {
+      const from = seen.length;
+      const check = (): void => {
+        const fb = seen.slice(from).find(pred);
+        if (fb === undefined) return;
+        arrived.delete(check);
+        resolve(fb);
+      };
+      arrived.add(check);
+    });
+
+  let release: () => void = () => undefined;
+  let held: (last: BuiltFlashblock) => void = () => undefined;
+  const heldLast = new Promise<BuiltFlashblock>((r) => (held = r));
+  let calls = 0;
+  const remove = devnet.holdSeals((last) => {
+    if (calls++ > 0) return Promise.resolve();
+    held(last);
+    return new Promise<void>((r) => (release = r));
+  });
+  const last = await heldLast;
+  const n = last.blockNumber;
+  t.equal(Number(await rpcCall(devnet.nodeRpcUrl, 'eth_blockNumber')), n - 1, `block ${n} is not sealed while held`);
+
+  const account = privateKeyToAccount(devnet.accounts[0]!.privateKey);
+  const nonce = Number(await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionCount', [account.address, 'latest']));
+  const raw = await account.signTransaction({ chainId: devnet.chainId, nonce, type: 'eip1559', maxFeePerGas: 10n ** 10n, maxPriorityFeePerGas: 1n, gas: 21_000n, to: devnet.accounts[1]!.address, value: 1n });
+  let accepted = false;
+  const submitted = rpcCall<string>(devnet.nodeRpcUrl, 'eth_sendRawTransaction', [raw]).then((h) => ((accepted = true), h));
+  // A read sent after the submission is answered while the submission waits for the seal.
+  t.equal(Number(await rpcCall(devnet.nodeRpcUrl, 'eth_blockNumber')), n - 1, 'reads are answered during the hold');
+  t.notOk(accepted, 'the submission waits while the seal is held');
+  t.equal(seen.at(-1), last, 'nothing is published while the seal is held');
+
+  const landed = next((fb) => fb.receipts.length > 0);
+  release();
+  const hash = await submitted;
+  const fb = await landed;
+  t.equal(fb.blockNumber, n + 1, `the submission made during the hold landed in block ${n + 1}`);
+  t.same(fb.receipts.map((r) => r.hash), [hash], 'and only it');
+  const sealed = await rpcCall(devnet.nodeRpcUrl, 'eth_getBlockByNumber', [toHex(n), false]);
+  t.equal(sealed.hash, last.diff.block_hash, `block ${n} sealed as its last flashblock`);
+
+  // Without a holder, blocks seal on their own again.
+  remove();
+  const heldSeals = devnet.stats().heldSeals;
+  await next((x) => x.blockNumber >= n + 3);
+  t.equal(devnet.stats().heldSeals, heldSeals, 'no seal held after the holder was removed');
+  t.equal(devnet.stats().hashMismatches, 0, 'every sealed block equals its last flashblock');
+
+  // A holder past its bound is counted, and the block sealed anyway.
+  const forever = devnet.holdSeals(() => new Promise<void>(() => undefined), 100);
+  const after = await next((x) => x.index === 0);
+  forever();
+  t.equal(devnet.stats().sealHoldTimeouts, 1, `the hold of block ${after.blockNumber - 1} expired; the block was sealed anyway`);
+  t.equal(Number(await rpcCall(devnet.nodeRpcUrl, 'eth_blockNumber')), after.blockNumber - 1, 'the node shows it');
+
+  // stop() ends a hold that would never end.
+  let stuck: () => void = () => undefined;
+  const holding = new Promise<void>((r) => (stuck = r));
+  devnet.holdSeals(() => {
+    stuck();
+    return new Promise<void>(() => undefined);
+  });
+  await holding;
+  await devnet.stop();
+  t.pass('stop() returned during a hold');
 });

@@ -4,19 +4,21 @@
 // user deposits), every receipt the daemon served while the tx was only preconfirmed, and every log, balance, nonce,
 // code and storage value it answered with `pending` at the last flashblock of block N, equals the node's canonical
 // answer for block N once it lands (block-hash fields excepted). Counts per kind and field go to the test comments.
+// The devnet holds each block's seal (devnet.holdSeals) until the daemon has executed its last flashblock and the
+// test has read the state and the block's receipts there, so every block and every receipt is compared while
+// pending however slow the machine; how many receipts the daemon served before the seal was due is measured only.
 import t, { type Test } from 'tap';
 import { appendFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { getContractAddress, pad, toHex, type Hex } from 'viem';
 import { rpcBatch, type BatchResult } from '../../scripts/devnet/anvil.js';
 import { ENV_SLOTS, REFUND_SLOTS } from '../../scripts/devnet/contracts.js';
-import { encodeFlashblock, startDevnet } from '../../scripts/devnet/sequencer.js';
+import { startDevnet } from '../../scripts/devnet/sequencer.js';
 import { startTraffic, type SentTx, type Traffic, type TxKind } from '../../scripts/devnet/traffic.js';
 import { loadConfig } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
 import { firstDiff, strip } from '../helpers/compare.js';
-import { startReplayServer } from '../helpers/replay-server.js';
 import { Tally } from '../helpers/tally.js';
 
 /** Transactions per stream kind (setup included), their rate and the senders (several: nonces stay in order per sender). */
@@ -24,12 +26,22 @@ const TXS = Number(process.env.DIFF_TXS ?? 1040);
 const TX_PER_SEC = Number(process.env.DIFF_TX_PER_SEC ?? 30);
 const SENDERS = 8;
 /**
- * The daemon polls the node's head this slowly: the devnet's node shows block N the moment it is sealed, and the
- * daemon must still hold N (not settled) while the state at N's last flashblock is read (see the relay in differential()).
+ * Hang guard (not a timing assertion) for each wait of a held seal: the daemon executing the block's last flashblock,
+ * and the reads there. Past it the hold fails with what was not reached, and later seals are no longer held.
  */
-const CANONICAL_POLL_MS = 1000;
-/** The longest the relay holds a block's index 0 back for the previous block's snapshot. */
-const HOLD_MAX_MS = 800;
+const HOLD_WAIT_MS = 30_000;
+/**
+ * While a seal is held no flashblock arrives, and the node holds submissions back (the traffic's, forwarded by the
+ * daemon): neither may turn `pending` stale nor time a forward out during a hold.
+ */
+const PENDING_MAX_AGE_MS = 120_000;
+const NODE_TIMEOUT_MS = 120_000;
+/**
+ * The devnet, its node proxy and the daemon share this process: on a busy 2-core machine it can stall past the
+ * default 1 s, and a reconnect then loses a flashblock (the block is broken, nothing to compare). Liveness is not what
+ * this test checks.
+ */
+const STALL_TIMEOUT_MS = HOLD_WAIT_MS;
 const BLOCK_TIME_MS = 2000;
 const FLASHBLOCK_MS = 200;
 /** OP fee vaults (every tx pays some of them). */
@@ -37,7 +49,6 @@ const VAULTS = ['0x4200000000000000000000000000000000000011', '0x420000000000000
 
 const logLines: string[] = [];
 const log = createLogger({ level: 'warn', write: (line) => void logLines.push(line) });
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 // Two runs of ≥ 1,000 txs each (about 45 s apiece) do not fit the runner's default 120 s.
 t.setTimeout(300_000);
@@ -53,6 +64,8 @@ const txBlock = new Map<string, number>();
 const txIndex = new Map<string, number>();
 /** Block N → performance.now() when index 0 of N + 1 was published: N is sealed, and the node shows it from then on. */
 const sealedAt = new Map<number, number>();
+/** Listeners of the next flashblock published (see untilFlashblock). */
+const published = new Set<() => void>();
 /** "N/i" → performance.now() when the devnet published it. */
 const publishedAt = new Map<string, number>();
 /** "N/i" → hashes of its transactions. */
@@ -68,7 +81,64 @@ devnet.onFlashblock((fb) => {
   if (fb.index === 0) sealedAt.set(fb.blockNumber - 1, performance.now());
   publishedAt.set(`${fb.blockNumber}/${fb.index}`, performance.now());
   fbTxs.set(`${fb.blockNumber}/${fb.index}`, fb.receipts.map((r) => r.hash));
+  for (const fn of published) fn();
 });
+
+/** Resolves once `done()` holds, checked now and at every flashblock the devnet publishes; rejects after `ms` naming `what`. */
+function untilFlashblock(done: () => boolean, what: () => string, ms: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const check = (): void => {
+      if (!done()) return;
+      finish();
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      finish();
+      reject(new Error(`not reached within ${ms} ms: ${what()}`));
+    }, ms);
+    const finish = (): void => {
+      clearTimeout(timer);
+      published.delete(check);
+    };
+    published.add(check);
+    check();
+  });
+}
+
+/** Resolves once the daemon's engine has executed flashblock `index` of block `n` (or a later one); rejects after `ms` or on `abort`. */
+function untilExecuted(daemon: Daemon, n: number, index: number, ms: number, abort: AbortSignal): Promise<void> {
+  const ex = daemon.execution!;
+  const reached = (): boolean => {
+    const at = ex.executed;
+    return at != null && (at.number > n || (at.number === n && at.index >= index));
+  };
+  if (reached()) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const finish = (err: Error | null): void => {
+      clearTimeout(timer);
+      off();
+      abort.removeEventListener('abort', onAbort);
+      if (err === null) resolve();
+      else reject(err);
+    };
+    const onAbort = (): void => finish(new Error(`stopped waiting for flashblock ${n}/${index}`));
+    const off = ex.onExecuted(() => {
+      if (reached()) finish(null);
+    });
+    const timer = setTimeout(() => {
+      const h = ex.health();
+      finish(new Error(`the daemon had not executed flashblock ${n}/${index} within ${ms} ms (execution ${h.phase}: ${h.detail})`));
+    }, ms);
+    abort.addEventListener('abort', onAbort);
+  });
+}
+
+/** Rejects with `what` if `p` has not settled within `ms`. */
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`not answered within ${ms} ms: ${what}`)), ms)));
+  return Promise.race([p, expired]).finally(() => clearTimeout(timer));
+}
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
 
@@ -76,17 +146,15 @@ async function boot(t: Test, streamUrl: string): Promise<{ daemon: Daemon; rpc: 
   const config = loadConfig(
     [
       '--flashblocks-url', streamUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', String(BLOCK_TIME_MS),
-      '--log-level', 'warn', '--canonical-poll-ms', String(CANONICAL_POLL_MS),
+      '--log-level', 'warn', '--pending-max-age-ms', String(PENDING_MAX_AGE_MS), '--node-timeout-ms', String(NODE_TIMEOUT_MS),
+      '--stall-timeout-ms', String(STALL_TIMEOUT_MS),
     ],
     {},
   );
   const daemon = await startDaemon(config, { log });
   t.teardown(() => daemon.stop());
-  const end = Date.now() + 30_000;
-  while (daemon.execution?.executed == null) {
-    if (Date.now() > end) throw new Error('the engine executed no flashblock within 30 s');
-    await sleep(20);
-  }
+  // Any flashblock executed: the engine is up.
+  await untilExecuted(daemon, 0, 0, HOLD_WAIT_MS, new AbortController().signal);
   return { daemon, rpc: `http://127.0.0.1:${daemon.rpcPort}` };
 }
 
@@ -164,47 +232,52 @@ function callOf(p: Probe, tag: string, height: string): [string, unknown[]] {
 }
 
 async function differential(t: Test, azul: boolean, senderAccounts: typeof devnet.accounts): Promise<void> {
-  // The relay passes the devnet's flashblocks on, holding each block's index 0 until the previous block's last
-  // flashblock has been executed and read (finalSnapshot): the devnet builds index 0 of N + 1 some 30-60 ms after N's
-  // last flashblock, too soon to read a few hundred values at it.
-  let running = true;
-  let finalSnapshot: (n: number, index: number) => Promise<void> = async () => undefined;
-  const relay = await startReplayServer();
-  t.teardown(() => relay.close());
-  const queue: { n: number; index: number; frame: string }[] = [];
-  let pumping = false;
-  const pump = async (): Promise<void> => {
-    if (pumping) return;
-    pumping = true;
-    while (queue.length > 0) {
-      const f = queue[0]!;
-      const count = fbCount.get(f.n - 1);
-      if (f.index === 0 && running && count !== undefined) await finalSnapshot(f.n - 1, count - 1);
-      relay.send(queue.shift()!.frame);
-    }
-    pumping = false;
-  };
-  const off = devnet.onFlashblock((fb) => {
-    queue.push({ n: fb.blockNumber, index: fb.index, frame: encodeFlashblock(fb, { receipts: 'external', azul }) });
-    void pump();
-  });
-  t.teardown(off);
   const logFrom = logLines.length;
-  const { daemon, rpc } = await boot(t, relay.url);
+  const { daemon, rpc } = await boot(t, `${devnet.flashblocksUrl}?azul=${azul ? 1 : 0}`);
+  const bootBlock = daemon.execution!.executed!.number;
   const senders = senderAccounts.map((a) => a.address);
   const sent = new Map<string, SentTx>();
-  const traffic = await startTraffic({ rpcUrl: rpc, chainId: devnet.chainId, accounts: senderAccounts, txPerSec: TX_PER_SEC, maxTxs: TXS, onSent: (s) => void sent.set(s.hash, s) });
-  t.teardown(() => traffic.stop());
-  const startBlock = Math.max(...fbCount.keys());
+  /** Ends the holds and the receipt polling (after the run, or at teardown). */
+  const stopRun = new AbortController();
+  t.teardown(() => stopRun.abort());
 
-  // Receipts: polled from the daemon until it serves them; "pending" when it did before the devnet sealed the block.
-  const daemonReceipts = new Map<string, { receipt: any; pending: boolean }>();
-  const receiptPoller = (async () => {
-    while (running) {
-      // Only txs already in a published flashblock: the daemon holds those, while one it does not hold yet is forwarded
-      // to the node, whose answer waits while the devnet builds a flashblock (and would hold up the whole batch).
-      // Without receipts in the stream, a receipt exists once its flashblock was executed: asked for earlier, the
-      // daemon forwards too.
+  // Receipts, read from the daemon while their block is pending: by the poller as their flashblocks are applied and
+  // executed, and at the latest by the held seal. `early`: read before the devnet's seal was due (the hold began).
+  const daemonReceipts = new Map<string, { receipt: any; pending: boolean; early: boolean }>();
+  /** Block N → performance.now() when its seal hold began (its last flashblock published, the seal due). */
+  const holdFrom = new Map<number, number>();
+  const record = (hashes: string[], res: BatchResult[]): void => {
+    hashes.forEach((h, i) => {
+      const r = res[i];
+      if (daemonReceipts.has(h) || !r?.ok || r.value === null) return;
+      const n = txBlock.get(h)!;
+      daemonReceipts.set(h, { receipt: r.value, pending: !sealedAt.has(n), early: !holdFrom.has(n) });
+    });
+  };
+  // Polled at every flashblock the devnet publishes and every one the daemon executes (one batch at a time), for
+  // the txs already in a published flashblock: the daemon holds those, while one it does not hold yet is forwarded
+  // to the node. Without receipts in the stream, a receipt exists once its flashblock was executed: asked for
+  // earlier, the daemon forwards too.
+  let polling: Promise<void> | null = null;
+  let pollAgain = false;
+  const poll = (): Promise<void> => {
+    if (polling !== null) {
+      pollAgain = true;
+      return polling;
+    }
+    // Cleared in a later microtask, after this assignment, even when pollOnce finishes without awaiting; a trigger
+    // that came in between polls again.
+    polling = pollOnce().finally(() => {
+      polling = null;
+      if (pollAgain) triggerPoll();
+    });
+    return polling;
+  };
+  /** The poll under way, if any, settled. */
+  const pollDone = (): Promise<void> => polling ?? Promise.resolve();
+  const pollOnce = async (): Promise<void> => {
+    do {
+      pollAgain = false;
       const at = daemon.execution?.executed;
       const ready = (h: string): boolean => {
         const n = txBlock.get(h);
@@ -212,77 +285,113 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
         return !azul || (at != null && (at.number > n || (at.number === n && at.index >= txIndex.get(h)!)));
       };
       const open = [...sent.keys()].filter((h) => !daemonReceipts.has(h) && ready(h));
-      if (open.length > 0) {
-        const res = await rpcBatch(rpc, open.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]]));
-        open.forEach((h, i) => {
-          const r = res[i];
-          if (!r?.ok || r.value === null) return;
-          const n = txBlock.get(h);
-          daemonReceipts.set(h, { receipt: r.value, pending: n !== undefined && !sealedAt.has(n) });
-        });
-      }
-      await sleep(10);
-    }
-  })();
+      if (open.length > 0) record(open, await rpcBatch(rpc, open.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]])));
+    } while (pollAgain && !stopRun.signal.aborted);
+  };
+  const pollErrors: string[] = [];
+  const triggerPoll = (): void => {
+    if (!stopRun.signal.aborted) poll().catch((e: unknown) => void pollErrors.push(String(e)));
+  };
+  const offPublished = (): boolean => published.delete(triggerPoll);
+  published.add(triggerPoll);
+  const offExecuted = daemon.execution!.onExecuted(triggerPoll);
+  t.teardown(() => {
+    offPublished();
+    offExecuted();
+  });
 
-  // State: snapshots at each block's last flashblock, taken while the relay holds the next block back.
+  // State: a snapshot at each block's last flashblock, taken while the devnet holds the block's seal.
   const snapshots = new Map<string, Snapshot>();
-  const skipped: Record<string, number> = { moved: 0, settled: 0, unreached: 0 };
+  const skipped: Record<string, number> = {};
   const skip = (why: string): void => void (skipped[why] = (skipped[why] ?? 0) + 1);
-  /** Per block, from its last flashblock's publication: ms until the daemon had executed it, and until the seal. */
-  const lastFlashblockMs: { executed: number; sealed: number }[] = [];
-  finalSnapshot = async (n: number, index: number): Promise<void> => {
+  /** Per held block, from its last flashblock's publication: ms until the daemon had executed it, and until the seal was released. */
+  const lastFlashblockMs: { executed: number; held: number }[] = [];
+  /** The first hold that failed (later seals are then not held, so a stuck daemon costs one HOLD_WAIT_MS). */
+  let holdFailure: string | null = null;
+  let traffic: Traffic | null = null;
+
+  /** Takes the state snapshot at `n`/`index`; false when the answers did not all come from that flashblock. */
+  const snapshot = async (tr: Traffic, n: number, index: number): Promise<boolean> => {
     const pos = `${n}/${index}`;
-    // The whole stream waits behind the held frame: a lagging engine costs this block's comparison, not the next
-    // block's preconfirmations.
-    const end = performance.now() + HOLD_MAX_MS;
-    while (posOf(daemon) !== pos) {
-      if (performance.now() > end || !running) {
-        skip('unreached');
-        return;
-      }
-      await sleep(2);
+    const fallbacks = fallbackCounts(daemon);
+    const [blk] = await rpcBatch(rpc, [['eth_getBlockByNumber', ['pending', true]]]);
+    if (!blk?.ok || blk.value === null || Number(blk.value.number) !== n || blk.value.transactions.length !== txCountAt.get(pos)) {
+      skip('moved');
+      return false;
     }
-    const published = publishedAt.get(pos);
-    const sealed = sealedAt.get(n);
-    if (published !== undefined && sealed !== undefined) lastFlashblockMs.push({ executed: performance.now() - published, sealed: sealed - published });
-    for (let attempt = 0; attempt < 3 && running && performance.now() < end; attempt++) {
-      const fallbacks = fallbackCounts(daemon);
-      const [blk] = await rpcBatch(rpc, [['eth_getBlockByNumber', ['pending', true]]]);
-      if (!blk?.ok || blk.value === null || Number(blk.value.number) !== n || blk.value.transactions.length !== txCountAt.get(pos)) {
-        skip('moved');
-        continue;
+    const probes = probesFor(blk.value, tr, senders, sent);
+    const height = toHex(n);
+    const res = await rpcBatch(rpc, [
+      ...probes.map((q) => callOf(q, 'pending', height)),
+      ['eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }]],
+      ['eth_getBlockReceipts', ['pending']],
+    ]);
+    // Kept only when every answer came from the pending state at this flashblock: no fallback to the node for the
+    // engine (or a broken block), the block not settled meanwhile, the executed position unchanged. None of these
+    // can change while the seal is held; a 'stale' fallback (no pending block) can only be counted by another reader.
+    const now = fallbackCounts(daemon);
+    const moved = Object.keys(now).filter((k) => k !== 'stale' && now[k] !== fallbacks[k]);
+    if (moved.length > 0) for (const k of moved) skip(`fallback ${k}`);
+    else if (daemon.view.canonical >= n || daemon.view.pendingBlock()?.number !== n) skip('settled');
+    else if (posOf(daemon) !== pos) skip('moved');
+    else {
+      snapshots.set(pos, { number: n, index, probes, answers: res.slice(0, probes.length), logs: res[probes.length]!, blockReceipts: res[probes.length + 1]! });
+      return true;
+    }
+    return false;
+  };
+
+  /** The seal hold of block `n` (last flashblock `index`): executed there, state snapshot, the block's receipts read. */
+  const hold = async (n: number, index: number): Promise<void> => {
+    if (n <= bootBlock || holdFailure !== null || stopRun.signal.aborted) return;
+    const pos = `${n}/${index}`;
+    const heldAt = performance.now();
+    holdFrom.set(n, heldAt);
+    try {
+      await untilExecuted(daemon, n, index, HOLD_WAIT_MS, stopRun.signal);
+      const publishedMs = publishedAt.get(pos) ?? heldAt;
+      const executedMs = performance.now() - publishedMs;
+      const tr = traffic;
+      if (tr !== null) {
+        let ok = false;
+        for (let attempt = 0; attempt < 3 && !ok && !stopRun.signal.aborted; attempt++) ok = await within(snapshot(tr, n, index), HOLD_WAIT_MS, `state snapshot at ${pos}`);
       }
-      const probes = probesFor(blk.value, traffic, senders, sent);
-      const height = toHex(n);
-      const res = await rpcBatch(rpc, [
-        ...probes.map((q) => callOf(q, 'pending', height)),
-        ['eth_getLogs', [{ fromBlock: 'pending', toBlock: 'pending' }]],
-        ['eth_getBlockReceipts', ['pending']],
-      ]);
-      // Kept only when every answer came from the pending state at this flashblock: no fallback to the node for
-      // the engine (or a broken block), the block not settled meanwhile (a 'stale' fallback — no pending block —
-      // means exactly that; other clients of the daemon, the receipt poller, may count one between two blocks), the
-      // executed position unchanged.
-      const now = fallbackCounts(daemon);
-      const moved = Object.keys(now).filter((k) => k !== 'stale' && now[k] !== fallbacks[k]);
-      if (moved.length > 0) for (const k of moved) skip(`fallback ${k}`);
-      else if (daemon.view.canonical >= n || daemon.view.pendingBlock()?.number !== n) skip('settled');
-      else if (posOf(daemon) !== pos) skip('moved');
-      else {
-        snapshots.set(pos, { number: n, index, probes, answers: res.slice(0, probes.length), logs: res[probes.length]!, blockReceipts: res[probes.length + 1]! });
-        return;
-      }
+      // Every receipt of the block not read yet, read now: the block is still pending (its seal is held). Taken from
+      // what the devnet published, not from `sent`: a tx may be in a flashblock before its submission has returned.
+      const rest = [...txBlock].filter(([h, b]) => b === n && !daemonReceipts.has(h)).map(([h]) => h);
+      if (rest.length > 0) record(rest, await within(rpcBatch(rpc, rest.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]])), HOLD_WAIT_MS, `receipts of block ${n}`));
+      lastFlashblockMs.push({ executed: executedMs, held: performance.now() - publishedMs });
+    } catch (e) {
+      if (stopRun.signal.aborted) return;
+      const p = daemon.view.pendingBlock();
+      const warned = logLines.slice(logFrom).slice(-3).join(' | ');
+      holdFailure = `seal of block ${n} (last flashblock ${index}): ${e instanceof Error ? e.message : String(e)}; the daemon's pending block ${p == null ? 'none' : `${p.number}/${p.lastIndex}`}, ${daemon.metrics.executionFlashblocks.failed.value} flashblocks failed to execute; last warnings: ${warned || 'none'}`;
     }
   };
+  // The devnet's own bound is above the sum of this hold's bounded waits: it only guards a hold that never ends.
+  const releaseHolds = devnet.holdSeals((last) => hold(last.blockNumber, last.index), 6 * HOLD_WAIT_MS);
+  t.teardown(releaseHolds);
+
+  // Traffic starts in the next block, the first the daemon sees from index 0 on: every tx's block has its seal held.
+  await untilFlashblock(() => Math.max(...fbCount.keys()) > bootBlock, () => `no block after ${bootBlock} began`, HOLD_WAIT_MS);
+  traffic = await startTraffic({ rpcUrl: rpc, chainId: devnet.chainId, accounts: senderAccounts, txPerSec: TX_PER_SEC, maxTxs: TXS, onSent: (s) => void sent.set(s.hash, s) });
+  t.teardown(() => traffic!.stop());
+  const startBlock = Math.max(...fbCount.keys());
 
   await traffic.done();
   const lastSent = Math.max(...fbCount.keys());
-  // Every sent tx in a flashblock, and its block sealed.
-  const deadline = Date.now() + 20_000;
-  while (Date.now() < deadline && ([...sent.keys()].some((h) => !daemonReceipts.has(h) || !sealedAt.has(txBlock.get(h) ?? Infinity)) || !sealedAt.has(lastSent))) await sleep(50);
-  running = false;
-  await receiptPoller;
+  // Every sent tx in a flashblock, its receipt read, and its block sealed (each seal held for the reads).
+  const unfinished = (): string[] => [...sent.keys()].filter((h) => !daemonReceipts.has(h) || !sealedAt.has(txBlock.get(h) ?? Infinity));
+  await untilFlashblock(
+    () => holdFailure !== null || (unfinished().length === 0 && sealedAt.has(lastSent)),
+    () => `${unfinished().length} txs without a receipt read or a sealed block (e.g. ${unfinished()[0]}), block ${lastSent} ${sealedAt.has(lastSent) ? '' : 'not '}sealed`,
+    2 * HOLD_WAIT_MS,
+  ).catch((e: unknown) => t.fail(String(e)));
+  stopRun.abort();
+  releaseHolds();
+  await pollDone().catch(() => undefined);
+  t.equal(holdFailure, null, 'every seal held until the daemon had executed the block\'s last flashblock and the reads there were done');
+  t.same(pollErrors.slice(0, 3), [], 'the receipt poller got an answer to every batch');
   const stats = traffic.stats();
   t.equal(stats.errors, 0, `every submission accepted (${stats.lastError ?? 'no error'})`);
   t.ok(sent.size >= 1000, `${sent.size} txs sent through the daemon`);
@@ -290,13 +399,15 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
   const kindOf = (h: string): TxKind | 'other' => sent.get(h)?.kind ?? 'other';
   const cmp = (a: unknown, b: unknown): string | null => firstDiff(strip(a), strip(b));
 
-  // Receipts served while pending, field by field, against the node's canonical receipts.
+  // Receipts served while pending (all of them: each block's seal waited for its reads), field by field, against the
+  // node's canonical receipts.
   const receipts = new Tally();
   const hashes = [...sent.keys()];
   const canon = await rpcBatch(devnet.nodeRpcUrl, hashes.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]]));
   let pendingSeen = 0;
   const pendingByKind: Record<string, number> = {};
-  /** Receipts not served before the seal, by where their tx sat: the block's last flashblock (built at the seal) or earlier. */
+  /** Measured only: receipts served before their block's seal was due (the hold began); the others by where their tx sat. */
+  let early = 0;
   const late = { lastFlashblock: 0, earlier: 0 };
   hashes.forEach((h, i) => {
     const d = daemonReceipts.get(h);
@@ -306,10 +417,14 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
       return;
     }
     if (!d.pending) {
+      receipts.add(kindOf(h), 'served while pending', `read after block ${txBlock.get(h)} was sealed`);
+      return;
+    }
+    if (d.early) early++;
+    else {
       const n = txBlock.get(h);
       if (n !== undefined && txIndex.get(h) === (fbCount.get(n) ?? 0) - 1) late.lastFlashblock++;
       else late.earlier++;
-      return;
     }
     pendingSeen++;
     pendingByKind[kindOf(h)] = (pendingByKind[kindOf(h)] ?? 0) + 1;
@@ -324,7 +439,7 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
   const blockReceipts = new Tally();
   let blocksCompared = 0;
   let blocksMissed = 0;
-  for (let n = startBlock + 1; n < lastSent; n++) {
+  for (let n = startBlock + 1; n <= lastSent; n++) {
     const count = fbCount.get(n);
     const s = count === undefined ? undefined : snapshots.get(`${n}/${count - 1}`);
     if (s === undefined) {
@@ -364,24 +479,33 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
     pairUp(blockReceipts, s.blockReceipts, want[s.probes.length + 1]!, 'receipt');
   }
 
-  // The env contract in every flashblock: those of the run's full blocks that hold any tx, and how many hold an env call.
+  // The env contract in every flashblock: those of the run's full blocks that hold any tx, and how many hold an env
+  // call. The traffic sends one every 150 ms, so how many flashblocks get one is timing (78-93 % on this 2-core machine
+  // with one extra CPU hog, 93-99 % without): measured per flashblock, asserted per block.
   let withTxs = 0;
   let withEnv = 0;
+  const blocksWithoutEnv: number[] = [];
   for (let n = startBlock + 1; n < lastSent; n++) {
+    let txs = 0;
+    let env = 0;
     for (let i = 0; i < (fbCount.get(n) ?? 0); i++) {
       const hs = fbTxs.get(`${n}/${i}`) ?? [];
       if (hs.length === 0) continue;
-      withTxs++;
-      if (hs.some((h) => kindOf(h) === 'env')) withEnv++;
+      txs++;
+      if (hs.some((h) => kindOf(h) === 'env')) env++;
     }
+    withTxs += txs;
+    withEnv += env;
+    if (txs > 0 && env === 0) blocksWithoutEnv.push(n);
   }
-  t.ok(withEnv >= 0.9 * withTxs, `${withEnv} of ${withTxs} flashblocks with transactions hold an env call (NUMBER, TIMESTAMP, BASEFEE, COINBASE, BLOCKHASH)`);
+  t.comment(`${withEnv} of ${withTxs} flashblocks with transactions hold an env call (${((100 * withEnv) / withTxs).toFixed(1)} %)`);
+  t.same(blocksWithoutEnv, [], `every block with transactions holds an env call (NUMBER, TIMESTAMP, BASEFEE, COINBASE, BLOCKHASH; ${lastSent - startBlock - 1} blocks)`);
   const byKind: Record<string, number> = {};
   for (const x of sent.values()) byKind[x.kind] = (byKind[x.kind] ?? 0) + 1;
-  t.comment(`sent by kind ${JSON.stringify(byKind)}; receipts seen pending ${pendingSeen}/${sent.size} by kind ${JSON.stringify(pendingByKind)}; not seen pending: ${late.lastFlashblock} in their block's last flashblock, ${late.earlier} earlier`);
+  t.comment(`sent by kind ${JSON.stringify(byKind)}; receipts compared while pending ${pendingSeen}/${sent.size} by kind ${JSON.stringify(pendingByKind)}`);
   t.comment(
-    `a block's last flashblock (built at the seal): executed by the daemon ${median(lastFlashblockMs.map((x) => x.executed)).toFixed(0)} ms after its publication (median), ` +
-      `the block sealed ${median(lastFlashblockMs.map((x) => x.sealed)).toFixed(0)} ms after it (median of ${lastFlashblockMs.length} blocks)`,
+    `a block's last flashblock (built when the seal is due): executed by the daemon ${median(lastFlashblockMs.map((x) => x.executed)).toFixed(0)} ms after its publication (median), ` +
+      `the seal released ${median(lastFlashblockMs.map((x) => x.held)).toFixed(0)} ms after it (median of ${lastFlashblockMs.length} held blocks)`,
   );
   t.comment(receipts.format('receipts served while pending vs canonical (kind: field compared/differed)'));
   t.comment(blockReceipts.format(`eth_getBlockReceipts(pending) at the last flashblock vs canonical, ${blocksCompared} blocks (kind: compared/differed)`));
@@ -392,14 +516,15 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
     t.equal(tally.differed, 0, `${name}: ${tally.compared} values compared, ${tally.differed} differ ${JSON.stringify(tally.differences())}`);
   }
   t.same(ex.slice(0, 10), [], 'first differences');
-  // The devnet builds a block's last flashblock at the seal (the node shows the block ~25 ms after it): a receipt
-  // there is served from execution only if the engine beats that, which it does not on this machine (the medians
-  // above). How many are served while pending is timing (noisy on a shared machine: 100 % of those before the last
-  // flashblock in quiet runs, a few missed under load); the bound only catches a systematic loss, e.g. a block's
-  // executed receipts withheld after a divergence (5 % seen when BLOCKHASH(parent) was inexact).
-  t.comment(`${pendingSeen} of ${sent.size} receipts (${((100 * pendingSeen) / sent.size).toFixed(1)} %) served before the block was sealed; missed: ${late.lastFlashblock} in a block's last flashblock, ${late.earlier} earlier`);
-  t.ok(pendingSeen >= 0.5 * sent.size, `at least half served before the block was sealed (${pendingSeen})`);
-  t.ok(blocksCompared >= 0.5 * (lastSent - startBlock - 1), `${blocksCompared} blocks' state compared (of ${lastSent - startBlock - 1})`);
+  // Measured, not asserted (timing: the machine's load decides it). The devnet builds a block's last flashblock when
+  // the seal is due: a receipt there is served before the seal only if the daemon (from execution, post-Azul) beats
+  // that. Without the hold, these are the receipts a client would have seen preconfirmed.
+  t.comment(
+    `receipts served before their block's seal was due: ${early} of ${sent.size} (${((100 * early) / sent.size).toFixed(1)} %); ` +
+      `the others, read while the seal was held: ${late.lastFlashblock} in a block's last flashblock, ${late.earlier} earlier`,
+  );
+  t.equal(pendingSeen, sent.size, `every receipt compared while pending (${pendingSeen} of ${sent.size})`);
+  t.equal(blocksCompared, lastSent - startBlock, `every block's state compared at its last flashblock (${blocksCompared} of ${lastSent - startBlock}; discarded attempts ${JSON.stringify(skipped)})`);
   for (const k of ['env', 'refund', 'deposit', 'eip7702', 'deploy', 'legacy', 'eip2930', 'eip1559', 'transfer', 'revert']) t.ok((pendingByKind[k] ?? 0) > 0, `${k} receipts compared while pending`);
   const warnings = logLines.slice(logFrom);
   if (process.env.DIFF_LOG) appendFileSync(process.env.DIFF_LOG, warnings.join('\n') + '\n');
@@ -409,8 +534,10 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
   const executed = m.executionFlashblocks.executed.value;
   t.ok(executed > 100, `${executed} flashblocks executed`);
   t.equal(m.executionVerified.value, executed, `every executed flashblock verified against its diff.receipts_root (${m.executionVerified.value} of ${executed})`);
-  const st = daemon.execution!.engine.status();
-  t.ok(st.swaps > 0, `the engine moved to a fork at the canonical head ${st.swaps} times (last took ${Math.round(st.lastSwapMs ?? NaN)} ms)`);
+  // Engine-specific (a forking engine reports swaps; an in-process one has none to report): a comment, not a check.
+  if (m.executionSwaps.value > 0) t.comment(`the engine moved to a fork at the canonical head ${m.executionSwaps.value} times`);
+  const ds = devnet.stats();
+  t.equal(ds.sealHoldTimeouts, 0, `no held seal expired on the devnet's side (${ds.heldSeals} seals held)`);
 }
 
 t.test('differential, stream with receipts: pending answers equal the canonical ones over ≥ 1,000 txs of every kind', (t) =>
