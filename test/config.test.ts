@@ -202,7 +202,7 @@ t.test('pending execution settings: on by default, a strategy from the list, a w
 
 t.test('enum settings: every allowed value is accepted, --help lists them, nothing enum-like is a free string', async (t) => {
   const enums = SETTINGS.filter((s) => s.kind === 'enum');
-  t.same(enums.map((s) => s.flag).sort(), ['execution-hardfork', 'log-level']);
+  t.same(enums.map((s) => s.flag).sort(), ['execution-engine', 'execution-hardfork', 'log-level']);
   const help = helpText();
   for (const s of enums) {
     t.ok(s.values!.includes(s.def), `the default of --${s.flag} is one of its values`);
