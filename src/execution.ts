@@ -293,6 +293,8 @@ export class ExecutionFeed {
       this.d.log.warn(`execution engine: flashblock not executed (${reason}); pending state reads at its block answer as latest`, { block: b.number, index, reason, error: message });
     }
     this.d.metrics.executionVerifiedRatio.set(this.verifiedCount / this.handed);
+    // A failure may have restarted the engine: its counters move now, not at the next tick.
+    this.refresh();
   }
 
   /** Node reads per block: the engine's reads between two consecutive blocks' first flashblocks handed over. */
