@@ -122,7 +122,9 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
     }
     const m = await scrapeMetrics(metricsUrl);
     const executed = m.get('flashblocksd_execution_flashblocks_total{outcome="executed"}') ?? 0;
-    const failedFb = m.get('flashblocksd_execution_flashblocks_total{outcome="failed"}') ?? 0;
+    // Every outcome but executed is a flashblock not executed (by reason since issue 22).
+    let failedFb = 0;
+    for (const [k, v] of m) if (k.startsWith('flashblocksd_execution_flashblocks_total{') && !k.endsWith('{outcome="executed"}')) failedFb += v;
     const verified = m.get('flashblocksd_execution_verified_total') ?? 0;
     const diverged = m.get('flashblocksd_execution_divergences_total{source="receipts_root"}') ?? 0;
 

@@ -4,10 +4,10 @@
 // blocks, and answers "may a read use executed state as of flashblock (n, i)?" for the RPC handlers. Engine
 // failures are values here: they never reach the pipeline and never crash the daemon.
 import { performance } from 'node:perf_hooks';
-import type { ExecutionEngine, FlashblockWork } from './exec/engine.js';
+import type { ApplyFailure, ExecutionEngine, FlashblockWork } from './exec/engine.js';
 import type { ExecutedReceipt } from './exec/receipts.js';
 import type { Logger } from './log.js';
-import type { Metrics } from './metrics/metrics.js';
+import type { ExecutionOutcome, Metrics } from './metrics/metrics.js';
 import type { StateEvents } from './state/events.js';
 import type { BlockView, PendingView } from './state/view.js';
 
@@ -19,6 +19,8 @@ export interface ExecutionFeedOptions {
   waitMs: number;
   /** First delay before retrying a failed start (doubles up to 30 s). */
   startRetryMs?: number;
+  /** /readyz reports the engine lagging (not ready) beyond this many flashblocks in flight (default 5). */
+  maxLagFlashblocks?: number;
 }
 
 export interface ExecutionFeedDeps {
@@ -81,6 +83,13 @@ export class ExecutionFeed {
   private swapsSeen = 0;
   private nodeReadsSeen = 0;
   private rebuildsSeen = 0;
+  /** Flashblocks handed to the engine, and how many it verified (the verified share is their ratio). */
+  private handed = 0;
+  private verifiedCount = 0;
+  /** Held blocks not handed over for want of their parent: flashblocks seen (counted as no_parent once canonical). */
+  private readonly unfed = new Map<number, number>();
+  /** The engine's node reads when the last block's index 0 was handed over, and that block. */
+  private blockStart: { number: number; reads: number } | null = null;
   private readonly ticker: NodeJS.Timeout;
   private startTimer: NodeJS.Timeout | null = null;
   private lastStartError: string | null = null;
@@ -98,6 +107,7 @@ export class ExecutionFeed {
     this.offApplied = this.d.events.onApplied((block) => this.feed(block));
     this.offCanonical = this.d.events.onCanonical((n) => {
       this.d.engine.noteCanonical(n);
+      this.countUnfed(n);
       // A block held back for want of its parent may start now (the engine forks at the new head).
       if (this.phase === 'up' || this.phase === 'restarting') this.catchUp();
     });
@@ -144,7 +154,11 @@ export class ExecutionFeed {
       // The engine builds block N on its own execution of N-1, or on the node's N-1 once canonical. A block whose
       // parent it does not hold (joined mid-block, a failed block, start-up) waits for the node's N-1; reads at it
       // answer as latest meanwhile.
-      if (!this.parentReady(block.number)) return;
+      if (!this.parentReady(block.number)) {
+        this.unfed.set(block.number, block.lastIndex + 1);
+        return;
+      }
+      this.unfed.delete(block.number);
       // A new build at this height (or the first): start over from index 0; builds above it are void too.
       for (const n of this.fed.keys()) if (n >= block.number) this.fed.delete(n);
       if (this.done !== null && this.done.number >= block.number) this.done = null;
@@ -152,9 +166,27 @@ export class ExecutionFeed {
       this.fed.set(block.number, f);
     }
     if (block.broken) f.failed = true;
-    if (f.failed) return;
+    if (f.failed) {
+      // Not handed over: an earlier flashblock of the block was not executed (counted, logged once with the failure).
+      for (; f.next <= block.lastIndex; f.next++) this.count('block_failed');
+      return;
+    }
     for (; f.next <= block.lastIndex; f.next++) this.hand(f, f.next);
     for (const n of this.fed.keys()) if (n <= this.d.view.canonical) this.fed.delete(n);
+  }
+
+  private count(outcome: ExecutionOutcome): void {
+    this.d.metrics.executionFlashblocks[outcome].inc();
+  }
+
+  /** Blocks ≤ canonical `n` that were never handed over (their parent was not there): counted as no_parent. */
+  private countUnfed(n: number): void {
+    for (const [k, seen] of this.unfed) {
+      if (k > n) continue;
+      this.unfed.delete(k);
+      this.d.metrics.executionFlashblocks.no_parent.inc(seen);
+      this.d.log.info('execution engine: block canonical before it could be executed (its parent was not executed here); reads at it answered as latest', { block: k, flashblocks: seen });
+    }
   }
 
   /** Whether block `n` can be executed now: its parent is canonical, or handed to the engine and not failed. */
@@ -189,6 +221,8 @@ export class ExecutionFeed {
     };
     const entry = { number: b.number, index, appliedMs: performance.now() };
     this.inflight.push(entry);
+    this.handed++;
+    if (index === 0) this.noteBlockStart(b.number);
     this.d.metrics.executionLagFlashblocks.set(this.inflight.length);
     void this.d.engine.applyFlashblock(work).then((out) => {
       const k = this.inflight.indexOf(entry);
@@ -196,25 +230,23 @@ export class ExecutionFeed {
       this.d.metrics.executionLagFlashblocks.set(this.inflight.length);
       const m = this.d.metrics;
       if (!out.ok) {
-        m.executionFlashblocks.failed.inc();
-        // Not the next block (canonical already) is no failure of the block's state: nothing to serve.
-        if (out.reason !== 'not_next' && this.fed.get(b.number)?.view === b) {
-          this.fed.get(b.number)!.failed = true;
-          this.d.log.warn('execution engine: flashblock not executed; pending state reads at it answer as latest', { block: b.number, index, reason: out.reason, error: out.message });
-        }
+        this.notExecuted(b, index, out.reason, out.message);
         this.settleWaiters();
         return;
       }
       m.executionFlashblocks.executed.inc();
       this.refresh();
       m.executionApplySeconds.observe(out.applyMs / 1000);
-      if (out.verified === true) m.executionVerified.inc();
-      else if (out.verified === false) {
+      if (out.verified === true) {
+        m.executionVerified.inc();
+        this.verifiedCount++;
+      } else if (out.verified === false) {
         m.executionDivergences.receipts_root.inc();
         const cur = this.fed.get(b.number);
         if (cur?.view === b) cur.diverged = true;
         this.d.log.warn('execution engine: executed receipts root differs from the flashblock; its block\'s executed receipts are not served', { block: b.number, index });
       }
+      m.executionVerifiedRatio.set(this.verifiedCount / this.handed);
       // Cross-check the stream's receipts (where it carried them) against execution.
       for (let i = 0; i < out.receipts.length && from + i < to; i++) {
         const rec = b.txs[from + i]!;
@@ -239,6 +271,41 @@ export class ExecutionFeed {
         }
       }
     });
+  }
+
+  /**
+   * Counts a flashblock the engine did not execute by its reason and logs it: a stop is no failure (info); not the
+   * next block (canonical already) is no failure of the block's state (debug); a later flashblock of a block that
+   * failed is counted as block_failed (the failure itself was logged); anything else marks its block failed (warn).
+   */
+  private notExecuted(b: BlockView, index: number, reason: ApplyFailure, message: string): void {
+    const cur = this.fed.get(b.number);
+    const mine = cur?.view === b;
+    if (this.stopped) {
+      this.count('stopped');
+      this.d.log.info('execution engine: flashblock not executed, the daemon is stopping', { block: b.number, index });
+    } else if (mine && cur.failed) {
+      this.count('block_failed');
+    } else if (reason === 'not_next') {
+      this.count('not_next');
+      this.d.log.debug('execution engine: flashblock not executed, its block is canonical already or not open', { block: b.number, index, error: message });
+    } else {
+      this.count(reason);
+      if (mine) cur.failed = true;
+      this.d.log.warn(`execution engine: flashblock not executed (${reason}); pending state reads at its block answer as latest`, { block: b.number, index, reason, error: message });
+    }
+    this.d.metrics.executionVerifiedRatio.set(this.verifiedCount / this.handed);
+    // A failure may have restarted the engine: its counters move now, not at the next tick.
+    this.refresh();
+  }
+
+  /** Node reads per block: the engine's reads between two consecutive blocks' first flashblocks handed over. */
+  private noteBlockStart(n: number): void {
+    const reads = this.d.engine.status().nodeReads;
+    if (reads === null) return;
+    const prev = this.blockStart;
+    if (prev !== null && prev.number === n - 1) this.d.metrics.executionNodeReadsPerBlock.set(reads - prev.reads);
+    this.blockStart = { number: n, reads };
   }
 
   /** Resolves waiters whose flashblock is executed (true) or can no longer be (false). */
@@ -313,8 +380,11 @@ export class ExecutionFeed {
     return this.phase;
   }
 
-  /** The phase and a line of detail for /readyz. */
-  health(): { phase: ExecutionPhase; detail: string } {
+  /**
+   * The phase and a line of detail for /readyz; `lagging` says why the engine is too far behind the stream to be
+   * ready (more than maxLagFlashblocks in flight, or the oldest waiting longer than --execution-wait-ms), else null.
+   */
+  health(): { phase: ExecutionPhase; detail: string; lagging: string | null } {
     const st = this.d.engine.status();
     const at = this.done === null ? 'nothing executed yet' : `executed up to ${this.done.number}/${this.done.index}`;
     const lag = this.inflight.length;
@@ -322,7 +392,13 @@ export class ExecutionFeed {
     const err = last === null ? '' : `; last error: ${last}`;
     // Before the first executed flashblock the engine is not ready yet: that is starting, not a restart.
     const phase = this.phase === 'restarting' && st.restarts === 0 && this.done === null ? 'starting' : this.phase;
-    return { phase, detail: `${at}, ${lag} flashblocks behind, ${st.restarts} restarts, ${st.divergences} divergences${err}` };
+    const maxLag = this.o.maxLagFlashblocks ?? 5;
+    const oldest = this.inflight[0];
+    const ageMs = oldest === undefined ? 0 : Math.round(performance.now() - oldest.appliedMs);
+    const boundMs = this.o.waitMs > 0 ? this.o.waitMs : 1000;
+    const lagging =
+      lag > maxLag ? `lagging: ${lag} flashblocks behind (limit ${maxLag})` : ageMs > boundMs ? `lagging: the oldest flashblock waits ${ageMs} ms (limit ${boundMs} ms)` : null;
+    return { phase, detail: `${at}, ${lag} flashblocks behind, ${st.restarts} restarts, ${st.divergences} divergences${err}`, lagging };
   }
 
   /** Newest executed flashblock, or null. */
@@ -347,6 +423,7 @@ export class ExecutionFeed {
       this.swapsSeen = st.swaps;
       if (st.lastSwapMs !== null) m.executionLastSwapSeconds.set(st.lastSwapMs / 1000);
     }
+    if (st.cacheBytes != null) m.executionCacheBytes.set(st.cacheBytes);
     if (st.rebuilds > this.rebuildsSeen) {
       m.executionRebuilds.inc(st.rebuilds - this.rebuildsSeen);
       this.rebuildsSeen = st.rebuilds;

@@ -143,8 +143,12 @@ export interface FlashblockWork {
   receiptsRoot: string | null;
 }
 
-/** Why an apply did not produce executed state. */
-export type ApplyFailure = 'engine_down' | 'not_next' | 'tx_rejected' | 'execution_error';
+/**
+ * Why an apply did not produce executed state: the engine is down or stopped, the flashblock is not the next one
+ * (canonical already, or its block is not open), a transaction was invalid, the EVM failed, a node read failed
+ * (unreachable, or it lacks an ancestor's hash or state), or the engine panicked (then it restarts).
+ */
+export type ApplyFailure = 'engine_down' | 'not_next' | 'tx_rejected' | 'execution_error' | 'node_error' | 'panic';
 
 /** What applying one flashblock did. Per-frame outcomes are values; `applyFlashblock` never throws. */
 export type ApplyOutcome =

@@ -178,10 +178,11 @@ export class RevmEngine implements ExecutionEngine {
       if (code === 'E_PANIC' || code === 'E_POISONED') {
         this.log('execution engine panicked; restarting it (its state is rebuilt from the held flashblocks)', { block: fb.blockNumber, index: fb.index, error: message }, 'error');
         await this.restart(fb.blockNumber);
-        return { ok: false, reason: 'execution_error', message: `engine panic: ${message}` };
+        return { ok: false, reason: 'panic', message: `engine panic: ${message}` };
       }
       if (code === 'E_NOT_NEXT') return { ok: false, reason: 'not_next', message };
       if (code === 'E_CLOSED') return { ok: false, reason: 'engine_down', message };
+      if (code === 'E_NODE') return { ok: false, reason: 'node_error', message: `node read failed: ${message}` };
       return { ok: false, reason: code === 'E_TX' ? 'tx_rejected' : 'execution_error', message };
     }
     const wire = JSON.parse(answer) as { receipts: WireReceipt[] };

@@ -1,6 +1,6 @@
 // Readiness as /readyz reports it, from plain observations (no module references): whether pending answers can be
-// served — a fresh flashblock, an upstream connected, the node answering, an execution engine that can run. Pure;
-// the daemon gathers the inputs.
+// served — a fresh flashblock, an upstream connected, the node answering, an execution engine that can run and
+// keeps up. Pure; the daemon gathers the inputs.
 import type { HealthReport } from './server.js';
 
 /** What readiness is judged from, observed at one instant. */
@@ -23,8 +23,9 @@ export interface HealthInputs {
   /**
    * Pending execution: its phase (off, starting, up, restarting, down) and a line of detail; absent = off.
    * cannotRun: the engine it was told to run is missing or cannot be run (down for good, not retrying).
+   * lagging: why the engine is too far behind the stream (its pending reads would answer as latest), else null.
    */
-  execution?: { phase: string; detail: string; cannotRun?: boolean };
+  execution?: { phase: string; detail: string; cannotRun?: boolean; lagging?: string | null };
   /** Flashblocks considered gone (src/ingest/retirement.ts): its reason label and operator message; absent = streaming. */
   retirement?: { reason: string; message: string };
 }
@@ -36,8 +37,10 @@ export function healthReport(h: HealthInputs): HealthReport {
   const fresh = !h.flashblocksEnabled || (age !== null && age <= h.readyMaxAgeMs);
   const upOk = !h.flashblocksEnabled || h.upstreamConnected > 0;
   // An engine that is starting, restarting or retrying does not affect readiness (pending reads answer as latest
-  // meanwhile); one that cannot run at all is a configuration to fix, so the instance is not ready.
-  const engineRunnable = h.execution?.cannotRun !== true;
+  // meanwhile); one that cannot run at all is a configuration to fix, and one lagging behind the stream answers
+  // pending reads as latest for as long as it lags: in both cases the instance is not ready.
+  const lagging = h.execution?.lagging ?? null;
+  const engineRunnable = h.execution?.cannotRun !== true && lagging === null;
   const mismatch = h.chainMismatch ?? null;
   const gone = h.retirement;
   return {
@@ -56,8 +59,8 @@ export function healthReport(h: HealthInputs): HealthReport {
       node: { ok: nodeReachable, detail: h.nodeEnabled ? (nodeReachable ? `head ${h.nodeHead}` : 'node not answering') : 'no node configured' },
       // Informational unless the engine cannot run (see above): pending state reads then answer as latest.
       execution: {
-        ok: h.execution === undefined || h.execution.phase === 'up' || h.execution.phase === 'off',
-        detail: h.execution === undefined ? 'off' : `${h.execution.phase}: ${h.execution.detail}`,
+        ok: h.execution === undefined || ((h.execution.phase === 'up' || h.execution.phase === 'off') && lagging === null),
+        detail: h.execution === undefined ? 'off' : `${h.execution.phase}: ${lagging === null ? '' : `${lagging}; `}${h.execution.detail}`,
       },
     },
   };

@@ -34,7 +34,15 @@ export type PendingFallbackReason = (typeof PENDING_FALLBACK_REASONS)[number];
 export const EXECUTION_DIVERGENCE_SOURCES = ['receipts_root', 'stream_receipt'] as const;
 export type ExecutionDivergenceSource = (typeof EXECUTION_DIVERGENCE_SOURCES)[number];
 
-export const EXECUTION_OUTCOMES = ['executed', 'failed'] as const;
+/**
+ * What became of a flashblock of the stream, as pending execution saw it: executed, or why not — the engine's
+ * ApplyFailure reasons (src/exec/engine.ts), `block_failed` (an earlier flashblock of its block was not executed, so
+ * it was not handed over), `no_parent` (its block became canonical before the engine could start it: joined
+ * mid-block, or its parent was not executed), `stopped` (the daemon was stopping: not a failure).
+ */
+export const EXECUTION_OUTCOMES = [
+  'executed', 'engine_down', 'not_next', 'tx_rejected', 'execution_error', 'node_error', 'panic', 'block_failed', 'no_parent', 'stopped',
+] as const;
 export type ExecutionOutcome = (typeof EXECUTION_OUTCOMES)[number];
 
 export const RPC_SOURCES = ['state', 'node', 'error'] as const;
@@ -340,6 +348,9 @@ export interface Metrics {
   readonly executionSwaps: CounterCell;
   readonly executionNodeReads: CounterCell;
   readonly executionLastSwapSeconds: GaugeCell;
+  readonly executionVerifiedRatio: GaugeCell;
+  readonly executionCacheBytes: GaugeCell;
+  readonly executionNodeReadsPerBlock: GaugeCell;
 
   readonly rpcRequests: Readonly<Record<RpcMethodLabel, Readonly<Record<RpcSource, CounterCell>>>>;
   readonly rpcSeconds: Readonly<Record<RpcMethodLabel, Readonly<Record<RpcSource, HistogramCell>>>>;
@@ -502,7 +513,10 @@ export function createMetrics(opts: MetricsOptions): Metrics {
 
   // Execution
   const execOutcomeF = counter('execution_flashblocks_total',
-    'Flashblocks handed to the execution engine, by outcome (executed, or failed: not applied, not served).',
+    'Flashblocks of the stream by what execution did with them: outcome=executed, or why not (engine_down, ' +
+    'not_next, tx_rejected, execution_error, node_error, panic: the engine\'s reason; block_failed: an earlier ' +
+    'flashblock of the block was not executed; no_parent: the block turned canonical before it could start; ' +
+    'stopped: the daemon was stopping). Reads at a flashblock not executed answer as latest.',
     ['outcome']);
   const execDivF = counter('execution_divergences_total',
     'Executed flashblocks that disagreed with the builder: source=receipts_root when the executed receipts root ' +
@@ -601,8 +615,8 @@ export function createMetrics(opts: MetricsOptions): Metrics {
       'Time the engine took to execute one flashblock (call to visible state).', EXEC_BUCKETS).child(),
     executionFlashblocks: keyed(EXECUTION_OUTCOMES, (o) => execOutcomeF.child(o)),
     executionVerified: counter('execution_verified_total',
-      'Executed flashblocks whose receipts root equals diff.receipts_root (verified share = this / ' +
-      'execution_flashblocks_total{outcome="executed"}).').child(),
+      'Executed flashblocks whose receipts root equals diff.receipts_root (the verified share is ' +
+      'execution_verified_ratio: this over the flashblocks handed to the engine, not over those executed).').child(),
     executionDivergences: keyed(EXECUTION_DIVERGENCE_SOURCES, (s) => execDivF.child(s)),
     executionRebuilds: counter('execution_rebuilds_total',
       'Exact re-mines of a pending block (strategy, a failed check, or a restart).').child(),
@@ -610,9 +624,18 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     executionSwaps: counter('execution_swaps_total',
       'Engine processes forked at a new canonical head and swapped in (BLOCKHASH of canonical ancestors exact from then).').child(),
     executionNodeReads: counter('execution_node_reads_total',
-      'JSON-RPC calls the execution engine made to the node: canonical state its anvil processes read, block headers.').child(),
+      'JSON-RPC calls the execution engine made to the node: canonical state it read (cold accounts, slots, code, ' +
+      'ancestors\' hashes) and block headers.').child(),
     executionLastSwapSeconds: gauge('execution_last_swap_seconds',
       'Time from a canonical head to its engine process serving reads, for the last swap.').child(),
+    executionVerifiedRatio: gauge('execution_verified_ratio',
+      'Verified share since start: execution_verified_total over the flashblocks handed to the engine (one not ' +
+      'executed, still in flight or not verified counts against it); 0 before the first.').child(),
+    executionCacheBytes: gauge('execution_cache_bytes',
+      'Bytes held by the in-process engine\'s cache of the node\'s state (bounded by --execution-cache-mb).').child(),
+    executionNodeReadsPerBlock: gauge('execution_node_reads_per_block',
+      'Node reads the execution engine made for the last complete block (from its first flashblock to the next ' +
+      'block\'s): flat once the state cache is warm.').child(),
 
     rpcRequests,
     rpcSeconds,

@@ -4,34 +4,12 @@
 import { execFileSync } from 'node:child_process';
 import t, { type Test } from 'tap';
 import { toHex } from 'viem';
-import { startAnvil, type Anvil } from '../../scripts/devnet/anvil.js';
+import type { Anvil } from '../../scripts/devnet/anvil.js';
 import { devAccounts } from '../../scripts/devnet/sequencer.js';
-import { BlockFactory, SINK, type BuiltBlock, type ExecContracts } from '../../scripts/devnet/exec-blocks.js';
+import { SINK } from '../../scripts/devnet/exec-blocks.js';
 import { AnvilEngine, type ExecStrategy } from '../../src/exec/anvil.js';
 import { EngineUnavailableError, EngineUnsupportedError } from '../../src/exec/engine.js';
-
-interface Net {
-  node: Anvil;
-  c: ExecContracts;
-  blocks: BuiltBlock[];
-}
-
-/** A node with the probe/refund/reader contracts and `count` canonical blocks cut into flashblocks. */
-async function net(t: Test, count: number, flashblocks: number, perFlashblock: number): Promise<Net> {
-  const node = await startAnvil({ accounts: 30, extraArgs: ['--gas-limit', '1000000000'] });
-  t.teardown(() => node.stop());
-  const f = await BlockFactory.open(node, 30);
-  const c = await f.setupContracts();
-  const blocks: BuiltBlock[] = [];
-  for (let i = 0; i < count; i++) blocks.push(await f.buildBlock(flashblocks, perFlashblock, true));
-  f.close();
-  return { node, c, blocks };
-}
-
-async function nodeCall(node: Anvil, method: string, params: unknown[]): Promise<string> {
-  const r = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
-  return ((await r.json()) as { result: string }).result;
-}
+import { net, nodeCall } from '../helpers/exec-net.js';
 
 /** pids of this process's children that are anvils forked by an engine. */
 function forkedChildren(): number[] {

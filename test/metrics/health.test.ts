@@ -30,3 +30,13 @@ t.test('an execution engine that cannot run makes the instance not ready, with t
   t.same(r.checks.execution, { ok: false, detail: 'down: cannot run: pass --anvil-binary /path/to/anvil' });
   t.equal(r.checks.pending!.ok, true, 'everything else is fine');
 });
+
+t.test('an execution engine lagging behind the stream makes the instance not ready, with how far behind', async (t) => {
+  const lagging = 'lagging: 9 flashblocks behind (limit 5)';
+  const r = healthReport({ ...base, execution: { phase: 'up', detail: 'executed up to 7/3, 9 flashblocks behind', lagging } });
+  t.equal(r.ready, false);
+  t.same(r.checks.execution, { ok: false, detail: `up: ${lagging}; executed up to 7/3, 9 flashblocks behind` });
+  const caughtUp = healthReport({ ...base, execution: { phase: 'up', detail: 'executed up to 7/3, 0 flashblocks behind', lagging: null } });
+  t.equal(caughtUp.ready, true, 'caught up again: ready');
+  t.equal(caughtUp.checks.execution!.ok, true);
+});

@@ -1,13 +1,12 @@
 // `npm start` as a user runs it, stopped as a user stops it: the daemon with no upstream and no node flags starts the
 // embedded devnet; flashblocks flow for a few blocks; then Ctrl-C — SIGINT to the whole process group (the daemon,
-// the devnet's anvil, the engine's anvil) and once more to the daemon, as npm forwards it. A stop is not a failure:
-// nothing at warn or above while stopping, nothing on stderr, exit 0. And a normal run logs nothing per block at info.
+// the devnet's anvil; the execution engine runs in-process) and once more to the daemon, as npm forwards it. A stop
+// is not a failure: nothing at warn or above while stopping (the engine included), nothing on stderr, exit 0. And a
+// normal run logs nothing per block at info.
 import t from 'tap';
 import { sourceCommand, spawnDaemon } from '../helpers/daemon-process.js';
 
 const LEVELS_ABOVE_INFO = new Set(['warn', 'error', 'fatal']);
-/** Lines from the execution engine (src/exec, src/execution.ts): the lead is replacing it; tracked, not owned here. */
-const fromEngine = (l: Record<string, unknown>): boolean => String(l.msg ?? '').startsWith('execution engine');
 
 async function pendingHeight(url: string): Promise<number> {
   try {
@@ -46,18 +45,18 @@ t.test('Ctrl-C of the daemon on the embedded devnet: no warning while stopping, 
   t.equal(exit.code, 0, `exit code 0 (${JSON.stringify(exit)})`);
   t.ok(stopping.some((l) => l.msg === 'stopped cleanly'), 'stopped cleanly');
   const loud = stopping.filter((l) => LEVELS_ABOVE_INFO.has(String(l.level)) || l.raw !== undefined);
-  t.same(loud.filter((l) => !fromEngine(l)), [], 'no line at warn or above while stopping (daemon and devnet)');
-  // Engine-side (src/exec: the engine's anvil gets the terminal's SIGINT; the supervisor warns and restarts it, and
-  // the flashblocks applied meanwhile warn as not executed); owned by the engine replacement, counted here so it shows.
-  for (const l of loud.filter(fromEngine)) t.comment(`engine-side while stopping: ${l.level} ${String(l.msg)}`);
-  t.same(loud.filter(fromEngine), [], 'no engine line at warn or above while stopping', { todo: "engine-side (src/exec): its anvil, spawned in the daemon's process group, dies of the terminal's SIGINT; the lines are printed as comments above" });
+  t.same(loud, [], 'no line at warn or above while stopping (daemon, execution engine and devnet)');
   t.equal(d.stderr().slice(stderrBefore), '', 'nothing on stderr while stopping (no stack, no SyntaxError)');
 
   // Per-block info lines: a message logged more than once while blocks went by.
   const seen = new Map<string, number>();
   for (const l of during) if (l.level === 'info') seen.set(String(l.msg), (seen.get(String(l.msg)) ?? 0) + 1);
   const repeated = [...seen].filter(([, n]) => n > 1);
-  t.same(repeated.filter(([m]) => !m.startsWith('execution engine')), [], 'no info line per block (daemon and devnet)');
-  t.same(repeated.filter(([m]) => m.startsWith('execution engine')), [], 'no engine info line per block', { todo: 'engine-side: "execution engine: forked at the parent before its next block"' });
-  t.same(during.filter((l) => LEVELS_ABOVE_INFO.has(String(l.level)) && !fromEngine(l)), [], 'no warning in a normal run (daemon and devnet)');
+  t.same(repeated, [], 'no info line per block (daemon, execution engine and devnet)');
+  // The native engine's divergence lines (EIP-7702 refund of an existing authority missed: executed 46,000 vs 36,800
+  // gasUsed on the devnet's 7702 txs) are an engine bug, tracked here until native/ is fixed.
+  const divergence = (l: Record<string, unknown>): boolean => /differs from/.test(String(l.msg ?? ''));
+  const warned = during.filter((l) => LEVELS_ABOVE_INFO.has(String(l.level)));
+  t.same(warned.filter((l) => !divergence(l)), [], 'no warning in a normal run (daemon, execution engine and devnet)');
+  t.same(warned.filter(divergence), [], 'no execution divergence on the devnet', { todo: 'native engine: EIP-7702 refund of an existing authority missing' });
 });
