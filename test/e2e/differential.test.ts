@@ -365,7 +365,7 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
       if (stopRun.signal.aborted) return;
       const p = daemon.view.pendingBlock();
       const warned = logLines.slice(logFrom).slice(-3).join(' | ');
-      holdFailure = `seal of block ${n} (last flashblock ${index}): ${e instanceof Error ? e.message : String(e)}; the daemon's pending block ${p == null ? 'none' : `${p.number}/${p.lastIndex}`}, ${daemon.metrics.executionFlashblocks.failed.value} flashblocks failed to execute; last warnings: ${warned || 'none'}`;
+      holdFailure = `seal of block ${n} (last flashblock ${index}): ${e instanceof Error ? e.message : String(e)}; the daemon's pending block ${p == null ? 'none' : `${p.number}/${p.lastIndex}`}, ${Object.entries(daemon.metrics.executionFlashblocks).filter(([k]) => k !== 'executed').reduce((n, [, c]) => n + c.value, 0)} flashblocks not executed; last warnings: ${warned || 'none'}`;
     }
   };
   // The devnet's own bound is above the sum of this hold's bounded waits: it only guards a hold that never ends.

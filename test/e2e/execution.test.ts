@@ -346,8 +346,7 @@ t.test('post-Azul (?azul=1): receipts, block receipts and pending logs come from
   // The native engine misses the EIP-7702 refund of an authority that exists (gasUsed 46,000 executed vs 36,800
   // canonical on the devnet's 7702 txs): its blocks diverge and their executed receipts are withheld. Engine-side
   // (native/), reported to the lead; these two assertions hold again once it is fixed.
-  const engineBug = { todo: 'native engine: EIP-7702 refund of an existing authority missing (executed 46000 vs canonical 36800 gasUsed)' };
-  t.ok(early.size >= 20, `${early.size} of ${sent.length} receipts served from execution before the node had them`, engineBug);
+  t.ok(early.size >= 20, `${early.size} of ${sent.length} receipts served from execution before the node had them`);
   t.ok(blockReceipts > 0, `eth_getBlockReceipts(pending) served ${blockReceipts} receipts`);
   t.ok(logsSeen > 0, `eth_getLogs(pending) served ${logsSeen} logs`);
   // Once every block landed, each early receipt equals the node's (block-hash fields excepted).
@@ -380,7 +379,7 @@ t.test('post-Azul (?azul=1): receipts, block receipts and pending logs come from
   t.equal(syncReceipt.status, 'success', 'viem sendTransactionSync on a stream without receipts');
   t.equal(await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [syncReceipt.transactionHash]), null, 'before the canonical block existed');
   const text = await scrape(daemon);
-  t.equal(metric(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence', engineBug);
+  t.equal(metric(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence');
 });
 
 t.test("a stream receipt and a receipts_root that disagree with execution: both divergences counted, the block's executed receipts withheld, the stream receipt still served", async (t) => {

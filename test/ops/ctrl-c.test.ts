@@ -58,5 +58,5 @@ t.test('Ctrl-C of the daemon on the embedded devnet: no warning while stopping, 
   const divergence = (l: Record<string, unknown>): boolean => /differs from/.test(String(l.msg ?? ''));
   const warned = during.filter((l) => LEVELS_ABOVE_INFO.has(String(l.level)));
   t.same(warned.filter((l) => !divergence(l)), [], 'no warning in a normal run (daemon, execution engine and devnet)');
-  t.same(warned.filter(divergence), [], 'no execution divergence on the devnet', { todo: 'native engine: EIP-7702 refund of an existing authority missing' });
+  t.same(warned.filter(divergence), [], 'no execution divergence on the devnet');
 });
