@@ -52,7 +52,7 @@ async function main(): Promise<void> {
       `devnet up (chain ${devnet.chainId})`,
       `  node RPC      ${devnet.nodeRpcUrl}   (anvil: ${devnet.anvilUrl})`,
       `  flashblocks   ${devnet.flashblocksUrl}   (dialect ${dialect ?? 'default'}; ?dialect=${STREAM_DIALECTS.join('|')}  ?receipts=internal  ?brotli=1  ?azul=1)`,
-      `  traffic       ${rate} tx/s from ${devnet.accounts.length - 1} dev accounts`,
+      `  traffic       ${rate} tx/s of the mix from ${devnet.accounts.length - 1} dev accounts, plus a block-env contract call whenever none went out for 150 ms (about 5 more a second)`,
       `  timing        ${chain.title} preset: ${num(env.DEVNET_BLOCK_TIME_MS, timing.blockTimeMs)} ms blocks, ${num(env.DEVNET_FLASHBLOCK_MS, timing.flashblockIntervalMs)} ms flashblocks` +
         ` (daemon: --block-time-ms ${num(env.DEVNET_BLOCK_TIME_MS, timing.blockTimeMs)} --flashblock-interval-ms ${num(env.DEVNET_FLASHBLOCK_MS, timing.flashblockIntervalMs)})`,
       `  free account  ${user.address}  key ${user.privateKey}`,
