@@ -50,20 +50,24 @@ interface Waiter {
   timer: NodeJS.Timeout;
 }
 
-/** Stream receipt fields cross-checked against execution. */
-function streamDiffers(rec: BlockView['txs'][number], ex: ExecutedReceipt): boolean {
+/** The first stream receipt field that differs from execution (status, gasUsed, logs), or null. */
+function streamDiffers(rec: BlockView['txs'][number], ex: ExecutedReceipt): { field: string; stream: string; executed: string } | null {
   const r = rec.receipt;
-  if (r === null) return false;
-  if (r.status !== null && (r.status === 1) !== ex.status) return true;
-  if (rec.gasUsed !== null && rec.gasUsed !== ex.gasUsed) return true;
-  if (r.logs.length !== ex.logs.length) return true;
+  if (r === null) return null;
+  if (r.status !== null && (r.status === 1) !== ex.status) return { field: 'status', stream: String(r.status), executed: ex.status ? '1' : '0' };
+  if (rec.gasUsed !== null && rec.gasUsed !== ex.gasUsed) return { field: 'gasUsed', stream: String(rec.gasUsed), executed: String(ex.gasUsed) };
+  if (r.logs.length !== ex.logs.length) return { field: 'logs (count)', stream: String(r.logs.length), executed: String(ex.logs.length) };
   for (let i = 0; i < r.logs.length; i++) {
     const a = r.logs[i]!;
     const b = ex.logs[i]!;
-    if (a.address.toLowerCase() !== b.address || a.data.toLowerCase() !== b.data || a.topics.length !== b.topics.length) return true;
-    for (let k = 0; k < a.topics.length; k++) if (a.topics[k]!.toLowerCase() !== b.topics[k]) return true;
+    if (a.address.toLowerCase() !== b.address) return { field: `logs[${i}].address`, stream: a.address.toLowerCase(), executed: b.address };
+    if (a.data.toLowerCase() !== b.data) return { field: `logs[${i}].data`, stream: a.data.toLowerCase(), executed: b.data };
+    if (a.topics.length !== b.topics.length) return { field: `logs[${i}].topics (count)`, stream: String(a.topics.length), executed: String(b.topics.length) };
+    for (let k = 0; k < a.topics.length; k++) {
+      if (a.topics[k]!.toLowerCase() !== b.topics[k]) return { field: `logs[${i}].topics[${k}]`, stream: a.topics[k]!.toLowerCase(), executed: b.topics[k]! };
+    }
   }
-  return false;
+  return null;
 }
 
 /** Feeds the engine and gates reads on it. One per daemon; `start` once, `stop` once. */
@@ -252,9 +256,10 @@ export class ExecutionFeed {
         const rec = b.txs[from + i]!;
         const ex = out.receipts[i]!;
         if (ex.transactionHash !== rec.tx.hash) continue;
-        if (streamDiffers(rec, ex)) {
+        const diff = streamDiffers(rec, ex);
+        if (diff !== null) {
           m.executionDivergences.stream_receipt.inc();
-          this.d.log.warn('execution engine: stream receipt differs from execution', { block: b.number, index, tx: rec.tx.hash });
+          this.d.log.warn('execution engine: stream receipt differs from execution', { block: b.number, index, position: from + i, tx: rec.tx.hash, ...diff });
         }
       }
       if (this.fed.get(b.number)?.view === b && (this.done === null || b.number > this.done.number || (b.number === this.done.number && index > this.done.index))) {

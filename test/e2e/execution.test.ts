@@ -412,6 +412,10 @@ t.test("a stream receipt and a receipts_root that disagree with execution: both 
   await until(async () => metric(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="stream_receipt"}') >= 1, 20_000, 'the stream receipt divergence');
   const served = await rpcCall<{ status: string } | null>(rpc, 'eth_getTransactionReceipt', [badReceipt]);
   t.equal(served?.status, '0x0', 'the stream receipt is served as the stream gave it (metadata is served at once)');
+  t.ok(
+    logs.some((l) => l.includes('stream receipt differs') && l.includes(`"tx":"${badReceipt}"`) && l.includes('"field":"status"') && l.includes('"stream":"0"') && l.includes('"executed":"1"')),
+    'the divergence is logged with the transaction and the first differing field (status: stream 0, executed 1)',
+  );
   await until(async () => metric(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="receipts_root"}') >= 1, 20_000, 'the receipts_root divergence');
   const after = await scrape(daemon);
   t.ok(withheld.length > 0 && withheld.every(Boolean), `the falsified block's executed receipts are withheld from its diverged flashblock on (${withheld.length} flashblocks)`);
