@@ -1,8 +1,9 @@
 // Part (b) of suite `exec` (bench/exec.ts): the daemon with pending execution on the devnet, post-Azul stream (no
 // receipts or balances in metadata: receipts come from execution). Send → receipt as a client polling the daemon
-// sees it, next to the node's canonical receipt; then pending eth_call req/s and p99 through the daemon next to the
-// engine's own anvil sidecar answering eth_call at `latest` (the process and state the daemon answers from), same
-// load generator, same concurrency, same duration. Measures only; no assertion beyond "both answers are equal".
+// sees it, next to the node's canonical receipt; then pending eth_call req/s and p99 through the daemon (answered by
+// the native engine) next to anvil, the devnet's node, answering the same eth_call at `latest` (same state once the
+// traffic stopped), same load generator, same concurrency, same duration. Measures only; no assertion beyond "both
+// answers are equal".
 import { performance } from 'node:perf_hooks';
 import { getContractAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -11,13 +12,10 @@ import { startDevnet } from '../scripts/devnet/sequencer.js';
 import { startTraffic } from '../scripts/devnet/traffic.js';
 import { loadConfig } from '../src/config.js';
 import { startDaemon, type Daemon } from '../src/daemon.js';
-import { AnvilEngine } from '../src/exec/anvil.js';
 import { silentLogger } from '../src/log.js';
 import { fmt, percentile, postLoad, scrapeMetrics, sleep, type AutocannonResult, type BenchOptions, type BenchRow } from './lib.js';
 
 const TX_PER_S = 30;
-/** The engine the daemon runs (BENCH_EXEC_ENGINE=anvil for the former sidecar). */
-const ENGINE = process.env.BENCH_EXEC_ENGINE === 'anvil' ? 'anvil' : 'revm';
 const POLL_MS = 10;
 const CONNECTIONS = 32;
 /** Largest receipt batch per poll (the daemon's --max-batch-items is 1000). */
@@ -65,22 +63,6 @@ function readerInit(who: string): Hex {
 }
 
 const lat = (r: AutocannonResult): string => `p50 ${r.latency.p50} / p99 ${r.latency.p99} ms`;
-/** Length of one load window (one per block: the engine's process changes at every block). */
-const WINDOW_S = 1;
-
-/** Windows of one load as one result: requests/s averaged over the windows, latency percentiles their worst. */
-function mergeRuns(runs: AutocannonResult[]): AutocannonResult {
-  const worst = (f: (r: AutocannonResult) => number): number => Math.max(...runs.map(f));
-  return {
-    requests: { average: runs.reduce((a, r) => a + r.requests.average, 0) / runs.length, total: runs.reduce((a, r) => a + r.requests.total, 0) },
-    latency: { p50: worst((r) => r.latency.p50), p99: worst((r) => r.latency.p99), max: worst((r) => r.latency.max), average: runs.reduce((a, r) => a + r.latency.average, 0) / runs.length },
-    non2xx: runs.reduce((a, r) => a + r.non2xx, 0),
-    errors: runs.reduce((a, r) => a + r.errors, 0),
-    timeouts: runs.reduce((a, r) => a + r.timeouts, 0),
-    duration: runs.reduce((a, r) => a + r.duration, 0),
-  };
-}
-
 /** Runs part (b); about 30 s in `quick`, 60 s in full. */
 export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]; notes: string }> {
   const trafficS = o.quick ? 6 : 15;
@@ -89,7 +71,7 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
   let d: Daemon | null = null;
   try {
     const config = loadConfig(['--flashblocks-url', `${devnet.flashblocksUrl}?azul=1`, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0',
-      '--block-time-ms', '2000', '--execution-engine', ENGINE, '--execution-strategy', 'rebuild', '--log-level', 'error'], {});
+      '--block-time-ms', '2000', '--log-level', 'error'], {});
     d = await startDaemon(config, { log: silentLogger });
     const rpc = `http://127.0.0.1:${d.rpcPort}`;
     const metricsUrl = `http://127.0.0.1:${d.metricsPort}/metrics`;
@@ -128,44 +110,19 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
     const verified = m.get('flashblocksd_execution_verified_total') ?? 0;
     const diverged = m.get('flashblocksd_execution_divergences_total{source="receipts_root"}') ?? 0;
 
-    // Pending eth_call throughput: the daemon at `pending` vs the engine's sidecar at `latest`, state unchanged since
-    // the traffic stopped (the stream goes on with empty flashblocks: the L1-info deposit only).
-    const engine = feed.engine;
-    // The native engine answers in process: its baseline is anvil itself (the devnet's node, direct) at `latest`, the
-    // same state once the traffic stopped. The anvil sidecar moves to a process forked at each block's parent at the
-    // block's first flashblock, so its URL lives one block (2 s): both loads run in windows of WINDOW_S started right
-    // after such a move.
-    const sidecar = engine instanceof AnvilEngine ? engine : null;
-    const baselineLabel = sidecar === null ? "anvil's own eth_call at latest (the devnet's node, same state)" : "the engine's anvil sidecar, eth_call at latest";
-    const afterFork = async (): Promise<string> => {
-      if (sidecar === null) {
-        await sleep(50);
-        return devnet.anvilUrl;
-      }
-      const engine = sidecar;
-      const n = engine.status().swaps;
-      for (let i = 0; i < 400 && engine.status().swaps === n; i++) await sleep(10);
-      await sleep(50);
-      const url = engine.readUrl;
-      if (url === null) throw new Error('the engine has no visible anvil process');
-      return url;
-    };
+    // Pending eth_call throughput: the daemon at `pending` (the native engine, in process) vs anvil itself (the
+    // devnet's node, direct) at `latest`: the same state, since the traffic stopped (the stream goes on with empty
+    // flashblocks: the L1-info deposit only).
     const call = { to: reader };
     const body = (tag: string): string => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_call', params: [call, tag] });
-    const sidecar0 = await afterFork();
-    const [ours, theirs] = await Promise.all([rpcCall<string>(rpc, 'eth_call', [call, 'pending']), rpcCall<string>(sidecar0, 'eth_call', [call, 'latest'])]);
-    if (ours !== theirs || BigInt(ours) === 0n) throw new Error(`pending eth_call ${ours} differs from the sidecar's latest ${theirs} (or is 0)`);
+    const [ours, theirs] = await Promise.all([rpcCall<string>(rpc, 'eth_call', [call, 'pending']), rpcCall<string>(devnet.anvilUrl, 'eth_call', [call, 'latest'])]);
+    if (ours !== theirs || BigInt(ours) === 0n) throw new Error(`pending eth_call ${ours} differs from anvil's latest ${theirs} (or is 0)`);
     const fallbacks = (): Promise<number> => scrapeMetrics(metricsUrl).then((x) => x.get('flashblocksd_pending_fallbacks_total{reason="execution"}') ?? 0);
     // Pipelining 1: uWS closes a connection that pipelines a request behind an asynchronous answer (bench/rpc.ts).
-    const windowed = async (url: () => Promise<string>, tag: string): Promise<AutocannonResult> => {
-      const runs: AutocannonResult[] = [];
-      for (let done = 0; done < loadS; done += WINDOW_S) runs.push(await postLoad(await url(), body(tag), WINDOW_S, CONNECTIONS, { workers: 1, pipelining: 1 }));
-      return mergeRuns(runs);
-    };
     const fb0 = await fallbacks();
-    const daemonRun = await windowed(async () => (await afterFork(), rpc), 'pending');
+    const daemonRun = await postLoad(rpc, body('pending'), loadS, CONNECTIONS, { workers: 1, pipelining: 1 });
     const fellBack = (await fallbacks()) - fb0;
-    const sidecarRun = await windowed(afterFork, 'latest');
+    const anvilRun = await postLoad(devnet.anvilUrl, body('latest'), loadS, CONNECTIONS, { workers: 1, pipelining: 1 });
     const ours2 = await rpcCall<string>(rpc, 'eth_call', [call, 'pending']);
     const same = ours2 === ours ? 'the answer was unchanged after the load' : `**the answer changed during the load** (${ours} → ${ours2})`;
 
@@ -176,15 +133,15 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
         name: 'pending eth_call req/s through flashblocksd (answered by the engine)',
         value: daemonRun.requests.average,
         unit: 'req/s',
-        baseline: { label: baselineLabel, value: sidecarRun.requests.average },
-        verdict: `${fmt(daemonRun.requests.average / sidecarRun.requests.average)}× ${sidecar === null ? 'anvil' : 'the sidecar'} (target ≥ 3×); ${fellBack} answered as latest (engine unavailable)`,
+        baseline: { label: "anvil's own eth_call at latest (the devnet's node, same state)", value: anvilRun.requests.average },
+        verdict: `${fmt(daemonRun.requests.average / anvilRun.requests.average)}× anvil (target ≥ 3×); ${fellBack} answered as latest (engine unavailable)`,
       },
       {
         name: 'pending eth_call p99 under that load, flashblocksd',
         value: daemonRun.latency.p99,
         unit: 'ms',
-        baseline: { label: sidecar === null ? 'anvil at latest' : 'anvil sidecar at latest', value: sidecarRun.latency.p99 },
-        verdict: `flashblocksd ${lat(daemonRun)}, sidecar ${lat(sidecarRun)}`,
+        baseline: { label: 'anvil at latest', value: anvilRun.latency.p99 },
+        verdict: `flashblocksd ${lat(daemonRun)}, anvil ${lat(anvilRun)}`,
       },
       {
         name: 'send → receipt via flashblocksd, post-Azul stream (receipts from execution), p50',
@@ -209,13 +166,12 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
       },
     ];
     const notes =
-      `**(b) The daemon on the devnet.** devnet sequencer (2 s blocks, 10 flashblocks), the daemon in process with --execution-engine ${ENGINE} on ` +
+      `**(b) The daemon on the devnet.** devnet sequencer (2 s blocks, 10 flashblocks), the daemon in process (native engine) on ` +
       `the post-Azul stream (?azul=1). ${trafficS} s of traffic at ${TX_PER_S} tx/s (all devnet tx types) sent through the daemon; receipts polled ` +
       `every ${POLL_MS} ms on the daemon and on the node (batched; latency from submission to the poll answer that held it). Then eth_call ` +
-      `of a contract returning a traffic sender's balance: autocannon ${CONNECTIONS} connections, pipelining 1, ${loadS} s in ${WINDOW_S} s windows each started right after the engine moved to a fresh fork (it does at every block; req/s averaged over the windows, latency percentiles their worst), in a worker thread, first at \`pending\` ` +
-      `through the daemon, then at \`latest\` on the engine's anvil sidecar (the process the daemon's pending reads answer from; its URL from ` +
-      `AnvilEngine.readUrl); both answers equal before the load, ${same}. The daemon adds its RPC hop and the pending block env (block overrides) ` +
-      `to every call; the stream goes on during the load (empty flashblocks, executed by the engine on the same anvil).`;
+      `of a contract returning a traffic sender's balance: autocannon ${CONNECTIONS} connections, pipelining 1, ${loadS} s each, in a worker thread, first at \`pending\` ` +
+      `through the daemon, then at \`latest\` on anvil (the devnet's node, direct); both answers equal before the load, ${same}. The daemon adds ` +
+      `its RPC hop and the pending block env to every call; the stream goes on during the load (empty flashblocks, executed by the engine).`;
     return { rows, notes };
   } finally {
     await d?.stop();

@@ -3,7 +3,7 @@
 // turns it into a blob with the native addons as assets; postject injects the blob into a copy of this node binary.
 // Embeds only the addon builds this node loads (platform, arch, ABI, libc), so build on the target platform, and
 // the native core (native/flashblocksd-native.node, built by `npm ci`): without it the build stops, unless
-// --without-native asks for a binary that runs only with --execution false or --execution-engine anvil.
+// --without-native asks for a binary that runs only with --execution false.
 // Usage: tsx scripts/build-binary.ts [--out <path>] [--without-native]
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';

@@ -89,11 +89,8 @@ export interface Config {
   upstreamAbsentMs: number;
   readyMaxAgeMs: number;
   execution: boolean;
-  executionEngine: 'revm' | 'anvil';
   executionCacheMb: number;
-  executionStrategy: 'per-flashblock' | 'reorg' | 'rebuild' | 'hybrid';
   executionHardfork: ExecutionHardfork;
-  anvilBinary: string;
   executionWaitMs: number;
 }
 
@@ -170,11 +167,8 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'upstream-absent-ms', key: 'upstreamAbsentMs', kind: 'int', def: '600000', min: 0, max: 86400000, help: 'An upstream refusing or silent this long means the chain stopped streaming: said once in the log, in /readyz and flashblocksd_upstream_retired, pending answers as latest, reconnects wait --backoff-max-ms; 0 = never conclude it' },
   { flag: 'ready-max-age-ms', key: 'readyMaxAgeMs', kind: 'int', def: '2000', min: 100, max: 3600000, help: '/readyz fails when no flashblock was applied for this long' },
   { flag: 'execution', key: 'execution', kind: 'bool', def: 'true', help: 'Execute every flashblock in the native engine (op-revm, in process), so pending state reads (eth_call, eth_getCode, …) answer from executed state; false = they answer as latest' },
-  { flag: 'execution-engine', key: 'executionEngine', kind: 'enum', values: ['revm', 'anvil'], def: 'revm', help: 'revm: the in-process EVM of the native core (op-revm; each flashblock appended to the open block) | anvil: the former sidecar (re-mines the block so far at every flashblock; kept for comparison)' },
   { flag: 'execution-cache-mb', key: 'executionCacheMb', kind: 'int', def: '512', min: 16, max: 65536, help: 'Bound of the native engine\'s cache of the node\'s state, MiB (dropped and read again above it)' },
-  { flag: 'execution-strategy', key: 'executionStrategy', kind: 'string', def: 'rebuild', help: '--execution-engine anvil only: how flashblocks after index 0 are executed: rebuild (re-mine the block so far, exact) | hybrid (fast, checked, re-mined when needed) | reorg (loses txs on anvil 1.7.1) | per-flashblock (inexact baseline)' },
   { flag: 'execution-hardfork', key: 'executionHardfork', kind: 'enum', values: ['auto', ...OP_HARDFORKS], def: 'auto', help: "The EVM spec blocks are executed with: auto = the chain's own hardfork schedule by block timestamp (from its chain preset); a hardfork name = that spec for every block" },
-  { flag: 'anvil-binary', key: 'anvilBinary', kind: 'string', def: '', help: 'Path of the anvil binary (default: the one of the @foundry-rs/anvil-<platform> package)' },
   { flag: 'execution-wait-ms', key: 'executionWaitMs', kind: 'int', def: '1000', min: 0, max: 60000, help: 'How long a pending state read waits for the engine to execute the newest served flashblock before it answers as latest' },
   { flag: 'shutdown-grace-ms', key: 'shutdownGraceMs', kind: 'int', def: '5000', min: 0, max: 600000, help: 'In-flight requests get this long after SIGTERM' },
 ];
@@ -326,9 +320,6 @@ export function loadConfig(argv: readonly string[], env: NodeJS.ProcessEnv): Rea
   if (c.blockTimeMs !== 0 && c.blockTimeMs < 100) fail(`${src('block-time-ms')}: ${c.blockTimeMs} is below 100 (0 = the chain preset's)`);
   if (c.flashblockIntervalMs !== 0 && c.flashblockIntervalMs < 10) fail(`${src('flashblock-interval-ms')}: ${c.flashblockIntervalMs} is below 10 (0 = the chain preset's)`);
   if (c.blockTimeMs !== 0 && c.flashblockIntervalMs > c.blockTimeMs) fail(`--flashblock-interval-ms (${c.flashblockIntervalMs}) must be ≤ --block-time-ms (${c.blockTimeMs})`);
-  if (!['per-flashblock', 'reorg', 'rebuild', 'hybrid'].includes(c.executionStrategy)) {
-    fail(`${src('execution-strategy')}: "${c.executionStrategy}" is not one of hybrid, rebuild, reorg, per-flashblock`);
-  }
   for (const ns of c.allowNamespaces) {
     if (!/^[A-Za-z][A-Za-z0-9]*$/.test(ns)) fail(`${src('allow-namespaces')}: "${ns}" is not a namespace name (letters and digits, e.g. debug, txpool)`);
   }

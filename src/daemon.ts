@@ -1,11 +1,9 @@
 // Assembles the daemon: config → metrics, state, pipeline, node client → uWS app with rpc/ and stream/ mounted →
 // listeners → upstreams and canonical tracking. Owns start and stop order; holds no logic of its own.
 import { performance } from 'node:perf_hooks';
-import { isSea } from 'node:sea';
 import type { Config } from './config.js';
 import { chainTiming, choicePreset, forkAt, PRESET_NAMES, presetByChainId, presetByName, utcMinute, type ChainChoice, type ChainPreset } from './chain/presets.js';
 import { StartupCode, StartupError } from './errors.js';
-import { AnvilEngine } from './exec/anvil.js';
 import type { ExecutionEngine } from './exec/engine.js';
 import { RevmEngine } from './exec/revm.js';
 import { ExecutionFeed } from './execution.js';
@@ -77,20 +75,10 @@ const STREAM_SETTINGS = [
   'replayRingFrames', 'maxFrameBytes',
 ] as const satisfies readonly (keyof StreamOptions & keyof Config)[];
 
-/** The execution engine --execution-engine names (the native core by default). */
+/** The execution engine: the native core's in-process EVM (src/exec/revm.ts). */
 function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logger, preset: ChainPreset | null): ExecutionEngine {
   const logTo = (msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error'): void =>
     level === 'info' ? log.info(msg, fields) : level === 'error' ? log.error(msg, fields) : log.warn(msg, fields);
-  if (config.executionEngine === 'anvil') {
-    return new AnvilEngine({
-      nodeRpcUrl: config.nodeRpcUrl,
-      nodePost: (body) => engineNode.postRaw(body),
-      hardfork: config.executionHardfork === 'auto' ? 'isthmus' : config.executionHardfork,
-      strategy: config.executionStrategy,
-      ...(config.anvilBinary !== '' ? { anvilBinary: config.anvilBinary } : {}),
-      log: (msg, fields, level) => (level === 'info' ? log.info(msg, fields) : log.warn(msg, fields)),
-    });
-  }
   return new RevmEngine({
     nodePost: (body) => engineNode.postRaw(body),
     // --execution-hardfork auto: the chain's schedule by block timestamp (karst, newer than OpFork, from laterForks);
@@ -109,11 +97,11 @@ function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logge
 
 /**
  * The feed's health for /readyz, marked cannot-run when it stopped for good: the start errors on which
- * src/execution.ts gives up retrying (no anvil binary or native core, or one that cannot be run).
+ * src/execution.ts gives up retrying (the native core is missing or cannot be loaded).
  */
 function executionHealth(feed: ExecutionFeed): NonNullable<HealthInputs['execution']> {
   const h = feed.health();
-  return { ...h, cannotRun: h.phase === 'down' && /anvil binary not found|cannot run/.test(h.detail) };
+  return { ...h, cannotRun: h.phase === 'down' && /cannot run/.test(h.detail) };
 }
 
 /**
@@ -214,22 +202,14 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     config.flashblocksEnabled && state.pendingBlock() !== null && performance.now() - state.lastAppliedMs < config.pendingMaxAgeMs &&
     (watch === null || watch.retirement === null);
 
-  // Pending execution: the engine (the native core, or an anvil sidecar with --execution-engine anvil) executes
-  // every applied flashblock (src/exec). Only with an upstream to execute; failures leave pending state reads
-  // answering as latest, never stop the daemon. The engine reaches the node through a loopback proxy over its own
-  // client (its reads must not take the sockets of forwarded requests, and the node's URL never reaches anvil's
-  // arguments).
+  // Pending execution: the engine (the native core's in-process EVM) executes every applied flashblock (src/exec).
+  // Only with an upstream to execute; failures leave pending state reads answering as latest, never stop the daemon.
+  // The engine reaches the node through a loopback proxy over its own client (its reads must not take the sockets of
+  // forwarded requests, and the node's URL and credentials stay in this process's JS).
   const engineNode = new NodeClient({ url: config.nodeRpcUrl, timeoutMs: config.nodeTimeoutMs, maxSockets: 8 });
   const wantsExecution = config.execution && config.flashblocksEnabled && config.flashblocksUrls.length > 0 && config.nodeRpcUrl !== '';
-  // The single binary carries the native core but no anvil (and no npm to install one): with --execution-engine anvil
-  // and no --anvil-binary the engine it was told to run is missing. Said once here, and /readyz is not ready with the reason (src/metrics/health.ts).
-  const executionMissing =
-    wantsExecution && config.executionEngine === 'anvil' && isSea() && config.anvilBinary === ''
-      ? 'this binary does not include the execution engine (anvil): pass --anvil-binary /path/to/anvil (foundry 1.7.1), or --execution false'
-      : null;
-  if (executionMissing !== null) log.error(`execution engine cannot run; pending state reads answer as latest: ${executionMissing}`);
   const execution =
-    wantsExecution && executionMissing === null
+    wantsExecution
       ? new ExecutionFeed(
           {
             engine: makeEngine(config, engineNode, log, choicePreset(chain)),
@@ -383,11 +363,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       canonicalPollMs: config.canonicalPollMs,
       nodeHead: tracker.head,
       chainMismatch: mismatchNow(),
-      ...(executionMissing !== null
-        ? { execution: { phase: 'down', detail: `cannot run: ${executionMissing}`, cannotRun: true } }
-        : execution === null
-          ? {}
-          : { execution: executionHealth(execution) }),
+      ...(execution === null ? {} : { execution: executionHealth(execution) }),
       ...(watch?.retirement == null ? {} : { retirement: { reason: watch.retirement.reason, message: watch.retirement.message } }),
     });
   };

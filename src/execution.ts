@@ -84,9 +84,7 @@ export class ExecutionFeed {
   private offCanonical: (() => void) | null = null;
   private stopped = false;
   private restartsSeen = 0;
-  private swapsSeen = 0;
   private nodeReadsSeen = 0;
-  private rebuildsSeen = 0;
   /** Flashblocks handed to the engine, and how many it verified (the verified share is their ratio). */
   private handed = 0;
   private verifiedCount = 0;
@@ -132,9 +130,9 @@ export class ExecutionFeed {
       if (this.stopped) return;
       this.phase = 'down';
       this.lastStartError = (e as Error).message;
-      // Nothing to run (no native core, or no anvil binary for --execution-engine anvil): retrying cannot help. The
-      // error says what to do for the engine that was asked for; said once.
-      if (/anvil binary not found|cannot run/.test(this.lastStartError)) {
+      // Nothing to run (the native core is missing or did not load): retrying cannot help. The error says what to
+      // do; said once.
+      if (/cannot run/.test(this.lastStartError)) {
         const why = this.lastStartError.replace(/^execution engine(: cannot run:| cannot run:|:) /, '');
         this.d.log.error(`execution engine cannot run; pending state reads answer as latest: ${why}`, { error: this.lastStartError });
         return;
@@ -330,7 +328,7 @@ export class ExecutionFeed {
 
   /** true: reads may answer for flashblock (n, i); false: they cannot (fall back); null: not yet, wait. */
   private verdict(n: number, i: number): boolean | null {
-    // Not ready (restarting after a crash, or nothing executed yet): answer as latest at once rather than wait.
+    // Not ready (restarting after a panic, or nothing executed yet): answer as latest at once rather than wait.
     if (this.phase !== 'up' || this.stopped || !this.d.engine.status().ready) return false;
     const f = this.fed.get(n);
     if (f !== undefined && f.failed) return false;
@@ -411,7 +409,7 @@ export class ExecutionFeed {
     return this.done;
   }
 
-  /** Updates the gauges and the restart/rebuild counters from the engine's status (called on a timer and on reads). */
+  /** Updates the gauges and the restart and node-read counters from the engine's status (called on a timer and on reads). */
   refresh(): void {
     const st = this.d.engine.status();
     const m = this.d.metrics;
@@ -423,18 +421,9 @@ export class ExecutionFeed {
       m.executionNodeReads.inc(st.nodeReads - this.nodeReadsSeen);
       this.nodeReadsSeen = st.nodeReads;
     }
-    if (st.swaps > this.swapsSeen) {
-      m.executionSwaps.inc(st.swaps - this.swapsSeen);
-      this.swapsSeen = st.swaps;
-      if (st.lastSwapMs !== null) m.executionLastSwapSeconds.set(st.lastSwapMs / 1000);
-    }
     if (st.cacheBytes != null) m.executionCacheBytes.set(st.cacheBytes);
-    if (st.rebuilds > this.rebuildsSeen) {
-      m.executionRebuilds.inc(st.rebuilds - this.rebuildsSeen);
-      this.rebuildsSeen = st.rebuilds;
-    }
     if (this.phase === 'up' || this.phase === 'restarting') {
-      // The engine restarts itself after a crash (and replays what it holds); reads wait for it meanwhile.
+      // The engine restarts itself after a panic (and re-executes what it holds); reads wait for it meanwhile.
       this.phase = st.ready ? 'up' : 'restarting';
     }
     m.executionUp.set(this.phase === 'up' && st.ready ? 1 : 0);

@@ -185,24 +185,20 @@ t.test('--help lists every flag with its environment twin', async (t) => {
   }
 });
 
-t.test('pending execution settings: on by default, a strategy from the list, a wait bound', async (t) => {
+t.test("pending execution settings: on by default, the chain's hardfork schedule, a wait bound; the sidecar's flags are gone", async (t) => {
   const c = loadConfig([], {});
   t.equal(c.execution, true, 'execution is on for real runs');
-  t.equal(c.executionStrategy, 'rebuild', 'the strategy src/exec/engine.ts chose');
   t.equal(c.executionHardfork, 'auto', "the chain's own hardfork schedule");
-  t.equal(c.anvilBinary, '', 'the platform package binary by default');
   t.equal(c.executionWaitMs, 1000);
-  const d = loadConfig(['--execution', 'false', '--execution-strategy', 'hybrid', '--anvil-binary', '/opt/anvil'], { EXECUTION_WAIT_MS: '250' });
+  const d = loadConfig(['--execution', 'false'], { EXECUTION_WAIT_MS: '250' });
   t.equal(d.execution, false);
-  t.equal(d.executionStrategy, 'hybrid');
-  t.equal(d.anvilBinary, '/opt/anvil');
   t.equal(d.executionWaitMs, 250);
-  t.throws(() => loadConfig(['--execution-strategy', 'fast'], {}), /--execution-strategy: "fast" is not one of hybrid, rebuild, reorg, per-flashblock/);
+  for (const flag of ['--execution-engine', '--execution-strategy', '--anvil-binary']) t.throws(() => loadConfig([flag, 'x'], {}), /unknown flag/, `${flag} is not a flag any more`);
 });
 
 t.test('enum settings: every allowed value is accepted, --help lists them, nothing enum-like is a free string', async (t) => {
   const enums = SETTINGS.filter((s) => s.kind === 'enum');
-  t.same(enums.map((s) => s.flag).sort(), ['execution-engine', 'execution-hardfork', 'log-level']);
+  t.same(enums.map((s) => s.flag).sort(), ['execution-hardfork', 'log-level']);
   const help = helpText();
   for (const s of enums) {
     t.ok(s.values!.includes(s.def), `the default of --${s.flag} is one of its values`);

@@ -6,7 +6,7 @@ import { getContractAddress, toHex, type Hex } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { BlockEnv, FlashblockWork } from '../../src/exec/engine.js';
 import { receiptFromRpc, receiptsRoot } from '../../src/exec/receipts.js';
-import { PipelinedRpc } from '../../src/exec/pipe.js';
+import { PipelinedRpc } from './pipe.js';
 import type { Anvil } from './anvil.js';
 import { depositTx, initOf, REFUND_RUNTIME } from './contracts.js';
 import { devAccounts } from './sequencer.js';

@@ -10,7 +10,7 @@ import { mnemonicToAccount } from 'viem/accounts';
 import { toHex } from 'viem';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { TX_DEPOSIT } from '../../src/chain/types.js';
-import { encodeDepositFromRpc } from '../../src/exec/anvil.js';
+import { encodeDepositFromRpc } from './deposit.js';
 import { encodeRlp } from '../../src/chain/rlp.js';
 import { bigIntToBytes } from '../../src/chain/hex.js';
 import { DEV_MNEMONIC, rpcBatch, rpcCall, startAnvil, type Anvil, type AnvilOptions } from './anvil.js';

@@ -1,121 +1,41 @@
 // The execution engine's interface: apply flashblocks in stream order over the node's canonical state, answer state
-// reads at the newest executed flashblock, hand out executed receipts. Implementations live beside it (anvil.ts);
-// nothing here does I/O. Callers (the RPC wiring, later) depend on this file only.
+// reads at the newest executed flashblock, hand out executed receipts. The implementation lives beside it (revm.ts);
+// nothing here does I/O. Callers (src/execution.ts, the RPC wiring) depend on this file only.
 /*
- * Design note (issue 13). Numbers: `npx tsx bench/exec.ts --quick` (2 blocks × 10 flashblocks per workload) and
- * scratch scripts under /tmp, on this 2-core machine shared with three other agents: noisy, ±30 % run to run.
- *
- * Engine: anvil 1.7.1 (revm) as a sidecar process, `--fork-url <node> --fork-block-number <canonical> --optimism
- * --no-mining --order fifo --accounts 0 --hardfork <chain's> --retries 0 --no-rate-limit`, spawned with spawnTied
- * (dies with the daemon, kill -9 included), driven over HTTP/1.1 pipelining on keep-alive connections (order kept;
- * batches and WebSocket lose it). Start: fork at the canonical block itself and replay the held pending blocks (only
- * 'reorg' forks at canonical - 1 and re-executes the canonical block: anvil_reorg cannot replace the first block
- * after a fork). Supervised: a crash makes reads refuse at once (EngineUnavailableError: never a stale or
- * half-applied answer), the process is re-forked after a backoff (100 ms doubling to 5 s) and every held pending
- * block replayed before reads resume; flashblocks arriving meanwhile are held for that replay.
- *
- * Exact BLOCKHASH of canonical ancestors (standby.ts). Forked with --fork-block-number C, BLOCKHASH(k ≤ C) comes
- * from the node; blocks the engine mined itself have anvil's own hashes (anvil has no way to set a block hash).
- * So on every new canonical head C (noteCanonical) the engine prepares, in the background, a standby anvil forked
- * at C: warms its fork cache (below), mines the held pending blocks > C on it (one anvil block each, at its own
- * height), catches up with flashblocks applied meanwhile, then swaps it in between two applies of the queue (held
- * blocks take its snapshots and receipts, reads move to it in one assignment; in-flight reads on the old process
- * retry on the new one) and kills the old one. The apply path never waits for the spawn, the warm-up or the replay;
- * only when just the newest block grew since the last background catch-up (after two tries) is that one incremental
- * re-mine done in the queue. At a block's first flashblock (index 0 of C+1) the engine itself asks the node for C
- * (polling up to parentWaitMs, 300 ms, for the hash in base.parent_hash) and, when it shows it, first moves to a
- * process forked at C (spawn + the same warm-up, in the apply queue: index 0 waits for it, later flashblocks of the
- * block do not), so every flashblock of C+1 sees BLOCKHASH(C) from the node; the devnet differential then verifies
- * every flashblock's receipts root with a BLOCKHASH(NUMBER-1) logger in nearly every flashblock. Windows where
- * BLOCKHASH(parent) is anvil's, not the chain's:
- *  - flashblocks of C+1 applied when the node shows C more than parentWaitMs after C+1 started: executed on the old
- *    process, then corrected by the background swap's replay — swap measured
- *    118–123 ms after the head at 20 tx/flashblock (spawn ~40 ms, warm-up ~60 ms over 4 connections, replay), 0.5–1.5 s
- *    at 100 (4 blocks; /tmp bench, as bench/exec.ts plus a BLOCKHASH check; 37/40 reads exact at 20 tx). Outcomes already handed out are not re-sent; receipt()/blockReceipts() answer the corrected
- *    receipts after the swap.
- *  - the engine behind the stream (overload: 200 tx/flashblock here): a standby that has not caught up when the
- *    next head arrives is dropped and another one started; none catches up, so BLOCKHASH(parent) stays anvil's
- *    until the load drops (0 swaps in 4 blocks at 200 tx; 10/40 reads exact, against 37/40 at 20 tx). Latency wins.
- *  - BLOCKHASH of a pending parent (N+1 reading N before the node has N): the real hash exists only in the next
- *    flashblock's base.parent_hash; anvil cannot be told it.
- *
- * Exactness of NUMBER. anvil executes a transaction in a block env only when it mines (height = head + 1), so "one
- * mined block per flashblock" makes flashblock i see NUMBER = N + i. Strategies (option `strategy`), measured side
- * by side (env probe, refund-heavy tx and deposits in every block; p50 / p99 of flashblock arrival → eth_call at
- * pending shows it, queueing included; `bench/exec.ts --quick`, after the changes below):
- *
- *   tx/flashblock            per-flashblock     reorg                rebuild             hybrid
- *   20, probe every fb       8.6 / 30 ms        41 / 229 ms          55 / 121 ms         65 / 110 ms
- *   100, probe every fb      33 / 101 ms        434 / 1,434 ms       319 / 1,209 ms      558 / 1,181 ms
- *   200, probe every fb      68 / 215 ms        2.0 / 4.8 s          703 / 1,373 ms      1.8 / 2.8 s
- *   200, no env-reading tx   61 / 282 ms        1.9 / 3.3 s          1.4 / 2.6 s         305 / 3,017 ms
- *   receipts roots verified  2/20 (20/20 w/o)   2–20/20              20/20               20/20
- *   (commit d388cd7, 96 s. Before this session's changes: rebuild 49 / 98 ms, 256 / 720 ms, 2.2 / 3.8 s, 2.1 / 3.5 s —
- *   same bench, earlier session, 3 blocks; the run-to-run spread here is ±30 %, the 200-tx rows are overloaded.)
- *
- *  - 'per-flashblock' (inexact baseline): one anvil block per flashblock, timestamp/base fee/coinbase/gas limit
- *    pinned. Fast, but NUMBER is N + i (1/20 probe reads right) and env-reading txs fail the receipts root.
- *  - 'reorg': anvil_reorg depth 1 with every tx of the block so far (the research recipe). NOT usable on anvil
- *    1.7.1: a re-mined block silently loses the txs of senders first touched in the replaced block (23 of 40
- *    kept), and the first block after the fork cannot be reorged ("Resource not found").
- *  - 'rebuild' (chosen): flashblock i > 0 re-mines the block from an evm_snapshot taken before its first anvil block
- *    (revert, snapshot, env, all txs, mine, receipts of the new txs: one pipelined write). Exact (every root
- *    verified, NUMBER exact), O(block) per flashblock; the fastest exact strategy in every workload measured.
- *  - 'hybrid': flashblock i > 0 mined fast as its own anvil block, then checked (receipts root, and no frame of
- *    trace_block runs code containing NUMBER/BLOCKHASH — static scan cached per address; debug_traceBlock is O(n²)
- *    on anvil); on failure re-mined like 'rebuild'. Reads answer at the last checked height only. It loses to
- *    'rebuild' because anvil cannot lower its height: the next block's index 0 must first re-mine the previous
- *    block as one (O(block) at every block boundary), which dominates.
- *  Flashblocks queued behind a slow apply are applied together (one mine or rebuild), each verified against its own
- *  root. A canonical parent whose executed receipts root differs from the node's is re-forked from the node.
- *
- * Rebuild: revert vs anvil_rollback, and what the time goes to (scratch scripts, one anvil forked from a local node,
- * re-mining one block flashblock by flashblock, per re-mine p50; the first two items were measured before the ACK
- * fix of the third, so each of their figures carries its ~44 ms floor):
- *  - anvil_rollback(1) + resend is no faster than evm_revert + resend on a block the engine mined (20 tx/fb: 44 vs
- *    44 ms; 200 tx/fb: 271–278 vs 285–313 ms) and cannot go back to the fork block at all ("Resource not found":
- *    the fork block is not in anvil's local storage) — after a swap every pending block is the first one after the
- *    fork. Both drop the fork cache: rollback clears the db and restores the common block's state, revert restores
- *    the snapshot's fork cache. Kept: evm_revert.
- *  - The first block after a fork re-mined from a snapshot of the fresh fork refetches every account and slot from
- *    the node on every rebuild: 76–91 vs 43 ms (20 tx/fb), 757–854 vs 318–439 ms (200 tx/fb). A standby therefore
- *    warms its fork cache before its first snapshot: eth_getBalance of recent receipts' accounts and an eth_call of
- *    the newest 300 txs (decoded here): 53–56 ms (20 tx/fb), ~490 ms (200 tx/fb, accounts only).
- *  - anvil does not set TCP_NODELAY and Linux delays the client's ACK ~40 ms: every pipelined write of ≥ 2 calls
- *    cost ≥ 44 ms (2 × eth_chainId: 44.0 ms p50) — the floor of every apply. pipe.ts answers each reply segment
- *    with an empty line while replies are due (hyper skips it): 0.14 ms. rebuild at 20 tx: 93 → 54 ms p50.
- *  - eth_getBlockReceipts builds each receipt by cloning all the block's receipts (O(n²)): 820 ms for a 2,000-tx
- *    block, more than the re-mine (465–570 ms). A rebuild keeps the earlier receipts (same txs, same env, same
- *    parent state: same receipts) and reads only the new txs' by hash in the same write (136 ms for the newest 200).
- *    rebuild at 200 tx: 2.2 s → 1.0–1.1 s p50 before the ACK fix, 0.7–0.8 s after.
- *  - What is left is O(block): eth_sendRawTransaction costs ~0.25 ms a tx in anvil (2,000 sends: 511 ms; the
- *    HTTP/JSON layer is ~14 µs of it: 200 pipelined eth_chainId in 2.8 ms), and exactness re-sends every tx of the
- *    block per flashblock because anvil cannot keep the pending block's NUMBER while appending txs.
- *  Budget (§9: p50 ≤ 30 ms, p99 ≤ 100 ms at 200 tx) is NOT met by any exact strategy (703 / 1,373 ms), nor by the
- *  inexact one at p99. Meeting it needs an EVM that appends to an open block (in-process revm over cached state, as
- *  Base's node does: 17.6 ms for 500 txs).
- *
- * Not exact: PREVRANDAO of executed txs (anvil 1.7.1 sets mixHash = keccak256(parent hash ‖ number as 8 bytes LE)
- * and has no setter — anvil_setPrevRandao, anvil_setNextBlockPrevRandao, evm_setNextBlockPrevRandao answer "Method
- * not found"; foundry added anvil_setNextBlockPrevRandao after 1.7.1, #15644, nightlies only); pending eth_call and
- * eth_estimateGas do see the block's prev_randao (block override `prevRandao`, honoured by 1.7.1). BLOCKHASH in the
- * windows above. eth_getProof (anvil's state trie is not the chain's: refused with EngineUnsupportedError), OP
- * receipt fee fields (anvil emits none; rpc/shapes/l1fee.ts computes them from the block's L1-info deposit for
- * executed and stream receipts alike), the operator fee under
- * --hardfork jovian (anvil 1.7.1 charges the pre-Jovian formula). anvil reports the post-execution depositNonce; the
- * engine learns from the stream's receipts_root which convention the chain commits to. anvil 1.7.1 aborts on
- * eth_getRawTransactionByHash of a deposit, so the 'reorg' warm start encodes deposits from their JSON fields.
+ * Design note (issue 22). The engine is op-revm inside the daemon (native/, a napi-rs addon; revm.ts wraps it).
+ *  - An open block: index 0 opens block N with the env of its `base` (number, timestamp, base fee, coinbase, gas limit,
+ *    prev_randao, parent hash, beacon root) and the spec in force at its timestamp, and runs the pre-execution system
+ *    calls that spec requires (EIP-4788, EIP-2935) as op-reth does. Each flashblock then executes only its own new
+ *    transactions on the open block: O(flashblock), receipts with cumulative gas and log index running across the block.
+ *  - State: each flashblock's changes are an immutable layer; a block's layers sit on its parent's (a pending parent's
+ *    layers, or nothing) over one cache of the node's canonical state at height C. Cold accounts and slots are read
+ *    from the node in one batch before a flashblock executes (senders, recipients, coinbase, the L1Block contract and
+ *    its fee slots, the fee vaults) through forkproxy.ts, which counts them. BLOCKHASH: the parent from base.parent_hash,
+ *    settled blocks' hashes, older ancestors from the node (cached, last 512).
+ *  - Settle (noteCanonical): when block C+1 turns canonical and the node's receipts root equals the executed one, its
+ *    layers fold into the cache, which moves to C+1 and survives the block; otherwise the cache is dropped and open
+ *    blocks built on it are executed again from their first flashblock. The cache is bounded (--execution-cache-mb,
+ *    dropped whole above it) and its size is a metric.
+ *  - Threads: one apply thread (applies and settles, in call order) and read threads; the event loop only hands over a
+ *    string and gets a Promise. A read takes the newest published snapshot (layer list), so it never waits for an apply
+ *    and never sees half a flashblock.
+ *  - Panics: caught at the thread boundary and returned as E_PANIC; the engine is then poisoned, and revm.ts starts a
+ *    new one at the canonical head and executes the held blocks again. Never an abort of the daemon.
+ *  - Verification: every flashblock's executed receipts root against diff.receipts_root; a canonical block that
+ *    differs is logged with its first differing transaction and field.
+ * Measured (`npx tsx bench/exec.ts --quick`, 200 tx per flashblock, arrival → pending eth_call reflects it, 2 loaded
+ * cores, commit d6fcf79): p50 103 / p99 191 ms, against the former anvil sidecar's 1,085 / 4,591 ms ('rebuild', which
+ * re-mined the block so far at every flashblock) in the same run, both with every receipts root verified; the engine
+ * has become about 10× faster since (~8 ms per 200-tx flashblock, warm). The sidecar was removed after that run: slower,
+ * inexact (PREVRANDAO, the Jovian operator fee) and a second engine to maintain. anvil remains the devnet's node and an
+ * independent executor in tests.
  *
  * Wiring (src/execution.ts): the pipeline hands every applied flashblock to applyFlashblock (env from index 0's
  * base; diff.receipts_root) and every canonical head to noteCanonical; pending
- * call/estimateGas/createAccessList/getCode/getStorageAt/getBalance/getTransactionCount answer from the engine
- * (EngineUnavailableError → answer as `latest` with source="node", never forward `pending`); eth_getProof at pending
- * → a clear RpcError; receipts/logs on streams without them come from ApplyOutcome.receipts through rpc/shapes;
+ * call/estimateGas/createAccessList/getCode/getStorageAt/getBalance/getTransactionCount/simulateV1 answer from the
+ * engine (EngineUnavailableError → answer as `latest` with source="node", never forward `pending`); eth_getProof at
+ * pending → a clear RpcError; receipts/logs on streams without them come from ApplyOutcome.receipts through rpc/shapes;
  * outcomes with verified=false are counted and not served as verified; status() feeds /readyz and the metrics.
- *
- * Shipping: the anvil binary (44 MB) comes from @foundry-rs/anvil-linux-amd64, an optional runtime dependency
- * (platform package, like esbuild's). A single-binary build must ship it beside the executable (or as an extracted
- * asset) and pass its path as `anvilBinary`.
  */
 import type { ExecutedReceipt } from './receipts.js';
 
@@ -156,8 +76,6 @@ export type ApplyOutcome =
       ok: true;
       /** Executed receipts root equals diff.receipts_root (null: no root to check against). */
       verified: boolean | null;
-      /** An exact re-mine of the block ran for this flashblock. */
-      rebuilt: boolean;
       /** Receipts of this flashblock's transactions, in order, with block-cumulative gas. */
       receipts: ExecutedReceipt[];
       /** Wall time from call to visible state, ms. */
@@ -168,23 +86,17 @@ export type ApplyOutcome =
 /** Counters and state for /readyz and metrics. */
 export interface EngineStatus {
   ready: boolean;
-  /** pid of the engine process serving reads, or null. */
-  pid: number | null;
   /** Newest executed (and visible) flashblock, or null. */
   blockNumber: number | null;
   index: number | null;
   canonical: number;
   restarts: number;
-  rebuilds: number;
   divergences: number;
   verified: number;
   applied: number;
-  /** Swaps to a standby forked at the canonical head (exact BLOCKHASH of canonical ancestors), and the last one's ms. */
-  swaps: number;
-  lastSwapMs: number | null;
-  /** JSON-RPC calls the engine (its anvil processes included) made to the node; null when not counted. */
+  /** JSON-RPC calls the engine made to the node; null when not counted. */
   nodeReads: number | null;
-  /** Bytes held by the engine's state cache (in-process engine), else null. */
+  /** Bytes held by the engine's state cache, or null when unknown. */
   cacheBytes?: number | null;
   lastError: string | null;
 }
@@ -212,13 +124,13 @@ export class EngineUnsupportedError extends Error {}
 
 /** The execution engine. Reads answer from the newest executed flashblock with the pending block's env. */
 export interface ExecutionEngine {
-  /** Starts the engine forked at `canonical` (the node's head). Rejects with a clear message when it cannot. */
+  /** Starts the engine over the node's state at `canonical` (its head). Rejects with a clear message when it cannot. */
   start(canonical: number): Promise<void>;
-  /** Kills the engine's processes; idempotent. */
+  /** Stops the engine (its threads and its proxy to the node); idempotent. */
   stop(): Promise<void>;
   /** Executes one flashblock (index 0 starts its block). Calls are queued and applied strictly in call order. */
   applyFlashblock(fb: FlashblockWork): Promise<ApplyOutcome>;
-  /** The node's canonical head moved to `blockNumber`: drop held blocks ≤ it (restarts fork there). */
+  /** The node's canonical head moved to `blockNumber`: settle held blocks ≤ it (restarts start there). */
   noteCanonical(blockNumber: number): void;
   status(): EngineStatus;
 

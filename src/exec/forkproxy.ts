@@ -1,14 +1,14 @@
-// The node as the engine's anvil processes see it: a loopback HTTP endpoint that forwards each JSON-RPC POST to the
-// node through a poster the daemon gives (its own node client: credentials and URL paths stay in this process, never
-// in anvil's arguments, `ps` or anvil's output) and counts the calls — the engine's canonical state reads. Knows
-// nothing of anvil or flashblocks.
+// The node as the native engine sees it: a loopback plain-HTTP endpoint that forwards each JSON-RPC POST to the node
+// through a poster the daemon gives (its own node client: TLS, credentials and URL paths stay in this process's JS,
+// never in the native core) and counts the calls — the engine's canonical state reads. Knows nothing of the engine
+// or flashblocks.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /** One JSON-RPC POST to the node: the request body in, the response body out; rejects on transport or HTTP errors. */
 export type NodePost = (body: Buffer) => Promise<Buffer>;
 
-/** Largest request body forwarded (anvil's fork reads are single calls or small batches). */
+/** Largest request body forwarded (the engine's reads are single calls or small batches). */
 const MAX_BODY = 8 * 1024 * 1024;
 
 /** JSON-RPC calls in a request body: the length of a batch, else 1. */
@@ -29,7 +29,7 @@ export class ForkProxy {
 
   private constructor(
     private readonly server: Server,
-    /** http URL anvil forks from. */
+    /** http URL the native engine reads the node at. */
     readonly url: string,
   ) {}
 
@@ -51,7 +51,7 @@ export class ForkProxy {
     return this.count;
   }
 
-  /** Counts calls the engine makes to the node itself (not through anvil). */
+  /** Counts calls the engine's TypeScript side makes to the node itself (not through this proxy). */
   note(calls: number): void {
     this.count += calls;
   }
@@ -90,7 +90,7 @@ export class ForkProxy {
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': answer.length });
       res.end(answer);
     } catch (e) {
-      // anvil sees a failed upstream call (it does not retry: --retries 0); the message never carries the node's URL.
+      // The engine sees a failed node call (an E_NODE error); the message never carries the node's URL.
       reply(502, JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32603, message: `node unavailable: ${(e as Error).name}` } }));
     }
   }

@@ -200,7 +200,7 @@ export class RevmEngine implements ExecutionEngine {
       if (verified) this.verified++;
       else this.divergences++;
     }
-    return { ok: true, verified, rebuilt: false, receipts, applyMs: performance.now() - t0 };
+    return { ok: true, verified, receipts, applyMs: performance.now() - t0 };
   }
 
   private dropHeld(n: number): void {
@@ -374,17 +374,13 @@ export class RevmEngine implements ExecutionEngine {
     if (nodeReads === null) nodeReads = 0;
     return {
       ready: this.ready && this.native !== null,
-      pid: null,
       blockNumber: this.last?.number ?? null,
       index: this.last?.index ?? null,
       canonical: this.canonical,
       restarts: this.restarts,
-      rebuilds: 0,
       divergences: this.divergences,
       verified: this.verified,
       applied: this.applied,
-      swaps: 0,
-      lastSwapMs: null,
       nodeReads,
       cacheBytes,
       lastError: this.lastError,

@@ -343,11 +343,8 @@ export interface Metrics {
   readonly executionFlashblocks: Readonly<Record<ExecutionOutcome, CounterCell>>;
   readonly executionVerified: CounterCell;
   readonly executionDivergences: Readonly<Record<ExecutionDivergenceSource, CounterCell>>;
-  readonly executionRebuilds: CounterCell;
   readonly executionRestarts: CounterCell;
-  readonly executionSwaps: CounterCell;
   readonly executionNodeReads: CounterCell;
-  readonly executionLastSwapSeconds: GaugeCell;
   readonly executionVerifiedRatio: GaugeCell;
   readonly executionCacheBytes: GaugeCell;
   readonly executionNodeReadsPerBlock: GaugeCell;
@@ -618,16 +615,10 @@ export function createMetrics(opts: MetricsOptions): Metrics {
       'Executed flashblocks whose receipts root equals diff.receipts_root (the verified share is ' +
       'execution_verified_ratio: this over the flashblocks handed to the engine, not over those executed).').child(),
     executionDivergences: keyed(EXECUTION_DIVERGENCE_SOURCES, (s) => execDivF.child(s)),
-    executionRebuilds: counter('execution_rebuilds_total',
-      'Exact re-mines of a pending block (strategy, a failed check, or a restart).').child(),
-    executionRestarts: counter('execution_restarts_total', 'Execution engine processes restarted after a crash.').child(),
-    executionSwaps: counter('execution_swaps_total',
-      'Engine processes forked at a new canonical head and swapped in (BLOCKHASH of canonical ancestors exact from then).').child(),
+    executionRestarts: counter('execution_restarts_total', 'Execution engine restarts after a panic in the native core (held pending blocks are executed again).').child(),
     executionNodeReads: counter('execution_node_reads_total',
       'JSON-RPC calls the execution engine made to the node: canonical state it read (cold accounts, slots, code, ' +
       'ancestors\' hashes) and block headers.').child(),
-    executionLastSwapSeconds: gauge('execution_last_swap_seconds',
-      'Time from a canonical head to its engine process serving reads, for the last swap.').child(),
     executionVerifiedRatio: gauge('execution_verified_ratio',
       'Verified share since start: execution_verified_total over the flashblocks handed to the engine (one not ' +
       'executed, still in flight or not verified counts against it); 0 before the first.').child(),

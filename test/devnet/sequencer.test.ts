@@ -8,7 +8,7 @@ import WebSocket from 'ws';
 import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
 import { startDevnet, type BuiltFlashblock } from '../../scripts/devnet/sequencer.js';
 import { startTraffic } from '../../scripts/devnet/traffic.js';
-import { encodeDepositFromRpc } from '../../src/exec/anvil.js';
+import { encodeDepositFromRpc } from '../../scripts/devnet/deposit.js';
 
 type Frame = { text: string; binary: boolean };
 

@@ -18,7 +18,7 @@ import { startReplayServer } from '../helpers/replay-server.js';
 function documentedFamilies(): string[] {
   const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
   const section = readme.slice(readme.indexOf('## Metrics'), readme.indexOf('## Errors'));
-  // Pending execution's families move in test/e2e/execution.test.ts (this run keeps the engine off: no sidecar).
+  // Pending execution's families move in test/e2e/execution.test.ts (this run keeps the engine off).
   // A stream thread crash moves in test/stream/threads.test.ts (this run has no --stream-port); a retired upstream in
   // test/e2e/retired.test.ts (it needs a retired chain or an upstream absent for --upstream-absent-ms).
   const elsewhere = new Set(['flashblocksd_stream_thread_crashes_total', 'flashblocksd_upstream_retired']);

@@ -2,7 +2,6 @@
 // receipts roots over a growing block, and the bytecode scan for NUMBER / BLOCKHASH.
 import t from 'tap';
 import { EMPTY_TRIE_ROOT, TrieCache } from '../../src/chain/trie.js';
-import { delegateOf, readsBlockNumber } from '../../src/exec/envscan.js';
 import { encodeReceipt, receiptsRoot, type ExecutedReceipt } from '../../src/exec/receipts.js';
 
 function receipt(over: Partial<ExecutedReceipt>): ExecutedReceipt {
@@ -36,26 +35,4 @@ t.test('receiptsRoot: empty list, and a growing block with a cache equals a fres
     if (i === 0 || i === 127 || i === 128 || i === 299) t.equal(receiptsRoot(rs, rs.length, cache), receiptsRoot(rs), `cached root at ${i + 1} receipts`);
   }
   t.not(receiptsRoot(rs, 10), receiptsRoot(rs, 11), 'a prefix has its own root');
-});
-
-t.test('readsBlockNumber: NUMBER and BLOCKHASH found, PUSH immediates skipped', async (t) => {
-  const cases: [string, boolean][] = [
-    ['', false],
-    ['43', true], // NUMBER
-    ['40', true], // BLOCKHASH
-    ['42', false], // TIMESTAMP (pinned by the engine)
-    ['6043', false], // PUSH1 0x43
-    ['7f' + '43'.repeat(32), false], // PUSH32 of NUMBER bytes
-    ['7f' + '43'.repeat(32) + '43', true], // NUMBER after the PUSH32
-    ['61434300', false], // PUSH2 0x4343, STOP
-    ['6143', false], // truncated PUSH2
-  ];
-  for (const [hex, want] of cases) t.equal(readsBlockNumber(Buffer.from(hex, 'hex')), want, `0x${hex}`);
-});
-
-t.test('delegateOf: EIP-7702 delegation designator only', async (t) => {
-  const addr = '44'.repeat(20);
-  t.equal(delegateOf(Buffer.from('ef0100' + addr, 'hex')), '0x' + addr);
-  t.equal(delegateOf(Buffer.from('ef0100' + addr + '00', 'hex')), null, 'longer code is not a designator');
-  t.equal(delegateOf(Buffer.from('ef0000' + addr, 'hex')), null, 'wrong version');
 });

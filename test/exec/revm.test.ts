@@ -91,6 +91,34 @@ t.test("every flashblock verifies against diff.receipts_root; NUMBER, TIMESTAMP,
   );
 });
 
+t.test('flashblocks sent without waiting are applied in call order, each verified against its own root', async (t) => {
+  const { node, c, blocks } = await net(t, 2, 4, 10);
+  const e = engineFor(t, node);
+  await e.start(blocks[0]!.number - 1);
+  const all = blocks.flatMap((b) => b.flashblocks);
+  const outs = await Promise.all(all.map((fb) => e.applyFlashblock(fb)));
+  outs.forEach((o, i) => {
+    t.ok(o.ok && o.verified === true, `flashblock ${all[i]!.blockNumber}/${all[i]!.index} verified`);
+    t.equal(o.ok ? o.receipts.length : -1, all[i]!.txs.length, 'its own receipts');
+  });
+  const last = blocks[1]!;
+  t.equal(BigInt(await e.getStorageAt(c.probe, '0x0')), BigInt(last.number), 'NUMBER exact');
+  t.equal(BigInt(await e.call({ to: c.reader })), last.sinkBalances[last.sinkBalances.length - 1], 'newest state visible');
+  t.equal(e.status().index, 3, 'the last flashblock is the visible one');
+});
+
+t.test("a block the engine executed only in part is not built on once the node has it: the cache is dropped, the next block runs on the node's state", async (t) => {
+  const { node, c, blocks } = await net(t, 2, 3, 8);
+  const e = engineFor(t, node);
+  const [b1, b2] = [blocks[0]!, blocks[1]!];
+  await e.start(b1.number - 1);
+  t.ok((await e.applyFlashblock(b1.flashblocks[0]!)).ok, 'only index 0 of the first block is seen');
+  e.noteCanonical(b1.number);
+  for (let i = 0; i < b2.flashblocks.length; i++) await applyVerified(t, e, b2, i);
+  t.equal(BigInt(await e.call({ to: c.reader })), b2.sinkBalances[b2.sinkBalances.length - 1], 'state includes the whole first block');
+  t.equal(e.status().canonical, b1.number, 'settled at the node\'s head');
+});
+
 t.test('a block whose parent the node shows late is still exact: BLOCKHASH(parent) comes from base.parent_hash', async (t) => {
   const { node, c, blocks } = await net(t, 3, 3, 8);
   const [b0, b1, b2] = [blocks[0]!, blocks[1]!, blocks[2]!];

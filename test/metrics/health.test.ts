@@ -25,9 +25,9 @@ t.test('ready with a fresh flashblock, an upstream and the node; an engine start
 });
 
 t.test('an execution engine that cannot run makes the instance not ready, with the reason', async (t) => {
-  const r = healthReport({ ...base, execution: { phase: 'down', detail: 'cannot run: pass --anvil-binary /path/to/anvil', cannotRun: true } });
+  const r = healthReport({ ...base, execution: { phase: 'down', detail: 'cannot run: this binary was built without the native core; use --execution false', cannotRun: true } });
   t.equal(r.ready, false);
-  t.same(r.checks.execution, { ok: false, detail: 'down: cannot run: pass --anvil-binary /path/to/anvil' });
+  t.same(r.checks.execution, { ok: false, detail: 'down: cannot run: this binary was built without the native core; use --execution false' });
   t.equal(r.checks.pending!.ok, true, 'everything else is fine');
 });
 

@@ -274,7 +274,7 @@ function executedFacts(e: ExecutionReads, rec: TxView): ReceiptFacts | null {
     contractAddress: ex.contractAddress,
     depositNonce: e.chainDepositNonce(ex),
     depositReceiptVersion: ex.depositReceiptVersion,
-    // The engine (anvil) reports no OP fee fields; the same computation as for stream receipts fills them.
+    // The engine reports no OP fee fields; the same computation as for stream receipts fills them.
     l1Fee: l1FeeFacts(rec),
   };
 }

@@ -1,9 +1,10 @@
 // One keep-alive HTTP/1.1 connection to a JSON-RPC server with pipelining: requests are written back to back and
 // answered in the order sent. Owns the socket and the FIFO of waiting calls; knows nothing of what the calls mean.
+// Devnet tooling (exec-blocks.ts drives the devnet's anvil with it); the daemon never imports it.
 // Not a batch and not WebSocket on purpose: anvil runs batch entries (and pipelined WS messages) concurrently and
 // loses their order; pipelined HTTP keeps it (research/pending-execution.md, "HTTP/1.1 pipelining keeps order").
 import { connect, type Socket } from 'node:net';
-import { RpcReplyError } from './engine.js';
+import { RpcReplyError } from '../../src/exec/engine.js';
 
 /** A JSON-RPC error answered by the server (the call reached it and was refused). */
 export { RpcReplyError };
