@@ -71,6 +71,7 @@ async function until(ok: () => boolean, ms: number, what: string): Promise<void>
 
 /** Starts a daemon (execution `on`), sends traffic through it for `seconds`, polls the receipts of that window. */
 async function phase(devnet: Devnet, on: boolean, accounts: number[], seconds: number): Promise<Phase> {
+  process.stderr.write(`bench engine: devnet, execution ${on ? 'on' : 'off'}\n`);
   const config = loadConfig(['--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0',
     '--block-time-ms', '2000', '--execution', String(on), '--log-level', 'error'], {});
   const d = await startDaemon(config, { log: silentLogger });
@@ -141,6 +142,7 @@ export async function measureDevnet(o: BenchOptions): Promise<{ rows: BenchRow[]
     offStopped = true;
     on = await phase(devnet, true, [4, 5, 6, 7], windowS);
 
+    process.stderr.write(`bench engine: soak, ${soakMin} min\n`);
     // Soak: the execution-on daemon with its traffic going on; /metrics sampled every SAMPLE_MS.
     const url = metricsUrl(on.d);
     const first = await scrapeMetrics(url);

@@ -15,9 +15,9 @@ import { fmt, percentile, runStandalone, sleep, type BenchOptions, type BenchRes
 const PER_BLOCK = 10;
 const FLASHBLOCK_MS = 200;
 const ACCOUNTS = 40;
-/** Base's published pending-build cost (research/pending-execution.md): 17.6 ms for a 500-tx pending block. */
+/** Base's published pending-build cost (../shared/research/pending-execution.md): 17.6 ms for a 500-tx pending block. */
 const BASE_US_PER_TX = 35;
-const BASE_CITE = "Base's published figure, 0.035 ms/tx (17.6 ms for a 500-tx pending build; research/pending-execution.md), not run here";
+const BASE_CITE = "Base's published figure, 0.035 ms/tx (17.6 ms for a 500-tx pending build; ../shared/research/pending-execution.md), not run here";
 /** The old engine's per-block fork (anvil sidecar, being removed), as measured in issue 22's text. */
 const OLD_READS = { block20: 460, block140: 2200 };
 
@@ -34,6 +34,7 @@ async function engineAt(node: Anvil, canonical: number): Promise<RevmEngine> {
   return e;
 }
 
+const progress = (what: string): void => void process.stderr.write(`bench engine: ${what}\n`);
 const reads = (e: RevmEngine): number => e.status().nodeReads ?? 0;
 
 /** What replaying blocks into one engine gave: apply ms per flashblock (warm blocks only), node reads per block. */
@@ -104,6 +105,7 @@ async function measureCost(o: BenchOptions): Promise<{ rows: BenchRow[]; lines: 
     const byKind = new Map<CostKind, KindBlock[]>();
     try {
       for (const kind of COST_KINDS) {
+        progress(`building ${blocksPer} ${kind} blocks`);
         const bs: KindBlock[] = [];
         for (let k = 0; k < blocksPer; k++) bs.push(await f.buildBlock(kind, PER_BLOCK, perFb));
         byKind.set(kind, bs);
@@ -111,7 +113,10 @@ async function measureCost(o: BenchOptions): Promise<{ rows: BenchRow[]; lines: 
     } finally {
       f.close();
     }
+    // One untimed replay first: the JS side (receipts, root check) is JIT-compiled before the first kind is timed.
+    await replay(node, byKind.get(COST_KINDS[0]!)!, 1, false);
     for (const kind of COST_KINDS) {
+      progress(`replaying ${kind} blocks`);
       const r = await replay(node, byKind.get(kind)!, 1, false);
       const usPerTx = r.applies.map(([ms, n]) => (ms * 1000) / n);
       const p50 = percentile(usPerTx, 50);
@@ -162,6 +167,7 @@ async function measureLoop(o: BenchOptions, warmCost: Map<CostKind, number[]>): 
     } finally {
       f.close();
     }
+    progress('paced 200-tx replay, execution off then on');
     // Execution off: the same pacing, nothing applied (the loop's own timer noise on this machine).
     const off = await loopDelay(async () => {
       let due = performance.now();
@@ -224,11 +230,11 @@ export async function run(o: BenchOptions): Promise<BenchResult> {
     `**(1) Cost per transaction.** One anvil node (gas limit 2e9, ${ACCOUNTS} senders); per kind, ${o.quick ? 2 : 4} blocks of ${PER_BLOCK} flashblocks × ${o.quick ? 100 : 200} txs ` +
     `of that kind only (index 0 also carries one L1-info-style system deposit) mined first (the truth), then replayed back to back into a fresh ` +
     `RevmEngine (src/exec/revm.ts), each parent settled by noteCanonical before the next block's index 0 as the daemon does. The first block ` +
-    `warms the cache and is not timed; cost = ApplyOutcome.applyMs (call → visible state: JSON work out, op-revm, receipts back, receipts-root ` +
+    `warms the cache and is not timed (and one whole untimed replay runs before the first kind, for the JIT); cost = ApplyOutcome.applyMs (call → visible state: JSON work out, op-revm, receipts back, receipts-root ` +
     `check in JS) / the flashblock's txs, p50 over the warm flashblocks. The ERC-20 is the devnet token (scripts/devnet/traffic.ts: 2 SLOAD, 2 SSTORE, ` +
     `a Transfer log); the swap contract (bench/engine-blocks.ts) reads two reserves, computes a constant-product output, writes both back and ` +
     `one balance slot per side, logs. Base's 0.035 ms/tx is a published figure for its whole pending build on production hardware, cited ` +
-    `(research/pending-execution.md), not measured here.\n\n` +
+    `(../shared/research/pending-execution.md), not measured here.\n\n` +
     `**(2) Node reads per block** = EngineStatus.nodeReads (every JSON-RPC call the engine made through src/exec/forkproxy.ts) between one ` +
     `block's index 0 and the next's, settles included; the old engine's per-block fork read ≈ ${OLD_READS.block20} at block 20 and ` +
     `≈ ${fmt(OLD_READS.block140)} at block 140 of the devnet (issue 22's text; the sidecar is being removed and is not run here).\n\n` +
