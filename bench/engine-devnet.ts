@@ -230,7 +230,9 @@ export async function measureDevnet(o: BenchOptions): Promise<{ rows: BenchRow[]
       `**(5) Soak.** The execution-on daemon after its window, traffic going on (${soakSent.sent} txs sent in all, ${soakSent.errors} errors), ` +
       `${soakMin} min, /metrics every ${SAMPLE_MS / 1000} s: \`${M_LAG}\` (max), \`${M_READS}\` (mean of the first vs the last ${fmt(minute / 60)} min), ` +
       `\`${M_ELU}\` (p99; baseline = the same gauge sampled every second during the execution-off window), \`${M_OUTCOME}\` by outcome ` +
-      `(deltas over the soak).`;
+      `(deltas over the soak). Node reads per block here are not the replay's 2–3: the generator sends to a fresh address in its ` +
+      `legacy, 1559, 7702 and deposit txs and deploys a contract every 24 txs, and the engine reads each account it has never seen ` +
+      `(balance, nonce and code: 3 calls in one batch); what matters is that the figure stays flat as the chain grows.`;
     return { rows, notes };
   } finally {
     await on?.traffic.stop();

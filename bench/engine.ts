@@ -140,6 +140,7 @@ async function measureCost(o: BenchOptions): Promise<{ rows: BenchRow[]; lines: 
   return { rows, lines, warmReads };
 }
 
+const signed = (x: number): string => (x >= 0 ? `+${fmt(x)}` : `−${fmt(-x)}`);
 const kindLabel = (k: CostKind): string => (k === 'transfer' ? 'plain ETH transfers' : k === 'erc20' ? 'ERC-20 transfers' : 'swap-like contract (4 SLOAD + 4 SSTORE + log)');
 
 /** Event-loop delay (ms) of this thread while `fn` runs: p50, p99, max. */
@@ -201,14 +202,14 @@ async function measureLoop(o: BenchOptions, warmCost: Map<CostKind, number[]>): 
         unit: 'ms',
         display: `${fmt(on.p99)} ms (p50 ${fmt(on.p50)} ms)`,
         baseline: { label: 'same pacing, execution off', value: off.p99, display: `${fmt(off.p99)} ms (p50 ${fmt(off.p50)} ms)` },
-        verdict: `+${fmt(on.p99 - off.p99)} ms; flashblock apply p50 ${fmt(applyP50)} ms; roots ${run.verified}/${run.total}${failed}`,
+        verdict: `${signed(on.p99 - off.p99)} ms against off; flashblock apply p50 ${fmt(applyP50)} ms; roots ${run.verified}/${run.total}${failed}`,
       },
       {
         name: 'event-loop delay of the RPC thread while 200-tx flashblocks execute, max',
         value: on.max,
         unit: 'ms',
         baseline: { label: 'same pacing, execution off', value: off.max },
-        verdict: `+${fmt(on.max - off.max)} ms`,
+        verdict: `${signed(on.max - off.max)} ms against off (one sample each: noisy)`,
       },
     ];
     const lines = [
