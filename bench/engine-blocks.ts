@@ -8,7 +8,7 @@ import type { Anvil } from '../scripts/devnet/anvil.js';
 import { devAccounts } from '../scripts/devnet/sequencer.js';
 import { tokenInitCode } from '../scripts/devnet/traffic.js';
 import type { BlockEnv, FlashblockWork } from '../src/exec/engine.js';
-import { PipelinedRpc } from '../src/exec/pipe.js';
+import { PipelinedRpc } from '../scripts/devnet/pipe.js';
 import { receiptFromRpc, receiptsRoot } from '../src/exec/receipts.js';
 
 /** What every transaction of a block does. */
