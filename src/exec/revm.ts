@@ -101,6 +101,8 @@ export class RevmEngine implements ExecutionEngine {
   /** op-geth/op-reth commit a deposit's nonce before it; anvil (the devnet's node) the one after. Learned from roots. */
   private depositNonceMode: 'pre' | 'reported' = 'pre';
   private chainId = 0;
+  private statsAtMs = -Infinity;
+  private cacheBytes: number | null = null;
 
   constructor(private readonly o: RevmEngineOptions) {}
 
@@ -362,15 +364,18 @@ export class RevmEngine implements ExecutionEngine {
 
   status(): EngineStatus {
     let nodeReads: number | null = this.proxy?.reads ?? null;
-    let cacheBytes: number | null = null;
-    if (this.native !== null) {
+    // status() is asked on every pending read (readiness): the native stats (a lock and a JSON string) at most
+    // every 250 ms.
+    const now = performance.now();
+    if (this.native !== null && now - this.statsAtMs > 250) {
+      this.statsAtMs = now;
       try {
-        const s = JSON.parse(this.native.stats()) as { cacheBytes: number };
-        cacheBytes = s.cacheBytes;
+        this.cacheBytes = (JSON.parse(this.native.stats()) as { cacheBytes: number }).cacheBytes;
       } catch {
         // stats are best effort
       }
     }
+    const cacheBytes = this.native === null ? null : this.cacheBytes;
     if (nodeReads === null) nodeReads = 0;
     return {
       ready: this.ready && this.native !== null,
