@@ -55,6 +55,13 @@ async function raw(url: string, method: string, params: unknown): Promise<{ resu
   return (await res.json()) as { result?: any; error?: { code: number; message: string } };
 }
 
+/** eth_simulateV1 answers counted with `source`. */
+async function sourceOf(daemon: Daemon, source: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${daemon.metricsPort}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`flashblocksd_rpc_requests_total{method="eth_simulateV1",source="${source}"} `));
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+}
+
 const { daemon, rpc } = await boot(t);
 const chain = defineChain({ ...optimism, id: devnet.chainId, name: 'devnet', rpcUrls: { default: { http: [rpc] } } });
 const client = createPublicClient({ chain, transport: http(rpc) });
@@ -133,20 +140,27 @@ t.test("the response has the shape of the node's own eth_simulateV1 (same state:
       { blockOverrides: { time: '0x' + (Math.floor(Date.now() / 1000) + 1000).toString(16) }, calls: [{ to: BALANCE_AT, data: `0x${RICH.slice(2).padStart(64, '0')}` }] },
     ],
   };
+  // A preconfirmed transaction first: a pending block without any is answered as latest (see usablePending).
+  const acct = devnet.accounts[6]!;
+  const wallet = createWalletClient({ account: privateKeyToAccount(acct.privateKey), chain, transport: http(rpc) });
+  const sent = await wallet.sendTransaction({ to: RICH, value: 1n, maxFeePerGas: 10_000_000_000n, maxPriorityFeePerGas: 1_000_000n });
+  await until(async () => (await rpcCall<{ blockNumber: string | null } | null>(rpc, 'eth_getTransactionReceipt', [sent]))?.blockNumber != null, 5000, 'the daemon serves the transfer');
+  const before = await sourceOf(daemon, 'state');
   const mine = await raw(rpc, 'eth_simulateV1', [payload, 'pending']);
+  t.equal((await sourceOf(daemon, 'state')) - before, 1, 'answered by the engine (not forwarded as latest)');
   const node = await raw(devnet.nodeRpcUrl, 'eth_simulateV1', [payload, 'latest']);
   t.equal(mine.error, undefined, 'the daemon answers');
   t.equal(node.error, undefined, 'the node answers');
   // The calls' results field by field; a failed call's error object aside (anvil 1.7.1 answers a revert with code
   // -3200 and no data; the execution-apis spec and geth: code 3 with the revert data, which viem reads).
-  const strip = (blocks: any[]) => blocks.map((b) => ({ keys: Object.keys(b).filter((k) => k !== 'calls'), calls: b.calls.map((c: any) => ({ ...c, gasUsed: typeof c.gasUsed, error: typeof c.error })) }));
+  const strip = (blocks: any[]) => blocks.map((b) => ({ keys: Object.keys(b).filter((k) => k !== 'calls'), calls: b.calls.map((c: any) => ({ ...c, gasUsed: c.gasUsed, error: typeof c.error })) }));
   const ours = strip(mine.result);
   const theirs = strip(node.result);
   t.equal(ours.length, theirs.length, 'as many blocks');
   for (let i = 0; i < theirs.length; i++) {
     const missing = theirs[i]!.keys.filter((k: string) => !ours[i]!.keys.includes(k));
     t.same(missing.sort(), ['receiptsRoot', 'stateRoot', 'transactionsRoot'], `block ${i}: every field the node gives but the roots (not computed) is there`);
-    t.same(ours[i]!.calls, theirs[i]!.calls, `block ${i}: the calls' results as the node's (status, returnData, logs, gasUsed and error present)`);
+    t.same(ours[i]!.calls, theirs[i]!.calls, `block ${i}: the calls' results as the node's (status, returnData, logs, gasUsed; an error present)`);
   }
   const reverted = mine.result[0].calls[1];
   t.same(reverted.error, { code: 3, message: reverted.error.message, data: word(42n) }, `a revert: code 3 with its data (${reverted.error.message})`);
