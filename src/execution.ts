@@ -1,9 +1,11 @@
 // The pending-execution feed: starts the execution engine (src/exec) at the node's canonical head, hands it every
 // applied flashblock in stream order (read from the state events; the pipeline stays the single writer of state),
 // records each outcome (metrics, cross-checks against the stream's receipts), tells it about settled canonical
-// blocks, and answers "may a read use executed state as of flashblock (n, i)?" for the RPC handlers. Engine
-// failures are values here: they never reach the pipeline and never crash the daemon.
+// blocks, and answers "may a read use executed state as of flashblock (n, i)?" for the RPC handlers. Where the
+// stream carries access lists (X Layer), each executed flashblock's listed post-values are compared with the
+// engine's state. Engine failures are values here: they never reach the pipeline and never crash the daemon.
 import { performance } from 'node:perf_hooks';
+import { applyAccessList, postDiffers, type AccountChanges, type AccountPost } from './chain/access-list.js';
 import type { ApplyFailure, ExecutionEngine, FlashblockWork } from './exec/engine.js';
 import type { ExecutedReceipt } from './exec/receipts.js';
 import type { Logger } from './log.js';
@@ -95,6 +97,8 @@ export class ExecutionFeed {
   private readonly ticker: NodeJS.Timeout;
   private startTimer: NodeJS.Timeout | null = null;
   private lastStartError: string | null = null;
+  /** Per applied block build: each flashblock's access list (X Layer), by index, until it is cross-checked. */
+  private readonly accessLists = new WeakMap<BlockView, (readonly AccountChanges[] | undefined)[]>();
 
   constructor(
     private readonly d: ExecutionFeedDeps,
@@ -106,7 +110,14 @@ export class ExecutionFeed {
 
   /** Starts the engine in the background (retrying with backoff); feeding begins once it is up. */
   start(): void {
-    this.offApplied = this.d.events.onApplied((block) => this.feed(block));
+    this.offApplied = this.d.events.onApplied((block, fb) => {
+      if (fb.accessList !== null) {
+        let l = this.accessLists.get(block);
+        if (l === undefined) this.accessLists.set(block, (l = []));
+        l[fb.index] = fb.accessList;
+      }
+      this.feed(block);
+    });
     this.offCanonical = this.d.events.onCanonical((n) => {
       this.d.engine.noteCanonical(n);
       this.countUnfed(n);
@@ -260,6 +271,7 @@ export class ExecutionFeed {
           this.d.log.warn('execution engine: stream receipt differs from execution', { block: b.number, index, position: from + i, tx: rec.tx.hash, ...diff });
         }
       }
+      this.crossCheckAccessList(b, index);
       if (this.fed.get(b.number)?.view === b && (this.done === null || b.number > this.done.number || (b.number === this.done.number && index > this.done.index))) {
         this.done = { number: b.number, index };
       }
@@ -274,6 +286,49 @@ export class ExecutionFeed {
         }
       }
     });
+  }
+
+  /**
+   * Compares what flashblock `index` of `b`'s access list says each listed account holds after it (balance, nonce,
+   * code, the storage slots it wrote) with the engine's executed state; a disagreement counts one access_list
+   * divergence per account, with a warn line naming the field. The engine reads its newest executed state: checked
+   * only while that is this flashblock (nothing else queued now, nothing handed before the reads are answered).
+   */
+  private crossCheckAccessList(b: BlockView, index: number): void {
+    const lists = this.accessLists.get(b);
+    const list = lists?.[index];
+    if (lists === undefined || list === undefined) return;
+    lists[index] = undefined;
+    if (this.inflight.length > 0 || list.length === 0) return;
+    const handedAt = this.handed;
+    const e = this.d.engine;
+    const posts = new Map<string, AccountPost>();
+    applyAccessList(posts, list);
+    void Promise.all(
+      [...posts].map(async ([address, post]) => {
+        const slots = [...post.storage.keys()];
+        const [balance, nonce, code, values] = await Promise.all([
+          post.balance === undefined ? undefined : e.getBalance(address),
+          post.nonce === undefined ? undefined : e.getTransactionCount(address),
+          post.code === undefined ? undefined : e.getCode(address),
+          Promise.all(slots.map((k) => e.getStorageAt(address, k))),
+        ]);
+        const storage = new Map<string, bigint>();
+        for (let i = 0; i < slots.length; i++) storage.set(slots[i]!, BigInt(values[i]!));
+        return { address, fields: postDiffers(post, { balance, nonce, code, storage }) };
+      }),
+    ).then(
+      (checked) => {
+        // A flashblock handed meanwhile may have moved the engine's state under the reads: no verdict.
+        if (this.handed !== handedAt || this.stopped) return;
+        for (const c of checked) {
+          if (c.fields.length === 0) continue;
+          this.d.metrics.executionDivergences.access_list.inc();
+          this.d.log.warn("execution engine: the stream's access list disagrees with execution", { block: b.number, index, account: c.address, field: c.fields.join(', ') });
+        }
+      },
+      (err: unknown) => this.d.log.debug('execution engine: access-list cross-check not done (engine read failed)', { block: b.number, index, error: (err as Error).message }),
+    );
   }
 
   /**

@@ -1,14 +1,19 @@
 //! eth_simulateV1 on the pending state: several blocks of calls, each block with its own state and block overrides,
 //! on top of the newest executed flashblock and with the pending block's own env (number, timestamp, base fee,
 //! fee recipient, prev_randao) as the first simulated block's defaults. State carries from call to call and block
-//! to block. Like geth: without `validation`, fees and nonces are not checked and the base fee is 0 unless given.
+//! to block. Without `validation`, fees and nonces are not checked (a call may have gas price 0); BASEFEE is still the
+//! pending block's base fee (or the block override's), as NUMBER, TIMESTAMP, COINBASE and PREVRANDAO are its own.
+//! The state, transactions and receipts roots are not computed (the simulated state has no trie) and are omitted.
 use crate::exec::{apply_block_overrides, build_evm, call_setup, failure, log_json, override_layer, BlockSpec, ReadError};
 use crate::state::{Db, Layer, Shared, Snapshot};
-use alloy_primitives::{hex, keccak256, B256, U256};
+use alloy_primitives::{hex, keccak256, Bloom, B256, U256};
 use op_revm::revm::context_interface::result::ExecutionResult;
 use op_revm::revm::ExecuteEvm;
 use serde_json::{json, Value};
 use std::sync::Arc;
+
+/// keccak256(rlp([])): the ommers hash of a block without ommers.
+const EMPTY_OMMERS_HASH: B256 = B256::new(hex!("1dcc4de8dec75d7aab85b567b6ccd41ad312451b948a7413f0a142fd40d49347"));
 
 /// Simulated blocks per request (geth's limit is 256).
 const MAX_BLOCKS: usize = 256;
@@ -51,9 +56,6 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
             env.number = U256::from(prev_number.unwrap_or(spec.number) + 1);
             env.timestamp = U256::from(prev_time.unwrap_or(spec.timestamp) + 2);
         }
-        if !validation {
-            env.basefee = 0;
-        }
         apply_block_overrides(&mut env, b.get("blockOverrides").unwrap_or(&Value::Null))?;
         let number: u64 = env.number.to::<u64>();
         let time: u64 = env.timestamp.to::<u64>();
@@ -70,6 +72,7 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
         let mut layer = Layer::default();
         let mut results = Vec::new();
         let mut gas_used_block: u64 = 0;
+        let mut bloom = Bloom::ZERO;
         let empty = Vec::new();
         let calls = b.get("calls").and_then(|c| c.as_array()).unwrap_or(&empty);
         for (ci, call) in calls.iter().enumerate() {
@@ -102,6 +105,9 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
                 }
             };
             layer.commit(state, &shared.codes);
+            for l in result.logs() {
+                bloom.accrue_log(l);
+            }
             let used = result.tx_gas_used();
             gas_used_block += used;
             // A stand-in transaction hash for the logs: the call's position (the calls are not signed transactions).
@@ -148,6 +154,12 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
             "baseFeePerGas": format!("0x{:x}", env.basefee),
             "miner": format!("{:#x}", env.beneficiary),
             "mixHash": format!("{:#x}", env.prevrandao.unwrap_or(B256::ZERO)),
+            "logsBloom": format!("{bloom:#x}"),
+            "difficulty": "0x0",
+            "nonce": "0x0000000000000000",
+            "extraData": "0x",
+            "sha3Uncles": format!("{EMPTY_OMMERS_HASH:#x}"),
+            "uncles": [],
             "transactions": [],
             "calls": results,
         }));

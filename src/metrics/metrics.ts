@@ -30,8 +30,11 @@ export type ChainCheck = (typeof CHAIN_CHECKS)[number];
 export const PENDING_FALLBACK_REASONS = ['stale', 'broken', 'disabled', 'no_metadata', 'execution', 'retired'] as const;
 export type PendingFallbackReason = (typeof PENDING_FALLBACK_REASONS)[number];
 
-/** Where an executed answer disagreed with the builder: its diff.receipts_root, or a receipt the stream carried. */
-export const EXECUTION_DIVERGENCE_SOURCES = ['receipts_root', 'stream_receipt'] as const;
+/**
+ * Where an executed answer disagreed with the builder: its diff.receipts_root, a receipt the stream carried, or a
+ * post-value of the stream's access list (X Layer).
+ */
+export const EXECUTION_DIVERGENCE_SOURCES = ['receipts_root', 'stream_receipt', 'access_list'] as const;
 export type ExecutionDivergenceSource = (typeof EXECUTION_DIVERGENCE_SOURCES)[number];
 
 /**
@@ -518,7 +521,8 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   const execDivF = counter('execution_divergences_total',
     'Executed flashblocks that disagreed with the builder: source=receipts_root when the executed receipts root ' +
     'differs from diff.receipts_root, source=stream_receipt per transaction whose stream receipt differs from the ' +
-    'executed one (status, gasUsed, logs).', ['source']);
+    'executed one (status, gasUsed, logs), source=access_list per account whose access-list post-values (balance, ' +
+    'nonce, code, storage) differ from the executed state.', ['source']);
 
   // RPC: every known method × source is resolved here; series appear on first use to keep the scrape small.
   const rpcCountF = counter('rpc_requests_total', 'JSON-RPC requests by method and where the answer came from.',
