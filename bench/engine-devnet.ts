@@ -2,18 +2,17 @@
 // in metadata). Send → preconfirmed receipt with --execution false, then --execution true (same devnet, same traffic
 // rate, one after the other), then a soak of the execution-on daemon sampling its /metrics. Measures only.
 import { performance } from 'node:perf_hooks';
-import { rpcBatch } from '../scripts/devnet/anvil.js';
 import { startDevnet, type Devnet } from '../scripts/devnet/sequencer.js';
 import { startTraffic, type Traffic } from '../scripts/devnet/traffic.js';
 import { loadConfig } from '../src/config.js';
 import { startDaemon, type Daemon } from '../src/daemon.js';
 import { silentLogger } from '../src/log.js';
+import { ReceiptPoller } from './execution-rpc.js';
 import { fmt, percentile, scrapeMetrics, sleep, type BenchOptions, type BenchRow } from './lib.js';
 
 /** The rate issue 22's user test ran at. */
 const TX_PER_S = 100;
 const POLL_MS = 10;
-const BATCH = 100;
 const SAMPLE_MS = 2000;
 /** Metric names sampled (README metrics table). */
 const M_LAG = 'flashblocksd_execution_lag_flashblocks';
@@ -22,29 +21,6 @@ const M_ELU = 'flashblocksd_thread_event_loop_utilization{thread="main"}';
 const M_OUTCOME = 'flashblocksd_execution_flashblocks_total';
 
 /** Polls `url` for the receipts of `sentAt`'s hashes; ms from send to the poll answer that held each. */
-class ReceiptPoller {
-  readonly ms: number[] = [];
-  private readonly seen = new Set<string>();
-  constructor(private readonly url: string, private readonly sentAt: Map<string, number>) {}
-  get missing(): number {
-    return this.sentAt.size - this.seen.size;
-  }
-  async poll(): Promise<void> {
-    const todo = [...this.sentAt.keys()].filter((h) => !this.seen.has(h));
-    for (let i = 0; i < todo.length; i += BATCH) {
-      const hashes = todo.slice(i, i + BATCH);
-      const res = await rpcBatch<{ blockNumber: string } | null>(this.url, hashes.map((h) => ['eth_getTransactionReceipt', [h]]));
-      const now = performance.now();
-      for (let k = 0; k < hashes.length; k++) {
-        const r = res[k];
-        if (r?.ok === true && r.value !== null) {
-          this.seen.add(hashes[k]!);
-          this.ms.push(now - this.sentAt.get(hashes[k]!)!);
-        }
-      }
-    }
-  }
-}
 
 /** One phase: a daemon with execution on or off, traffic through it, receipts polled on it. */
 interface Phase {

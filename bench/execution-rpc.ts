@@ -31,7 +31,8 @@ async function until(ok: () => boolean, ms: number, what: string): Promise<void>
 }
 
 /** Polls `url` for the receipts of `sentAt`'s hashes every POLL_MS until all are seen or `until()` ends; ms from send. */
-class ReceiptPoller {
+/** Polls the daemon (or node) for the receipts of sent transactions, in batches; ms from submission to the answer. */
+export class ReceiptPoller {
   readonly ms: number[] = [];
   private readonly seen = new Set<string>();
   constructor(private readonly url: string, private readonly sentAt: Map<string, number>) {}

@@ -9,7 +9,7 @@ import t, { type Test } from 'tap';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { JsonRpcProvider } from 'ethers';
 import WebSocket from 'ws';
-import { createPublicClient, createWalletClient, defineChain, http, getContractAddress, type Hex } from 'viem';
+import { createPublicClient, createWalletClient, defineChain, http, getContractAddress } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { optimism } from 'viem/chains';
 import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
@@ -21,11 +21,11 @@ import type { RevmEngine } from '../../src/exec/revm.js';
 import { createLogger } from '../../src/log.js';
 import { startReplayServer } from '../helpers/replay-server.js';
 import { firstDiff, strip } from '../helpers/compare.js';
+import { STORE_INIT, STORE_RUNTIME, word } from '../helpers/store-contract.js';
 
 /** Runtime: with calldata, SSTORE(0, calldata[0:32]); always returns SLOAD(0). */
-const RUNTIME = '3615600b576000356000555b60005460005260206000f3';
-const INIT = `0x60${(RUNTIME.length / 2).toString(16)}600c60003960${(RUNTIME.length / 2).toString(16)}6000f3${RUNTIME}` as Hex;
-const word = (n: bigint): Hex => `0x${n.toString(16).padStart(64, '0')}`;
+const RUNTIME = STORE_RUNTIME;
+const INIT = STORE_INIT;
 
 const logs: string[] = [];
 const log = createLogger({ level: 'warn', write: (line) => void logs.push(line) });

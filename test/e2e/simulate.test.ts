@@ -13,6 +13,7 @@ import { startDevnet } from '../../scripts/devnet/sequencer.js';
 import { loadConfig } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
+import { word } from '../helpers/store-contract.js';
 
 /** With calldata, SSTORE(0, calldata[0:32]); always returns SLOAD(0). */
 const STORE = '3615600b576000356000555b60005460005260206000f3';
@@ -23,7 +24,6 @@ const ENV = '0x436000524260205248604052416060524460805260a06000f3' as Hex;
 const BALANCE = '0x60003531600052602060' + '00f3';
 /** Reverts with the word 42. */
 const REVERT = '0x602a60005260206000fd' as Hex;
-const word = (n: bigint): Hex => `0x${n.toString(16).padStart(64, '0')}`;
 const words = (data: Hex): bigint[] => (data.slice(2).match(/.{64}/g) ?? []).map((w) => BigInt('0x' + w));
 const ENV_AT = '0x00000000000000000000000000000000000e0e01' as Hex;
 const BALANCE_AT = '0x00000000000000000000000000000000000e0e02' as Hex;
