@@ -887,17 +887,15 @@ mod tests {
         OpTransaction { base: b, enveloped_tx: Some(Bytes::new()), deposit: Default::default() }
     }
 
-    /// Runs `txs` in order on one flashblock layer, as `apply` does; their gas used.
+    /// Runs `txs` in order on one flashblock layer with one EVM, as `apply` does; their gas used.
     fn run_all(shared: &Shared, txs: Vec<OpTransaction<TxEnv>>) -> Vec<u64> {
         let spec = spec();
-        let mut layer = Layer::default();
+        let db = ApplyDb { layer: Layer::default(), below: &[], shared };
+        let mut evm = Context::op().with_db(db).with_block(spec.block_env()).with_cfg(spec.cfg()).with_chain(L1BlockInfo::default()).build_op();
         let mut out = Vec::new();
         for tx in txs {
-            let (res, back) = OwnedTop { layer: std::mem::take(&mut layer), below: &[], shared }.transact(&spec, tx);
-            layer = back;
-            let (result, state) = res.expect("tx executes");
+            let result = evm.transact_commit(tx).expect("tx executes");
             assert!(result.is_success());
-            layer.commit(state, &shared.codes);
             out.push(result.tx_gas_used());
         }
         out
