@@ -5,9 +5,10 @@ import { concatHex, getContractAddress, numberToHex, pad, toHex, type Hex } from
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { depositTx } from '../scripts/devnet/contracts.js';
 import type { Anvil } from '../scripts/devnet/anvil.js';
+import { envOfBlock } from '../scripts/devnet/exec-blocks.js';
 import { devAccounts } from '../scripts/devnet/sequencer.js';
 import { tokenInitCode } from '../scripts/devnet/traffic.js';
-import type { BlockEnv, FlashblockWork } from '../src/exec/engine.js';
+import type { FlashblockWork } from '../src/exec/engine.js';
 import { PipelinedRpc } from '../scripts/devnet/pipe.js';
 import { receiptFromRpc, receiptsRoot } from '../src/exec/receipts.js';
 
@@ -138,15 +139,7 @@ export class KindBlockFactory {
     const failed = raw.filter((r) => r.status !== '0x1').length;
     if (failed > 0) throw new Error(`block ${number}: ${failed} ${kind} txs reverted (the bench measures successful ones)`);
     const receipts = raw.map(receiptFromRpc);
-    const env: BlockEnv = {
-      number,
-      timestamp: Number(block.timestamp),
-      baseFeePerGas: BigInt(block.baseFeePerGas),
-      feeRecipient: String(block.miner).toLowerCase(),
-      gasLimit: BigInt(block.gasLimit),
-      prevRandao: String(block.mixHash),
-      parentHash: String(block.parentHash),
-    };
+    const env = envOfBlock(block);
     const flashblocks: FlashblockWork[] = [];
     let n = 0;
     for (let k = 0; k < groups.length; k++) {

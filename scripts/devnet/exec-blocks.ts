@@ -36,6 +36,19 @@ export interface BuiltBlock {
   sinkBalances: bigint[];
 }
 
+/** The execution env of a mined block (eth_getBlockByNumber's answer), as the block's index 0 `base` would give it. */
+export function envOfBlock(block: Record<string, any>): BlockEnv {
+  return {
+    number: Number(block.number),
+    timestamp: Number(block.timestamp),
+    baseFeePerGas: BigInt(block.baseFeePerGas),
+    feeRecipient: String(block.miner).toLowerCase(),
+    gasLimit: BigInt(block.gasLimit),
+    prevRandao: String(block.mixHash),
+    parentHash: String(block.parentHash),
+  };
+}
+
 /** Generates blocks of real transactions on `node` (mining off). */
 export class BlockFactory {
   private readonly signers: PrivateKeyAccount[];
@@ -132,15 +145,7 @@ export class BlockFactory {
     if (block.transactions.length !== all.length) throw new Error(`block ${number} holds ${block.transactions.length} of ${all.length} txs (gas limit?)`);
     const receipts = (await this.rpc.call<Record<string, unknown>[]>('eth_getBlockReceipts', [toHex(number)])).map(receiptFromRpc);
     if (receiptsRoot(receipts) !== block.receiptsRoot) throw new Error(`block ${number}: receipts encoding disagrees with the node's receiptsRoot`);
-    const env: BlockEnv = {
-      number,
-      timestamp: Number(block.timestamp),
-      baseFeePerGas: BigInt(block.baseFeePerGas),
-      feeRecipient: String(block.miner).toLowerCase(),
-      gasLimit: BigInt(block.gasLimit),
-      prevRandao: String(block.mixHash),
-      parentHash: String(block.parentHash),
-    };
+    const env = envOfBlock(block);
     const flashblocks: FlashblockWork[] = [];
     const sinkBalances: bigint[] = [];
     let n = 0;
