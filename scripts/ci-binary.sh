@@ -25,17 +25,28 @@ const src = process.argv[2];
 const dir = mkdtempSync(join(tmpdir(), 'flashblocksd-ci-'));
 const bin = join(dir, 'flashblocksd');
 copyFileSync(src, bin);
-const freePort = () => new Promise((resolve) => { const s = createServer().listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); }); });
+// Two distinct free ports: both listeners are open at once (two sequential probes may return the same port, and the
+// daemon then exits 2 with E_LISTEN / E_CONFIG).
+const listen = () => new Promise((resolve) => { const s = createServer().listen(0, '127.0.0.1', () => resolve(s)); });
+const freePorts = async () => {
+  const a = await listen();
+  const b = await listen();
+  const ports = [a.address().port, b.address().port];
+  await Promise.all([a, b].map((s) => new Promise((r) => s.close(r))));
+  return ports;
+};
 const env = { PATH: process.env.PATH, HOME: dir, XDG_RUNTIME_DIR: dir };
 const runs = [];
 try {
   for (let i = 0; i < 6; i++) {
-    const [port, metricsPort] = [await freePort(), await freePort()];
+    const [port, metricsPort] = await freePorts();
     const t0 = performance.now();
-    const child = spawn(bin, ['--port', String(port), '--metrics-port', String(metricsPort), '--flashblocks-enabled', 'false', '--node-rpc-url', 'http://127.0.0.1:9/', '--log-level', 'error'], { cwd: dir, env, stdio: 'ignore' });
+    const child = spawn(bin, ['--port', String(port), '--metrics-port', String(metricsPort), '--flashblocks-enabled', 'false', '--node-rpc-url', 'http://127.0.0.1:9/', '--log-level', 'error'], { cwd: dir, env, stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c) => { stderr += c; });
     const exited = new Promise((resolve) => child.once('exit', resolve));
     for (;;) {
-      if (child.exitCode !== null) throw new Error(`the binary exited with ${child.exitCode} before /healthz answered`);
+      if (child.exitCode !== null) throw new Error(`start ${i + 1}: the binary exited with ${child.exitCode} before /healthz answered: ${stderr.trim()}`);
       try {
         if ((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).status === 200) break;
       } catch {}
