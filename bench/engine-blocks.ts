@@ -5,7 +5,7 @@ import { concatHex, getContractAddress, numberToHex, pad, toHex, type Hex } from
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { depositTx } from '../scripts/devnet/contracts.js';
 import type { Anvil } from '../scripts/devnet/anvil.js';
-import { envOfBlock } from '../scripts/devnet/exec-blocks.js';
+import { DEPOSITOR, envOfBlock, GWEI, L1_BLOCK } from '../scripts/devnet/exec-blocks.js';
 import { devAccounts } from '../scripts/devnet/sequencer.js';
 import { tokenInitCode } from '../scripts/devnet/traffic.js';
 import type { FlashblockWork } from '../src/exec/engine.js';
@@ -38,9 +38,6 @@ function swapInit(): Hex {
   return `0x6f${'ff'.repeat(16)}8060005560015560${len}8060236000396000f3${SWAP_RUNTIME}`;
 }
 
-const L1_BLOCK = '0x4200000000000000000000000000000000000015';
-const DEPOSITOR = '0xdeaddeaddeaddeaddeaddeaddeaddeaddead0001';
-const GWEI = 1_000_000_000n;
 
 /** A block of one kind cut into flashblocks (index 0 starts with an L1-info-style system deposit). */
 export interface KindBlock {

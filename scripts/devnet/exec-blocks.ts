@@ -16,9 +16,10 @@ const PROBE_RUNTIME = '436000554260015548600255416003556001430340600455446005550
 /** Returns the balance of SINK (the bench's visibility check: every flashblock pays SINK). */
 export const SINK = '0x00000000000000000000000000000000005e1e55';
 const READER_RUNTIME = `73${SINK.slice(2)}3160005260206000f3`;
-const L1_BLOCK = '0x4200000000000000000000000000000000000015';
-const DEPOSITOR = '0xdeaddeaddeaddeaddeaddeaddeaddeaddead0001';
-const GWEI = 1_000_000_000n;
+/** The L1Block predeploy, the system depositor, and a gwei: shared with bench/engine-blocks.ts. */
+export const L1_BLOCK = '0x4200000000000000000000000000000000000015';
+export const DEPOSITOR = '0xdeaddeaddeaddeaddeaddeaddeaddeaddead0001';
+export const GWEI = 1_000_000_000n;
 
 /** Contracts deployed by {@link setupContracts}. */
 export interface ExecContracts {

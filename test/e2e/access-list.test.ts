@@ -18,6 +18,7 @@ import { loadConfig } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
 import { startReplayServer } from '../helpers/replay-server.js';
+import { nextFlashblock } from '../helpers/devnet-wait.js';
 
 /** Runtime: returns 42. */
 const RUNTIME = '602a60005260206000f3';
@@ -69,14 +70,7 @@ for (const execution of [false, true]) {
     const contract = getContractAddress({ from: acct.address, nonce: BigInt(nonce) });
     const before = await rpcCall<string>(devnet.nodeRpcUrl, 'eth_getBalance', [acct.address, 'latest']);
     // Sent just after a block's index 1, so the reads below run well before the block is sealed.
-    await new Promise<void>((resolve) => {
-      const off = devnet.onFlashblock((fb) => {
-        if (fb.index === 1) {
-          off();
-          resolve();
-        }
-      });
-    });
+    await nextFlashblock(devnet, (fb) => fb.index === 1);
     const fees = { maxFeePerGas: 10_000_000_000n, maxPriorityFeePerGas: 1_000_000n };
     const deploy = await wallet.sendTransaction({ data: INIT, nonce, gas: 200_000n, ...fees });
     await until(async () => (await rpcCall<{ blockNumber: string | null } | null>(rpc, 'eth_getTransactionByHash', [deploy]))?.blockNumber != null, 5000, 'the daemon serves the deploy');

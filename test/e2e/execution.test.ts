@@ -13,7 +13,7 @@ import { createPublicClient, createWalletClient, defineChain, http, getContractA
 import { privateKeyToAccount } from 'viem/accounts';
 import { optimism } from 'viem/chains';
 import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
-import { encodeFlashblock, startDevnet, type BuiltFlashblock, type Devnet } from '../../scripts/devnet/sequencer.js';
+import { encodeFlashblock, startDevnet, type BuiltFlashblock } from '../../scripts/devnet/sequencer.js';
 import { startTraffic, type SentTx } from '../../scripts/devnet/traffic.js';
 import { loadConfig } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
@@ -22,6 +22,7 @@ import { createLogger } from '../../src/log.js';
 import { startReplayServer } from '../helpers/replay-server.js';
 import { firstDiff, strip } from '../helpers/compare.js';
 import { STORE_INIT, STORE_RUNTIME, word } from '../helpers/store-contract.js';
+import { nextFlashblock } from '../helpers/devnet-wait.js';
 
 /** Runtime: with calldata, SSTORE(0, calldata[0:32]); always returns SLOAD(0). */
 const RUNTIME = STORE_RUNTIME;
@@ -54,18 +55,6 @@ async function until(pred: () => boolean | Promise<boolean>, ms: number, what: s
   }
 }
 
-/** Resolves at the next flashblock matching `pred`. */
-function flashblock(d: Devnet, pred: (fb: { index: number; blockNumber: number }) => boolean): Promise<{ index: number; blockNumber: number }> {
-  return new Promise((resolve) => {
-    const off = d.onFlashblock((fb) => {
-      if (pred(fb)) {
-        off();
-        resolve(fb);
-      }
-    });
-  });
-}
-
 async function scrape(daemon: Daemon): Promise<string> {
   const res = await fetch(`http://127.0.0.1:${daemon.metricsPort}/metrics`);
   return res.text();
@@ -95,7 +84,7 @@ async function deployAndWrite(rpc: string, value: bigint, waitFor: 'receipt' | '
   const wallet = createWalletClient({ account, chain, transport: http(rpc) });
   const nonce = Number(await rpcCall<string>(devnet.nodeRpcUrl, 'eth_getTransactionCount', [acct.address, 'latest']));
   const contract = getContractAddress({ from: acct.address, nonce: BigInt(nonce) });
-  const fb = await flashblock(devnet, (f) => f.index === 1);
+  const fb = await nextFlashblock(devnet, (f) => f.index === 1);
   const fees = { maxFeePerGas: 10_000_000_000n, maxPriorityFeePerGas: 1_000_000n };
   const deploy = await wallet.sendTransaction({ data: INIT, nonce, gas: 200_000n, ...fees });
   const write = await wallet.sendTransaction({ to: contract, data: word(value), nonce: nonce + 1, gas: 100_000n, ...fees });
@@ -274,7 +263,7 @@ t.test('the node unreachable: a flashblock that needs it is not executed (node_e
   const nonce = Number(await rpcCall<string>(devnet.nodeRpcUrl, 'eth_getTransactionCount', [acct.address, 'latest']));
   const contract = getContractAddress({ from: acct.address, nonce: BigInt(nonce) });
   const fees = { maxFeePerGas: 10_000_000_000n, maxPriorityFeePerGas: 1_000_000n };
-  await flashblock(devnet, (f) => f.index === 1);
+  await nextFlashblock(devnet, (f) => f.index === 1);
   await wallet.sendTransaction({ data: INIT, nonce, gas: 200_000n, ...fees });
   await wallet.sendTransaction({ to: contract, data: word(0xdeadn), nonce: nonce + 1, gas: 100_000n, ...fees });
   await until(() => logs.some((l) => l.includes('flashblock not executed (node_error)')), 20_000, 'a flashblock not executed for want of the node');
@@ -374,7 +363,7 @@ t.test('post-Azul (?azul=1): receipts, block receipts and pending logs come from
   // eth_sendRawTransactionSync returns the executed receipt at flashblock inclusion, before the canonical block.
   const chain = defineChain({ ...optimism, id: devnet.chainId, name: 'devnet', rpcUrls: { default: { http: [rpc] } } });
   const wallet = createWalletClient({ chain, transport: http(rpc), account: privateKeyToAccount(devnet.accounts[9]!.privateKey) });
-  await flashblock(devnet, (fb) => fb.index === 0);
+  await nextFlashblock(devnet, (fb) => fb.index === 0);
   const syncReceipt = await wallet.sendTransactionSync({ to: '0x000000000000000000000000000000000000dEaD', value: 1n, timeout: 5000 });
   t.equal(syncReceipt.status, 'success', 'viem sendTransactionSync on a stream without receipts');
   t.equal(await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [syncReceipt.transactionHash]), null, 'before the canonical block existed');

@@ -14,6 +14,7 @@ import { loadConfig } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
 import { word } from '../helpers/store-contract.js';
+import { nextFlashblock } from '../helpers/devnet-wait.js';
 
 /** With calldata, SSTORE(0, calldata[0:32]); always returns SLOAD(0). */
 const STORE = '3615600b576000356000555b60005460005260206000f3';
@@ -72,14 +73,7 @@ t.test('simulateCalls and simulateBlocks at pending: a preconfirmed contract, st
   const wallet = createWalletClient({ account: privateKeyToAccount(acct.privateKey), chain, transport: http(rpc) });
   const nonce = Number(await rpcCall<string>(devnet.nodeRpcUrl, 'eth_getTransactionCount', [acct.address, 'latest']));
   const store = getContractAddress({ from: acct.address, nonce: BigInt(nonce) });
-  await new Promise<void>((resolve) => {
-    const off = devnet.onFlashblock((fb) => {
-      if (fb.index === 1) {
-        off();
-        resolve();
-      }
-    });
-  });
+  await nextFlashblock(devnet, (fb) => fb.index === 1);
   const fees = { maxFeePerGas: 10_000_000_000n, maxPriorityFeePerGas: 1_000_000n };
   await wallet.sendTransaction({ data: STORE_INIT, nonce, gas: 200_000n, ...fees });
   const write = await wallet.sendTransaction({ to: store, data: word(7n), nonce: nonce + 1, gas: 100_000n, ...fees });

@@ -12,6 +12,7 @@ import { loadConfig } from '../../src/config.js';
 import { startDaemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
 import { STORE_INIT, STORE_RUNTIME, word } from '../helpers/store-contract.js';
+import { nextFlashblock } from '../helpers/devnet-wait.js';
 
 /** Runtime: with calldata, SSTORE(0, calldata[0:32]); always returns SLOAD(0). */
 const RUNTIME = STORE_RUNTIME;
@@ -36,18 +37,6 @@ async function until(pred: () => boolean | Promise<boolean>, ms: number, what: s
     if (Date.now() > end) throw new Error(`timed out waiting for: ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
-}
-
-/** Resolves at the next flashblock with index `index`. */
-function flashblockAt(index: number): Promise<{ blockNumber: number }> {
-  return new Promise((resolve) => {
-    const off = devnet.onFlashblock((fb) => {
-      if (fb.index === index) {
-        off();
-        resolve(fb);
-      }
-    });
-  });
 }
 
 async function call(method: string, params: unknown[]): Promise<{ result?: any; error?: { code: number; message: string } }> {
@@ -95,7 +84,7 @@ t.test('eth_fillTransaction: raw is the unsigned tx of the returned fields; gas 
   const wallet = createWalletClient({ account, chain, transport: http(rpc) });
   const nonce = Number(await rpcCall<string>(rpc, 'eth_getTransactionCount', [acct.address, 'pending']));
   const contract = getContractAddress({ from: acct.address as Hex, nonce: BigInt(nonce) });
-  await flashblockAt(1);
+  await nextFlashblock(devnet, (fb) => fb.index === 1);
   const deploy = await wallet.sendTransaction({ data: INIT, gas: 200_000n });
   await until(async () => (await call('eth_getTransactionReceipt', [deploy])).result != null, 5000, 'the deploy preconfirmed');
 
@@ -134,7 +123,7 @@ t.test('EIP-1898 {blockHash} / {blockNumber} of the pending block answer state r
   for (let attempt = 1; ; attempt++) {
     const nonce = Number(await rpcCall<string>(rpc, 'eth_getTransactionCount', [acct.address, 'pending']));
     const contract = getContractAddress({ from: acct.address as Hex, nonce: BigInt(nonce) });
-    const fb = await flashblockAt(1);
+    const fb = await nextFlashblock(devnet, (fb) => fb.index === 1);
     const deploy = await wallet.sendTransaction({ data: INIT, gas: 200_000n, nonce });
     await until(async () => (await call('eth_getTransactionReceipt', [deploy])).result != null, 5000, 'the deploy preconfirmed');
     // The pending block's hash as of the deploy's flashblock: the write below lands in a later one.
