@@ -90,6 +90,7 @@ function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logge
       return later.length > 0 ? 'karst' : forkAt(preset, ts);
     },
     cacheCapBytes: config.executionCacheMb * 1024 * 1024,
+    inlineReadUs: config.executionInlineReadUs,
     nodeTimeoutMs: config.nodeTimeoutMs,
     log: logTo,
   });

@@ -25,6 +25,10 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 
+/// Rust's allocations only (V8's heap is its own): the EVM allocates per read and per transaction.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type Job = Box<dyn FnOnce() + Send + 'static>;
 type Resolver = Box<dyn FnOnce(Env) -> napi::Result<String> + Send + 'static>;
 
@@ -163,6 +167,34 @@ impl Engine {
     #[napi(ts_return_type = "Promise<string>")]
     pub fn read(&self, env: &Env, req: String) -> Result<Object<'static>> {
         submit(env, &self.read_tx, self.inner.clone(), move |inner| Ok(read(inner, &req)))
+    }
+
+    /// The same read answered on the calling thread when it can be within `budget_us` from memory (state reads and
+    /// eth_call; no node read, no waiting on another thread's lock): its answer as `read` gives it, or null (ask
+    /// `read`). A panic poisons the engine and throws E_PANIC, as on the engine's threads.
+    #[napi]
+    pub fn read_inline(&self, req: String, budget_us: u32) -> Result<Option<String>> {
+        let inner = &self.inner;
+        if inner.poisoned.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let head = match inner.head.try_read() {
+            Ok(h) => h.clone(),
+            Err(_) => return Ok(None),
+        };
+        let Some(head) = head else { return Ok(None) };
+        let out = catch_unwind(AssertUnwindSafe(|| {
+            let v: Value = serde_json::from_str(&req).ok()?;
+            let r = exec::read_inline(&inner.shared, &head.spec, &head.snap, &v, std::time::Duration::from_micros(budget_us as u64))?;
+            Some(read_answer(r, &head))
+        }));
+        match out {
+            Ok(v) => Ok(v),
+            Err(p) => {
+                inner.poisoned.store(true, Ordering::SeqCst);
+                Err(Error::new(Status::GenericFailure, format!("E_PANIC: {}", panic_text(p))))
+            }
+        }
     }
 
     /// Counters for metrics, as JSON.
@@ -321,7 +353,11 @@ fn read(inner: &Inner, req: &str) -> String {
         Ok(v) => v,
         Err(e) => return json!({"error": {"code": -32602, "message": e.to_string()}}).to_string(),
     };
-    match exec::read(&inner.shared, &head.spec, &head.snap, &v) {
+    read_answer(exec::read(&inner.shared, &head.spec, &head.snap, &v), &head)
+}
+
+fn read_answer(r: std::result::Result<Value, exec::ReadError>, head: &Head) -> String {
+    match r {
         Ok(r) => json!({"result": r, "number": head.number, "index": head.index}).to_string(),
         Err(e) => json!({"error": {"code": e.code, "message": e.message, "data": e.data}}).to_string(),
     }

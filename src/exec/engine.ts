@@ -122,6 +122,12 @@ export class EngineUnavailableError extends Error {}
 /** A read the engine refuses by design (e.g. eth_getProof at pending). */
 export class EngineUnsupportedError extends Error {}
 
+/** A read {@link ExecutionEngine.readNow} may answer synchronously (the Promise forms' arguments). */
+export type NowRead =
+  | { method: 'call'; tx: CallRequest; stateOverrides: Record<string, unknown> | null; blockOverrides: Record<string, unknown> | null }
+  | { method: 'getCode'; address: string }
+  | { method: 'getStorageAt'; address: string; slot: string };
+
 /** The execution engine. Reads answer from the newest executed flashblock with the pending block's env. */
 export interface ExecutionEngine {
   /** Starts the engine over the node's state at `canonical` (its head). Rejects with a clear message when it cannot. */
@@ -149,6 +155,12 @@ export interface ExecutionEngine {
    * engines without it leave it undefined (the call is then answered as latest by the node).
    */
   simulateV1?(payload: Record<string, unknown>): Promise<unknown>;
+  /**
+   * The same read answered synchronously when the engine can without waiting (from memory, within its inline
+   * budget): its result, or undefined (then use the Promise form). A JSON-RPC error (a revert) throws
+   * {@link RpcReplyError}, as the Promise form rejects with it.
+   */
+  readNow?(read: NowRead): string | undefined;
 
   /** The executed receipt of a pending transaction (lower-case hash), or null. */
   receipt(hash: string): ExecutedReceipt | null;

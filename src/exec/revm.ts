@@ -15,6 +15,7 @@ import {
   type EngineStatus,
   type ExecutionEngine,
   type FlashblockWork,
+  type NowRead,
 } from './engine.js';
 import { ForkProxy, type NodePost } from './forkproxy.js';
 import { receiptsRootOf, type ExecutedLog, type ExecutedReceipt } from './receipts.js';
@@ -28,6 +29,11 @@ export interface RevmEngineOptions {
   cacheCapBytes?: number;
   /** Threads answering state reads. */
   readThreads?: number;
+  /**
+   * A state read or eth_call that can be answered from memory within this many µs runs at once on the calling
+   * thread (no thread hop); anything longer, or needing the node, goes to the read threads. 0: always the threads.
+   */
+  inlineReadUs?: number;
   /** Per node call timeout, ms. */
   nodeTimeoutMs?: number;
   log?: (msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error') => void;
@@ -58,6 +64,9 @@ interface WireReceipt {
 }
 
 const ZERO = 0n;
+
+/** See RevmEngineOptions.inlineReadUs. */
+export const DEFAULT_INLINE_READ_US = 500;
 
 function toReceipt(w: WireReceipt): ExecutedReceipt {
   return {
@@ -400,7 +409,14 @@ export class RevmEngine implements ExecutionEngine {
   private async read(method: string, req: Record<string, unknown>): Promise<unknown> {
     const native = this.native;
     if (native === null || !this.ready) throw new EngineUnavailableError('execution engine not ready');
-    const out = JSON.parse(await native.read(JSON.stringify({ method, ...req }))) as {
+    const body = JSON.stringify({ method, ...req });
+    const budget = this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US;
+    return this.answer(method, (budget > 0 ? native.readInline(body, budget) : null) ?? (await native.read(body)));
+  }
+
+  /** A native read's answer: its result, or the JSON-RPC error it carries thrown. */
+  private answer(method: string, text: string): unknown {
+    const out = JSON.parse(text) as {
       result?: unknown;
       error?: { code: number; message: string; data?: string | null };
       unavailable?: true;
@@ -408,6 +424,20 @@ export class RevmEngine implements ExecutionEngine {
     if (out.unavailable === true) throw new EngineUnavailableError('nothing executed yet');
     if (out.error !== undefined) throw new RpcReplyError(`eth_${method}`, out.error.code, out.error.message, out.error.data ?? undefined);
     return out.result;
+  }
+
+  readNow(read: NowRead): string | undefined {
+    const native = this.native;
+    const budget = this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US;
+    if (native === null || !this.ready || budget === 0) return undefined;
+    const text = native.readInline(JSON.stringify(read), budget);
+    if (text === null) return undefined;
+    try {
+      return this.answer(read.method, text) as string;
+    } catch (e) {
+      if (e instanceof EngineUnavailableError) return undefined;
+      throw e;
+    }
   }
 
   async call(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<string> {
