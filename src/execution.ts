@@ -87,6 +87,7 @@ export class ExecutionFeed {
   private stopped = false;
   private restartsSeen = 0;
   private nodeReadsSeen = 0;
+  private readsSeen = { inline: 0, threads: 0 };
   /** Flashblocks handed to the engine, and how many it verified (the verified share is their ratio). */
   private handed = 0;
   private verifiedCount = 0;
@@ -475,6 +476,11 @@ export class ExecutionFeed {
     if (st.nodeReads !== null && st.nodeReads > this.nodeReadsSeen) {
       m.executionNodeReads.inc(st.nodeReads - this.nodeReadsSeen);
       this.nodeReadsSeen = st.nodeReads;
+    }
+    if (st.reads !== undefined) {
+      if (st.reads.inline > this.readsSeen.inline) m.executionReads.inline.inc(st.reads.inline - this.readsSeen.inline);
+      if (st.reads.threads > this.readsSeen.threads) m.executionReads.threads.inc(st.reads.threads - this.readsSeen.threads);
+      this.readsSeen = { ...st.reads };
     }
     if (st.cacheBytes != null) m.executionCacheBytes.set(st.cacheBytes);
     if (this.phase === 'up' || this.phase === 'restarting') {

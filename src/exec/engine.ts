@@ -98,6 +98,8 @@ export interface EngineStatus {
   nodeReads: number | null;
   /** Bytes held by the engine's state cache, or null when unknown. */
   cacheBytes?: number | null;
+  /** Reads answered where they ran: at once on the calling thread, or on the engine's read threads. */
+  reads?: { inline: number; threads: number };
   lastError: string | null;
 }
 

@@ -101,6 +101,8 @@ export class RevmEngine implements ExecutionEngine {
   private canonical = 0;
   private stopped = false;
   private ready = false;
+  private readsInline = 0;
+  private readsThreads = 0;
   private last: { number: number; index: number } | null = null;
   private restarts = 0;
   private divergences = 0;
@@ -397,6 +399,7 @@ export class RevmEngine implements ExecutionEngine {
       applied: this.applied,
       nodeReads,
       cacheBytes,
+      reads: { inline: this.readsInline, threads: this.readsThreads },
       lastError: this.lastError,
     };
   }
@@ -411,7 +414,13 @@ export class RevmEngine implements ExecutionEngine {
     if (native === null || !this.ready) throw new EngineUnavailableError('execution engine not ready');
     const body = JSON.stringify({ method, ...req });
     const budget = this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US;
-    return this.answer(method, (budget > 0 ? native.readInline(body, budget) : null) ?? (await native.read(body)));
+    const now = budget > 0 ? native.readInline(body, budget) : null;
+    if (now !== null) {
+      this.readsInline++;
+      return this.answer(method, now);
+    }
+    this.readsThreads++;
+    return this.answer(method, await native.read(body));
   }
 
   /** A native read's answer: its result, or the JSON-RPC error it carries thrown. */
@@ -432,6 +441,7 @@ export class RevmEngine implements ExecutionEngine {
     if (native === null || !this.ready || budget === 0) return undefined;
     const text = native.readInline(JSON.stringify(read), budget);
     if (text === null) return undefined;
+    this.readsInline++;
     try {
       return this.answer(read.method, text) as string;
     } catch (e) {

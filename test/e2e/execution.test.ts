@@ -164,6 +164,13 @@ for (const kind of ['receipts', 'azul'] as const) {
     t.ok(metric(text, 'flashblocksd_execution_verified_total') > 0, 'flashblocks verified against diff.receipts_root');
     t.equal(metric(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence on the devnet');
     t.ok(metric(text, 'flashblocksd_execution_node_reads_total') > 0, 'the engine\'s canonical state reads from the node counted');
+    // eth_call / getCode / getStorageAt above were answered inline (from memory); eth_estimateGas on the read threads.
+    // The counters follow the engine's status on the feed's timer: wait for it.
+    await until(async () => {
+      const m = await scrape(daemon);
+      return metric(m, 'flashblocksd_execution_reads_total{thread="inline"}') > 0 && metric(m, 'flashblocksd_execution_reads_total{thread="threads"}') > 0;
+    }, 10_000, 'reads counted by thread');
+    t.pass('engine reads counted by where they ran: inline and on the read threads');
   });
 }
 
