@@ -125,14 +125,22 @@ export class Http1Pool {
         c.socket.destroy();
       }
     }
-    if (this.conns.size < this.opts.maxSockets) this.send(this.connect(), call);
+    if (this.conns.size < this.opts.maxSockets) this.open(call);
     else this.queue.push(call);
   }
 
-  private connect(): Conn {
-    const c = new Conn(this, this.port, this.host, this.opts.maxResponseBytes);
+  /** Sends `call` on a new connection. */
+  private open(call: Http1Call): void {
+    let c: Conn;
+    try {
+      c = new Conn(this, this.port, this.host, this.opts.maxResponseBytes);
+    } catch (e) {
+      // net.connect throws only on arguments URL parsing already excludes; a call still fails as a NodeError.
+      call.broke(`node unreachable (${(e as NodeJS.ErrnoException).code ?? 'connect failed'})`);
+      return;
+    }
     this.conns.add(c);
-    return c;
+    this.send(c, call);
   }
 
   private send(c: Conn, call: Http1Call): void {
@@ -181,7 +189,7 @@ export class Http1Pool {
       if (p.received === 0 && c.used && call.retry && !call.retried && !this.closed) {
         // A stale kept-alive socket: the node never read the request. Once more, on a new connection.
         call.retried = true;
-        if (this.conns.size < this.opts.maxSockets) this.send(this.connect(), call);
+        if (this.conns.size < this.opts.maxSockets) this.open(call);
         else this.queue.unshift(call);
       } else if (p.started) call.broke('node connection broke mid-response');
       else if (!c.connected) call.broke(`node unreachable${code === '' ? ' (closed)' : code}`);
@@ -218,7 +226,11 @@ export class Http1Pool {
       const next = this.dequeue();
       if (next !== null) this.send(c, next);
       else {
-        c.expiresAt = performance.now() + idleMs;
+        const now = performance.now();
+        // The least recently used idle socket (reuse is LIFO) is closed once past its idle cap.
+        const oldest = this.idle[0];
+        if (oldest !== undefined && oldest.expiresAt <= now) this.drop(oldest);
+        c.expiresAt = now + idleMs;
         this.idle.push(c);
       }
     } else this.drop(c);
@@ -246,7 +258,7 @@ export class Http1Pool {
     while (this.queue.length > 0 && this.conns.size < this.opts.maxSockets) {
       const call = this.dequeue();
       if (call === null) return;
-      this.send(this.connect(), call);
+      this.open(call);
     }
   }
 

@@ -19,9 +19,9 @@ interface Served {
 }
 
 /** A node:http server on `port` (0 = any) answering through `handler`. */
-async function serveHttp(handler: (req: IncomingMessage, body: string, res: ServerResponse) => void, port = 0): Promise<Served> {
+async function serveHttp(handler: (req: IncomingMessage, body: string, res: ServerResponse) => void, port = 0, keepAliveTimeoutMs = 5000): Promise<Served> {
   let connections = 0;
-  const server: Server = createServer((req, res) => {
+  const server: Server = createServer({ keepAliveTimeout: keepAliveTimeoutMs }, (req, res) => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString('utf8')));
     req.on('end', () => handler(req, body, res));
@@ -154,6 +154,53 @@ t.test('a chunked answer and a close-delimited answer', async (t) => {
   t.equal(await b.call('eth_chainId', []), 'until close');
   t.equal(await b.call('eth_chainId', []), 'until close', 'a new connection after a close-delimited answer');
   t.equal(raw.connections(), 2);
+});
+
+t.test('an idle socket past the idle cap, or the server\'s Keep-Alive hint less a second, is not reused', async (t) => {
+  const handler = (_req: IncomingMessage, body: string, res: ServerResponse): void => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(answer(idOf(body), 1));
+  };
+  const node = await serveHttp(handler);
+  const client = new NodeClient({ url: node.url, timeoutMs: 2000, maxSockets: 1, keepAliveIdleMs: 30 });
+  t.teardown(async () => {
+    client.close();
+    await node.close();
+  });
+  t.equal(await client.call('eth_chainId', []), 1);
+  t.equal(await client.call('eth_chainId', []), 1);
+  t.equal(node.connections(), 1, 'reused while fresh');
+  await new Promise((r) => setTimeout(r, 60));
+  t.equal(await client.call('eth_chainId', []), 1);
+  t.equal(node.connections(), 2, 'a new connection after the idle cap');
+  // node:http announces `Keep-Alive: timeout=1` for a 1 s keep-alive: less a second leaves nothing to reuse.
+  const short = await serveHttp(handler, 0, 1000);
+  const c2 = new NodeClient({ url: short.url, timeoutMs: 2000, maxSockets: 1 });
+  t.teardown(async () => {
+    c2.close();
+    await short.close();
+  });
+  t.equal(await c2.call('eth_chainId', []), 1);
+  t.equal(await c2.call('eth_chainId', []), 1);
+  t.equal(short.connections(), 2, 'a 1 s hint: a new connection per call');
+});
+
+t.test('a non-ASCII body goes out with its byte length, a Buffer body as is', async (t) => {
+  const node = await serveHttp((req, body, res) => {
+    const msg = JSON.parse(body) as { id: number; params: unknown[] };
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(answer(msg.id, { params: msg.params, length: Number(req.headers['content-length']), bytes: Buffer.byteLength(body) }));
+  });
+  const client = new NodeClient({ url: node.url, timeoutMs: 2000, maxSockets: 1 });
+  t.teardown(async () => {
+    client.close();
+    await node.close();
+  });
+  const r = await client.call<{ params: string[]; length: number; bytes: number }>('web3_sha3', ['héllo ✓ 𝄞']);
+  t.same(r.params, ['héllo ✓ 𝄞']);
+  t.equal(r.length, r.bytes);
+  const raw = await client.postRaw(Buffer.from('{"jsonrpc":"2.0","id":3,"method":"x","params":["€"]}'));
+  t.match(JSON.parse(raw.toString()), { id: 3, result: { params: ['€'], length: 54 } });
 });
 
 t.test('Connection: close is honoured: the next call opens a new connection', async (t) => {
