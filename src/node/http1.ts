@@ -164,6 +164,8 @@ export class Http1Pool {
     const r = c.parser.feed(data);
     if (r === Parse.More) return;
     if (r === Parse.Error) {
+      c.call = null;
+      call.conn = null;
       this.drop(c);
       call.finish(c.parser.tooLarge ? answerTooLarge(this.opts.maxResponseBytes) : new NodeError('http', `node sent an invalid HTTP answer: ${c.parser.error}`), null);
       return;

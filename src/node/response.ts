@@ -192,7 +192,7 @@ export class ResponseParser {
       this.fail(`response head exceeds ${MAX_HEAD_BYTES} bytes`);
       return -1;
     }
-    // A copy: the socket's buffer may be a view the caller reuses.
+    // A copy (at most MAX_HEAD_BYTES): the next read is joined to it.
     this.partial = Buffer.from(b);
     return -1;
   }
