@@ -103,6 +103,12 @@ export interface EngineStatus {
   lastError: string | null;
 }
 
+/** One executed flashblock: block number and index. */
+export interface FlashblockAt {
+  number: number;
+  index: number;
+}
+
 /** A call as eth_call takes it (JSON-RPC shapes, hex strings). */
 export type CallRequest = Record<string, unknown>;
 
@@ -146,10 +152,14 @@ export interface ExecutionEngine {
   call(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<string>;
   estimateGas(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<bigint>;
   createAccessList(tx: CallRequest): Promise<{ accessList: unknown[]; gasUsed: string }>;
-  getCode(address: string): Promise<string>;
-  getStorageAt(address: string, slot: string): Promise<string>;
-  getBalance(address: string): Promise<bigint>;
-  getTransactionCount(address: string): Promise<bigint>;
+  /**
+   * State reads; `at` pins one to an executed flashblock (while the engine still holds it: the last few dozen), else
+   * the newest. A flashblock no longer held rejects with {@link EngineUnavailableError}.
+   */
+  getCode(address: string, at?: FlashblockAt): Promise<string>;
+  getStorageAt(address: string, slot: string, at?: FlashblockAt): Promise<string>;
+  getBalance(address: string, at?: FlashblockAt): Promise<bigint>;
+  getTransactionCount(address: string, at?: FlashblockAt): Promise<bigint>;
   /** Refused with {@link EngineUnsupportedError}: the engine's state trie is not the chain's. */
   getProof(address: string, slots: string[]): Promise<never>;
   /**

@@ -14,6 +14,7 @@ import {
   type CallRequest,
   type EngineStatus,
   type ExecutionEngine,
+  type FlashblockAt,
   type FlashblockWork,
   type NowRead,
 } from './engine.js';
@@ -466,20 +467,20 @@ export class RevmEngine implements ExecutionEngine {
     return (await this.read('createAccessList', { tx })) as { accessList: unknown[]; gasUsed: string };
   }
 
-  async getCode(address: string): Promise<string> {
-    return (await this.read('getCode', { address })) as string;
+  async getCode(address: string, at?: FlashblockAt): Promise<string> {
+    return (await this.read('getCode', { address, at })) as string;
   }
 
-  async getStorageAt(address: string, slot: string): Promise<string> {
-    return (await this.read('getStorageAt', { address, slot })) as string;
+  async getStorageAt(address: string, slot: string, at?: FlashblockAt): Promise<string> {
+    return (await this.read('getStorageAt', { address, slot, at })) as string;
   }
 
-  async getBalance(address: string): Promise<bigint> {
-    return BigInt((await this.read('getBalance', { address })) as string);
+  async getBalance(address: string, at?: FlashblockAt): Promise<bigint> {
+    return BigInt((await this.read('getBalance', { address, at })) as string);
   }
 
-  async getTransactionCount(address: string): Promise<bigint> {
-    return BigInt((await this.read('getTransactionCount', { address })) as string);
+  async getTransactionCount(address: string, at?: FlashblockAt): Promise<bigint> {
+    return BigInt((await this.read('getTransactionCount', { address, at })) as string);
   }
 
   getProof(): Promise<never> {

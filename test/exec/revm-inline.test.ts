@@ -1,9 +1,11 @@
 // Reads answered inline (RevmEngine.readNow, on the calling thread) are the reads the engine's threads give: the same
 // results and the same errors; a read that would wait (an account not in memory) or run past its budget (a long
 // loop, a heavily funded precompile call) is not answered inline and gets its answer from the threads instead.
-// Two engines over the same node and blocks: one with the default inline budget, one with inline reads off.
+// Two engines over the same node and blocks: one with the default inline budget, one with inline reads off. Reads
+// pinned to an earlier flashblock (`at`) answer that flashblock's state.
 import t, { type Test } from 'tap';
-import { RpcReplyError, type NowRead } from '../../src/exec/engine.js';
+import { EngineUnavailableError, RpcReplyError, type NowRead } from '../../src/exec/engine.js';
+import { SINK } from '../../scripts/devnet/exec-blocks.js';
 import { DEFAULT_INLINE_READ_US, RevmEngine } from '../../src/exec/revm.js';
 import { net } from '../helpers/exec-net.js';
 import type { Anvil } from '../../scripts/devnet/anvil.js';
@@ -67,6 +69,17 @@ t.test('inline reads answer as the read threads do; what cannot be answered inli
     }
   }
   t.equal(threads.readNow({ method: 'call', tx: { to: c.reader }, stateOverrides: null, blockOverrides: null }), undefined, 'inline reads off: readNow never answers');
+
+  // Reads pinned to an earlier executed flashblock answer its state, not the newest (both engines alike).
+  for (const e of [inline, threads]) {
+    for (const fb of b.flashblocks) {
+      t.equal(await e.getBalance(SINK, { number: b.number, index: fb.index }), b.sinkBalances[fb.index], `SINK's balance at ${b.number}/${fb.index}`);
+    }
+    await e.getBalance(SINK, { number: b.number + 5, index: 0 }).then(
+      () => t.fail('a flashblock never executed answered'),
+      (err: unknown) => t.ok(err instanceof EngineUnavailableError, 'a flashblock the engine does not hold: unavailable'),
+    );
+  }
 
   // Warm the inline engine's cache the way a first read does (the threads read the node), then compare.
   const reads: NowRead[] = [
