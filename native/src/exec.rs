@@ -319,6 +319,15 @@ fn l1_slots() -> Vec<(Address, U256)> {
     (0u64..=9).map(|k| (l1, U256::from(k))).collect()
 }
 
+/// An EVM failure as an engine error: a database error is the node's (E_NODE: it could not be read), anything else
+/// `code` (the transaction or the call itself).
+fn evm_error<T: std::fmt::Display>(code: &'static str, what: String, e: op_revm::revm::context_interface::result::EVMError<DbError, T>) -> EngineError {
+    match e {
+        op_revm::revm::context_interface::result::EVMError::Database(d) => EngineError::new("E_NODE", format!("{what}: {}", d.0)),
+        other => EngineError::new(code, format!("{what}: {other}")),
+    }
+}
+
 /// Runs the pre-execution system calls the spec requires (EIP-4788 beacon root from Ecotone, EIP-2935 parent hash
 /// from Isthmus), as op-reth does them, into `layer`.
 fn system_calls(shared: &Shared, below: &[Arc<Layer>], spec: &BlockSpec, layer: &mut Layer) -> Result<(), EngineError> {
@@ -337,7 +346,7 @@ fn system_calls(shared: &Shared, below: &[Arc<Layer>], spec: &BlockSpec, layer: 
     for (addr, data) in calls {
         let db = Db { top: Some(&*layer), below, shared };
         let mut evm = build_evm(db, spec, spec.cfg(), spec.block_env());
-        let result = evm.system_call_one_with_caller(SYSTEM_ADDRESS, addr, data).map_err(|e| EngineError::new("E_EXEC", format!("system call to {addr:#x}: {e}")))?;
+        let result = evm.system_call_one_with_caller(SYSTEM_ADDRESS, addr, data).map_err(|e| evm_error("E_EXEC", format!("system call to {addr:#x}"), e))?;
         let mut state: EvmState = evm.finalize();
         drop(evm);
         if !result.is_success() {
@@ -379,7 +388,7 @@ pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>]
             continue;
         };
         let nonce_before = if p.is_deposit { evm.ctx().db_ref().view().account(p.from)?.map(|a| a.nonce).unwrap_or(0) } else { p.nonce };
-        let result = evm.transact_commit(tx).map_err(|e| EngineError::new("E_TX", format!("transaction {:#x} rejected: {e}", p.hash)))?;
+        let result = evm.transact_commit(tx).map_err(|e| evm_error("E_TX", format!("transaction {:#x} rejected", p.hash), e))?;
         let gas_used = result.tx_gas_used();
         cumulative += gas_used;
         let contract = if p.to.is_none() && result.is_success() { Some(p.from.create(nonce_before)) } else { None };

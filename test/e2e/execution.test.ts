@@ -273,7 +273,10 @@ t.test('the node unreachable: a flashblock that needs it is not executed (node_e
   await nextFlashblock(devnet, (f) => f.index === 1);
   await wallet.sendTransaction({ data: INIT, nonce, gas: 200_000n, ...fees });
   await wallet.sendTransaction({ to: contract, data: word(0xdeadn), nonce: nonce + 1, gas: 100_000n, ...fees });
-  await until(() => logs.some((l) => l.includes('flashblock not executed (node_error)')), 20_000, 'a flashblock not executed for want of the node');
+  await until(() => logs.some((l) => l.includes('flashblock not executed (node_error)')), 20_000, 'a flashblock not executed for want of the node').catch((e: unknown) => {
+    t.comment(`the daemon's warn lines so far:\n${logs.slice(-15).join('\n')}`);
+    throw e;
+  });
   const line = logs.find((l) => l.includes('flashblock not executed (node_error)'))!;
   t.match(line, /"level":"warn"/, 'logged at warn');
   t.match(line, /"error":"node read failed: /, `with a clear error: ${line.slice(0, 300)}`);
