@@ -226,7 +226,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
 
   /** Joins the sockets waiting for frame `seq` (they have every frame before it by replay or did not ask). */
   const joinFor = (seq: number): void => {
-    for (const ws of [...joining]) if (ws.getUserData().after < seq) join(ws);
+    if (joining.size > 0) for (const ws of [...joining]) if (ws.getUserData().after < seq) join(ws);
   };
 
   const refuseLimit = (res: HttpResponse, reason: Exclude<Admit, number>, ip: string): void => {
