@@ -22,6 +22,9 @@ import { absNow, fmt, frameKey, LatencyHistogram, percentile, sleep, SubscriberP
 import { cdfChart, cdfPoints } from './svg.js';
 
 const SUBSCRIBERS = 1000;
+/** Padding of the large-frame runs of the fan-out alone (to ~32 KiB), and their frame interval. */
+const LARGE_PAD_BYTES = 30 * 1024;
+const LARGE_INTERVAL_MS = 100;
 const CHILDREN = 2;
 const faster = (r: number): string => (r >= 1 ? `${fmt(r)}× faster than the ws relay` : `${fmt(1 / r)}× slower than the ws relay`);
 
@@ -256,6 +259,11 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const userRatio = relay.serverUserUsPerFrame / ours.serverUserUsPerFrame;
     const aloneUserRatio = relayAloneRun.serverUserUsPerFrame / alone.serverUserUsPerFrame;
     const aloneRatio = relayAloneRun.p99Ms / alone.p99Ms;
+    // The same frames padded to 32 KiB (a Base-sized brotli frame), 10 a second: uWS writes messages of 16 KiB and
+    // more within the publish call, copying each into each subscriber's send buffer; ws writes the one buffer (writev).
+    const large = frames.slice(0, Math.min(frames.length, 300)).map((f) => Buffer.concat([f.subarray(0, f.length - 1), Buffer.from(`,"_pad":"${'x'.repeat(LARGE_PAD_BYTES)}"}`)]));
+    const aloneLarge = await measure(streamAlone(), pool, large, warmup, LARGE_INTERVAL_MS);
+    const relayAloneLarge = await measure(relayAlone(), pool, large, warmup, LARGE_INTERVAL_MS);
     const ratio = relay.p99Ms / ours.p99Ms;
     const threadsLabel = `stream port on ${streamThreads} worker thread${streamThreads === 1 ? '' : 's'}`;
     const plot = writePlot('fanout-cdf', cdfChart(`Fan-out: upstream → last of ${fmt(SUBSCRIBERS)} subscribers, per frame`, 'ms (log)', [
@@ -315,6 +323,13 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
           verdict: `${fmt(aloneUserRatio)}× less user CPU than a ws broadcast loop; user + system ${fmt(alone.serverCpuUsPerFrame)} µs vs ${fmt(relayAloneRun.serverCpuUsPerFrame)} µs (kernel share ${fmt(alone.serverSystemShare * 100)} % vs ${fmt(relayAloneRun.serverSystemShare * 100)} %)`,
         },
         {
+          name: 'fan-out alone, 32 KiB frames: server user-space CPU per frame per 1,000 subscribers',
+          value: aloneLarge.serverUserUsPerFrame,
+          unit: 'µs',
+          baseline: { label: 'ws broadcast loop', value: relayAloneLarge.serverUserUsPerFrame },
+          verdict: `${fmt(relayAloneLarge.serverUserUsPerFrame / aloneLarge.serverUserUsPerFrame)}× less user CPU than a ws broadcast loop (uWS copies a message of 16 KiB or more into each subscriber's buffer; ws writes the shared one); p99 ${fmt(aloneLarge.p99Ms)} ms vs ${fmt(relayAloneLarge.p99Ms)} ms`,
+        },
+        {
           name: 'fan-out alone: frame handed over → last of 1,000 subscribers, p99',
           value: alone.p99Ms,
           unit: 'ms',
@@ -343,7 +358,8 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
         `Max: ${fmt(ours.maxMs)} ms (stream port ${fmt(threaded.maxMs)} ms) vs ${fmt(relay.maxMs)} ms. Frames not seen by all 1,000: ${ours.incomplete} ` +
         `(stream port ${threaded.incomplete}) vs ${relay.incomplete}. Fan-out alone: the same frames handed by a function call to ` +
         `mountStream (the daemon's stream server, main-thread settings) and to a ws WebSocketServer looping over its clients, in this ` +
-        `process with nothing else running in it; frames not seen by all: ${alone.incomplete} vs ${relayAloneRun.incomplete}.`,
+        `process with nothing else running in it; frames not seen by all: ${alone.incomplete} vs ${relayAloneRun.incomplete}; then ${large.length} ` +
+        `of them padded to ${fmt(large[0]!.length / 1024)} KiB, one every ${LARGE_INTERVAL_MS} ms (not seen by all: ${aloneLarge.incomplete} vs ${relayAloneLarge.incomplete}).`,
     };
   } finally {
     pool.kill();
