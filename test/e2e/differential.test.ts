@@ -24,10 +24,11 @@ import { Tally } from '../helpers/tally.js';
 /**
  * Transactions per stream kind (setup included), their rate and the senders (several: nonces stay in order per sender).
  * The rate sets how many blocks the run takes, not what is compared (every block's seal is held for the reads): at
- * 60 tx/s a run spans ~10 blocks instead of ~18 at 30 tx/s, with fewer per-block snapshots for the same txs.
+ * 40 tx/s a run spans ~13 blocks (~26 s) instead of ~18 at 30 tx/s, and still executes well over 100 flashblocks
+ * (asserted below) on a machine fast enough to keep the rate exactly.
  */
 const TXS = Number(process.env.DIFF_TXS ?? 1040);
-const TX_PER_SEC = Number(process.env.DIFF_TX_PER_SEC ?? 60);
+const TX_PER_SEC = Number(process.env.DIFF_TX_PER_SEC ?? 40);
 const SENDERS = 8;
 /**
  * Hang guard (not a timing assertion) for each wait of a held seal: the daemon executing the block's last flashblock,
