@@ -5,7 +5,7 @@
 // back-to-back sends all get their own nonce.
 import t from 'tap';
 import { JsonRpcProvider, Wallet } from 'ethers';
-import { createWalletClient, defineChain, http } from 'viem';
+import { createWalletClient, defineChain, http, parseTransaction, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { optimism } from 'viem/chains';
 import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
@@ -169,9 +169,32 @@ t.test('ethers: 0 confirmations at flashblock inclusion, before the canonical bl
 t.test('viem: sendTransactionSync (eth_sendRawTransactionSync) returns at flashblock inclusion', async (t) => {
   const chain = defineChain({ ...optimism, id: devnet.chainId, name: 'devnet', rpcUrls: { default: { http: [rpc] } } });
   const wallet = createWalletClient({ chain, transport: http(rpc), account: privateKeyToAccount(devnet.accounts[7]!.privateKey) });
+  // The seal of the block holding the tx (the only one to 0x…dEaD meanwhile: the traffic pays other addresses) waits
+  // until the node was asked, so that read runs before the canonical block exists however slow the machine is.
+  const dead = '0x000000000000000000000000000000000000dead';
+  const ours = new Set<number>();
+  const offFlashblocks = devnet.onFlashblock((fb) => {
+    for (const raw of fb.diff.transactions) {
+      try {
+        if (parseTransaction(raw as Hex).to?.toLowerCase() === dead) ours.add(fb.blockNumber);
+      } catch {
+        // a deposit: not ours
+      }
+    }
+  });
+  let readDone: () => void = () => undefined;
+  const read = new Promise<void>((r) => (readDone = r));
+  const stopHolding = devnet.holdSeals((last) => (ours.has(last.blockNumber) ? read : Promise.resolve()), 60_000);
+  t.teardown(() => {
+    readDone();
+    stopHolding();
+    offFlashblocks();
+  });
   await flashblock((fb) => fb.index === 0);
   const receipt = await wallet.sendTransactionSync({ to: '0x000000000000000000000000000000000000dEaD', value: 1n, timeout: 5000 });
   const canonicalThen = await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [receipt.transactionHash]);
+  readDone();
+  stopHolding();
   t.equal(receipt.status, 'success');
   t.equal(canonicalThen, null, 'before the canonical block existed');
 });
