@@ -4,28 +4,74 @@ import t, { type Test } from 'tap';
 import { performance } from 'node:perf_hooks';
 import { privateKeyToAccount } from 'viem/accounts';
 import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
-import { startDevnet, type DevnetOptions } from '../../scripts/devnet/sequencer.js';
+import { startDevnet, type Devnet, type DevnetOptions } from '../../scripts/devnet/sequencer.js';
 import { startTraffic, type SentTx, type TxKind } from '../../scripts/devnet/traffic.js';
 import { loadConfig } from '../../src/config.js';
 import { startDaemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
 import { firstDiff, strip } from '../helpers/compare.js';
+import { nextFlashblock } from '../helpers/devnet-wait.js';
 
 const TXS = Number(process.env.E2E_TXS ?? 120);
 const errors: string[] = [];
 const silent = createLogger({ level: 'error', write: (line) => void errors.push(line) });
 
-async function boot(t: Test, opts: DevnetOptions) {
-  const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200, ...opts });
-  const blockTimeMs = String(opts.blockTimeMs ?? 1000);
-  t.teardown(() => devnet.stop());
+/**
+ * The 1 s devnet the differentials and the post-Azul run share (one after the other, each with its own senders and
+ * its own daemon, the stream variant chosen by the subscriber's URL): started once, at its first use.
+ */
+let shared: Promise<Devnet> | null = null;
+function sharedDevnet(): Promise<Devnet> {
+  if (shared === null) {
+    // Senders: 6 per differential, 3 for the post-Azul run.
+    shared = startDevnet({ blockTimeMs: 1000, flashblockMs: 200, anvil: { accounts: 15 } });
+    t.teardown(async () => (await shared!).stop());
+  }
+  return shared;
+}
+
+/** A daemon (execution off) on `devnet`'s stream, asked for the variant in `query` (e.g. `?brotli=1`). */
+async function bootDaemon(t: Test, devnet: Devnet, blockTimeMs: number, query = '') {
   const config = loadConfig(
-    ['--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', blockTimeMs, '--log-level', 'error', '--execution', 'false'],
+    ['--flashblocks-url', devnet.flashblocksUrl + query, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', String(blockTimeMs), '--log-level', 'error', '--execution', 'false'],
     {},
   );
   const daemon = await startDaemon(config, { log: silent });
   t.teardown(() => daemon.stop());
   return { devnet, daemon, rpc: `http://127.0.0.1:${daemon.rpcPort}` };
+}
+
+async function boot(t: Test, opts: DevnetOptions) {
+  const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200, ...opts });
+  t.teardown(() => devnet.stop());
+  return bootDaemon(t, devnet, opts.blockTimeMs ?? 1000);
+}
+
+/**
+ * Follows `devnet`'s flashblocks from now on; `sealed(hashes)` resolves once every one of `hashes` is in a flashblock
+ * and the newest of their blocks is sealed (the next block's index 0 published), or after `guardMs` (a hang guard: the
+ * caller's assertions say what is missing). Stop following with `off()`.
+ */
+function sealWatch(devnet: Devnet, guardMs = 10_000) {
+  const blockOf = new Map<string, number>();
+  let newest = -1;
+  const off = devnet.onFlashblock((fb) => {
+    newest = Math.max(newest, fb.blockNumber);
+    for (const r of fb.receipts) blockOf.set(r.hash, fb.blockNumber);
+  });
+  const sealed = async (hashes: Iterable<string>): Promise<void> => {
+    const list = [...hashes];
+    const deadline = Date.now() + guardMs;
+    while (list.some((h) => !blockOf.has(h)) && Date.now() < deadline) await nextFlashblock(devnet, () => true);
+    const last = Math.max(-1, ...list.map((h) => blockOf.get(h) ?? -1));
+    if (newest > last) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      nextFlashblock(devnet, (fb) => fb.blockNumber > last),
+      new Promise((r) => (timer = setTimeout(r, Math.max(0, deadline - Date.now())))),
+    ]).finally(() => clearTimeout(timer));
+  };
+  return { sealed, off };
 }
 
 const pct = (xs: number[], p: number): number => {
@@ -72,12 +118,14 @@ t.test('a tx sent through flashblocksd has a daemon receipt before anvil seals i
   t.ok(daemonAt < anvilAt, 'preconfirmed before canonical');
 });
 
-async function differential(t: Test, opts: DevnetOptions, txs: number): Promise<void> {
-  const { devnet, rpc } = await boot(t, opts);
+async function differential(t: Test, query: string, senderFrom: number, txs: number): Promise<void> {
+  const { devnet, rpc } = await bootDaemon(t, await sharedDevnet(), 1000, query);
   const sent = new Map<string, SentTx>();
   const seen = new Map<string, { tx: any; receipt: any; atMs: number }>();
-  const senders = devnet.accounts.slice(0, 6);
+  const senders = devnet.accounts.slice(senderFrom, senderFrom + 6);
   const samples: { number: number; txCount: number; txs: any[]; balances: string[]; nonces: string[] }[] = [];
+  const watch = sealWatch(devnet);
+  t.teardown(watch.off);
   const traffic = await startTraffic({
     rpcUrl: rpc, chainId: devnet.chainId, accounts: senders, txPerSec: 60, maxTxs: txs,
     onSent: (s) => void sent.set(s.hash, s),
@@ -117,10 +165,10 @@ async function differential(t: Test, opts: DevnetOptions, txs: number): Promise<
     }
   })();
   await traffic.done();
-  // Let the last txs be flashblocked and sealed.
+  // Let the last txs be preconfirmed and their block sealed: the sampler then took every block it could while pending.
   const deadline = Date.now() + 10_000;
   while (seen.size < sent.size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  await new Promise((r) => setTimeout(r, 1500));
+  await watch.sealed(sent.keys());
   polling = false;
   await poller;
 
@@ -177,19 +225,22 @@ async function differential(t: Test, opts: DevnetOptions, txs: number): Promise<
   t.equal(st.prefixViolations + st.resendErrors, 0, 'no flashblock was reordered or lost by the devnet');
 }
 
-t.test('differential: pending answers equal canonical answers (text, external receipts)', (t) => differential(t, {}, TXS));
-t.test('differential with brotli frames and internally tagged receipts', (t) => differential(t, { brotli: true, receipts: 'internal' }, TXS));
+t.test('differential: pending answers equal canonical answers (text, external receipts)', (t) => differential(t, '', 0, TXS));
+t.test('differential with brotli frames and internally tagged receipts', (t) => differential(t, '?brotli=1&receipts=internal', 6, TXS));
 
 t.test('post-Azul stream runs without errors, and the metrics show which answers came from the node', async (t) => {
-  const { devnet, daemon, rpc } = await boot(t, { azul: true });
+  const { devnet, daemon, rpc } = await bootDaemon(t, await sharedDevnet(), 1000, '?azul=1');
   const sent: string[] = [];
+  const watch = sealWatch(devnet);
+  t.teardown(watch.off);
   const traffic = await startTraffic({
-    rpcUrl: rpc, chainId: devnet.chainId, accounts: devnet.accounts.slice(0, 3), txPerSec: 30, maxTxs: 30,
+    rpcUrl: rpc, chainId: devnet.chainId, accounts: devnet.accounts.slice(12, 15), txPerSec: 30, maxTxs: 30,
     onSent: (s) => void sent.push(s.hash),
   });
   t.teardown(() => traffic.stop());
   await traffic.done();
-  await new Promise((r) => setTimeout(r, 2500));
+  // Every tx in a sealed block: the node has its receipt.
+  await watch.sealed(sent);
   const pending = await rpcCall<{ number: string }>(rpc, 'eth_getBlockByNumber', ['pending', false]);
   t.ok(pending, 'pending block answered');
   t.equal(traffic.stats().errors, 0, 'every submission accepted');

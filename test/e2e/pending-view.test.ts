@@ -5,7 +5,7 @@
 // back-to-back sends all get their own nonce.
 import t from 'tap';
 import { JsonRpcProvider, Wallet } from 'ethers';
-import { createWalletClient, defineChain, http } from 'viem';
+import { createWalletClient, defineChain, http, parseTransaction, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { optimism } from 'viem/chains';
 import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
@@ -124,9 +124,25 @@ t.test('ethers: 0 confirmations at flashblock inclusion, before the canonical bl
   const provider = new JsonRpcProvider(rpc, devnet.chainId, { staticNetwork: true, pollingInterval: 10, cacheTimeout: -1 });
   t.teardown(() => provider.destroy());
   const signer = new Wallet(devnet.accounts[9]!.privateKey, provider);
+  // The seal of the block holding the tx waits until the reads at 0 confirmations are done (the node answers reads
+  // meanwhile), so they run before the canonical block exists however slow the machine is.
+  const blockOf = new Map<string, number>();
+  const offFlashblocks = devnet.onFlashblock((fb) => {
+    for (const r of fb.receipts) blockOf.set(r.hash.toLowerCase(), fb.blockNumber);
+  });
+  let hash: string | null = null;
+  let readsDone: () => void = () => undefined;
+  const reads = new Promise<void>((r) => (readsDone = r));
+  const stopHolding = devnet.holdSeals((last) => (hash !== null && blockOf.get(hash) === last.blockNumber ? reads : Promise.resolve()), 60_000);
+  t.teardown(() => {
+    readsDone();
+    stopHolding();
+    offFlashblocks();
+  });
   // Sent just after index 0: it lands early in the block, several flashblocks before the seal.
   await flashblock((fb) => fb.index === 0);
   const sent = await signer.sendTransaction({ to: '0x000000000000000000000000000000000000dEaD', value: 1n });
+  hash = sent.hash.toLowerCase();
   const one = provider.waitForTransaction(sent.hash, 1, 20_000).then(async (r) => ({ r, canonical: await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [sent.hash]) }));
   let receipt = await sent.wait(0);
   let misses = 0;
@@ -143,6 +159,8 @@ t.test('ethers: 0 confirmations at flashblock inclusion, before the canonical bl
   // The same transaction in the same block; its blockHash is the pending block's as of the newest flashblock (or the
   // canonical one once sealed), so it may have moved on between the two reads.
   t.same([waited?.hash, waited?.blockNumber, waited?.index], [receipt.hash, receipt.blockNumber, receipt.index], 'waitForTransaction(hash, 0) too');
+  readsDone();
+  stopHolding();
   const { r, canonical } = await one;
   t.equal(r?.hash, sent.hash);
   t.ok(canonical !== null, 'waitForTransaction(hash, 1) returned once the node had the canonical block');
@@ -151,9 +169,32 @@ t.test('ethers: 0 confirmations at flashblock inclusion, before the canonical bl
 t.test('viem: sendTransactionSync (eth_sendRawTransactionSync) returns at flashblock inclusion', async (t) => {
   const chain = defineChain({ ...optimism, id: devnet.chainId, name: 'devnet', rpcUrls: { default: { http: [rpc] } } });
   const wallet = createWalletClient({ chain, transport: http(rpc), account: privateKeyToAccount(devnet.accounts[7]!.privateKey) });
+  // The seal of the block holding the tx (the only one to 0x…dEaD meanwhile: the traffic pays other addresses) waits
+  // until the node was asked, so that read runs before the canonical block exists however slow the machine is.
+  const dead = '0x000000000000000000000000000000000000dead';
+  const ours = new Set<number>();
+  const offFlashblocks = devnet.onFlashblock((fb) => {
+    for (const raw of fb.diff.transactions) {
+      try {
+        if (parseTransaction(raw as Hex).to?.toLowerCase() === dead) ours.add(fb.blockNumber);
+      } catch {
+        // a deposit: not ours
+      }
+    }
+  });
+  let readDone: () => void = () => undefined;
+  const read = new Promise<void>((r) => (readDone = r));
+  const stopHolding = devnet.holdSeals((last) => (ours.has(last.blockNumber) ? read : Promise.resolve()), 60_000);
+  t.teardown(() => {
+    readDone();
+    stopHolding();
+    offFlashblocks();
+  });
   await flashblock((fb) => fb.index === 0);
   const receipt = await wallet.sendTransactionSync({ to: '0x000000000000000000000000000000000000dEaD', value: 1n, timeout: 5000 });
   const canonicalThen = await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [receipt.transactionHash]);
+  readDone();
+  stopHolding();
   t.equal(receipt.status, 'success');
   t.equal(canonicalThen, null, 'before the canonical block existed');
 });
