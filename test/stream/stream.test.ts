@@ -1,6 +1,6 @@
 // Raw stream over real sockets: uWS server, `ws` clients, frames fed through the real ingest pipeline. Checks
 // byte-identical in-order fan-out, slow-consumer closes, replay/resume, limits, API keys and the trusted-proxy rule.
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 import { brotliCompressSync } from 'node:zlib';
 import t from 'tap';
 import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
@@ -217,14 +217,26 @@ t.test('a subscriber that never reads is closed over its cap, its missed frames 
   await closeAll(fast);
 });
 
-/** Sockets on 127.0.0.1:`port` (server side) still owned by a process, from /proc/net/tcp; a closed fd leaves inode 0. */
+/**
+ * Sockets on 127.0.0.1:`port` (server side) still owned by this process: /proc/net/tcp lists the whole network
+ * namespace (other test processes too), so only inodes this process holds an fd for are counted.
+ */
 function ownedServerSockets(port: number): number {
   const hexPort = ':' + port.toString(16).toUpperCase().padStart(4, '0');
+  const mine = new Set<string>();
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/self/fd/${fd}`));
+      if (m !== null) mine.add(m[1]!);
+    } catch {
+      // closed meanwhile
+    }
+  }
   let n = 0;
   for (const line of readFileSync('/proc/net/tcp', 'utf8').split('\n').slice(1)) {
     const f = line.trim().split(/\s+/);
     if (f.length < 10 || !f[1]!.endsWith(hexPort) || f[3] === '0A') continue; // 0A = LISTEN
-    if (f[9] !== '0') n++;
+    if (f[9] !== '0' && mine.has(f[9]!)) n++;
   }
   return n;
 }
