@@ -658,8 +658,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     streamSubscribers: gauge('stream_subscribers', 'Open raw-stream (/flashblocks) subscriber connections.').child(),
     streamFramesSent: counter('stream_frames_sent_total', 'Frames sent to raw-stream subscribers.').child(),
     streamFanoutSeconds: histogram('stream_fanout_seconds',
-      'Flashblock applied → its raw-stream fan-out finished (published to every subscriber: one uWS publish per topic shard ' +
-      'of 32 subscribers, frames of 16 KiB or more in ~1 ms slices that let RPC requests go first).',
+      'Flashblock applied → its raw-stream fan-out finished (sent to every subscriber, in slices that let RPC requests go first).',
       VISIBLE_BUCKETS).child(),
     flashblockVisibleSeconds: histogram('flashblock_visible_seconds',
       'Frame arrival → the first JSON-RPC request (HTTP or WebSocket) that read its state. With clients polling every few ms this is when a flashblock becomes visible over RPC; with sparse traffic it is an upper bound.',
