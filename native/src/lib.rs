@@ -326,3 +326,6 @@ fn read(inner: &Inner, req: &str) -> String {
         Err(e) => json!({"error": {"code": e.code, "message": e.message, "data": e.data}}).to_string(),
     }
 }
+
+// Frame decoding for ingest (src/ingest/native-frame.ts): `decodeFlashblock` and `recoverSenders` are declared there.
+pub mod frame;
