@@ -12,6 +12,8 @@ import { recoverSender } from '../../src/chain/sender.js';
 import type { DecodedTx } from '../../src/chain/types.js';
 import { generateFlashblocks } from '../../bench/flashblock-gen.js';
 import { asOpRbuilder, asSubblocks, asXLayer, postExecTx } from '../helpers/dialects.js';
+import { unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
+import { feed, makePipeline } from '../helpers/ingest.js';
 
 const native = nativeDecoder();
 const fixtures = fileURLToPath(new URL('../fixtures/', import.meta.url));
@@ -248,4 +250,40 @@ t.test('senders recovered natively (off the JS thread) equal the JS recovery', a
   }
   const bad = await native!.recoverSenders(Buffer.from([1, 2, 3]), Uint32Array.from([0, 0, 3, 0, 2, 99]));
   t.same([bad[0], bad[21]], [2, 2], 'undecodable bytes and out-of-range bounds are left to the JS recovery');
+});
+
+t.test('the pipeline decodes natively, recovers senders natively and indexes their nonces', async (t) => {
+  const { state, pipeline, senders, observer } = makePipeline();
+  for (const m of unichainMessages()) feed(pipeline, m);
+  t.equal(observer.appliedN, unichainMessages().length, 'every flashblock applied');
+  t.ok(senders.unrecoveredCount > 0, 'senders are being recovered off the JS thread');
+  await senders.drained();
+  t.equal(senders.unrecoveredCount, 0);
+  const canonical = unichainRpcBlock() as { transactions: { hash: string; from: string; nonce: string; type: string }[] };
+  t.same(canonical.transactions.filter((x) => state.tx(x.hash)?.tx.from !== x.from.toLowerCase()).map((x) => x.hash), [], "each sender equals the canonical block's `from`");
+  const user = canonical.transactions.find((x) => x.type !== '0x7e')!;
+  const last = canonical.transactions.filter((x) => x.from === user.from).reduce((a, x) => (BigInt(x.nonce) > a ? BigInt(x.nonce) : a), 0n);
+  t.equal(state.nextNonce(user.from.toLowerCase()), last + 1n, 'nonce index filled from the native answers');
+});
+
+t.test('a nonce query waits for the native recovery; recoverQueued() recovers on this thread at once', async (t) => {
+  const canonical = unichainRpcBlock() as { transactions: { from: string; type: string }[] };
+  const user = canonical.transactions.find((x) => x.type !== '0x7e')!.from.toLowerCase();
+  const a = makePipeline();
+  for (const m of unichainMessages()) feed(a.pipeline, m);
+  t.equal(a.senders.settled('0x000000000000000000000000000000000000dead'), null, 'an address absent from the balances need not wait');
+  const settled = a.senders.settled(user);
+  t.ok(settled instanceof Promise, 'a possible sender waits for the native batch');
+  await settled;
+  t.equal(a.senders.unrecoveredCount, 0);
+  t.equal(a.senders.settled(user), null, 'afterwards the answer is immediate');
+  t.ok(a.state.nextNonce(user) !== null);
+
+  const b = makePipeline();
+  for (const m of unichainMessages()) feed(b.pipeline, m);
+  b.senders.recoverQueued();
+  t.equal(b.senders.unrecoveredCount, 0, 'recovered synchronously while the native answers are still out');
+  t.ok(b.state.nextNonce(user) !== null);
+  await b.senders.drained();
+  t.ok(b.state.nextNonce(user) !== null, 'the late native answers change nothing');
 });
