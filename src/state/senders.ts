@@ -29,10 +29,12 @@ export interface NativeSignedTxs {
   signed: Uint32Array;
 }
 
-/** A native recovery in flight: its records, in `signed` order, and its completion. */
+/** One flashblock's native recovery, waiting or in flight: its records in `signed` order, and its completion. */
 interface NativeBatch {
   recs: TxRecord[];
+  txs: NativeSignedTxs;
   done: Promise<void>;
+  resolve: () => void;
 }
 
 /** Recovers pending senders; see the file comment. */
@@ -48,8 +50,12 @@ export class SenderRecovery implements SenderSource {
   private workerScheduled = false;
   /** Resolvers of drained(), called once nothing awaits recovery. */
   private drainWaiters: (() => void)[] = [];
-  /** Native recoveries in flight (one per flashblock). */
+  /**
+   * Native recoveries, one per flashblock, in order: one in flight at a time (`nativeRunning`), so a burst of frames
+   * (a replay) never floods the thread pool; a waiting one whose block is gone is dropped.
+   */
   private readonly native = new Set<NativeBatch>();
+  private nativeRunning: NativeBatch | null = null;
 
   constructor(
     private readonly state: PendingState,
@@ -64,7 +70,7 @@ export class SenderRecovery implements SenderSource {
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] as number);
     const to = block.txCountAt[index] as number;
     if (signed !== null && this.opts.native != null) {
-      this.recoverNatively(block, from, signed, this.opts.native);
+      this.recoverNatively(block, from, signed);
       return;
     }
     for (let i = from; i < to; i++) {
@@ -85,39 +91,64 @@ export class SenderRecovery implements SenderSource {
    * Hands the signed transactions of one flashblock (its first at `first` in `block.txs`) to the native core; their
    * senders are written when it answers. What it leaves (status 2) or a failure goes to the queue.
    */
-  private recoverNatively(block: PendingBlock, first: number, s: NativeSignedTxs, recover: (txBytes: Buffer, signed: Uint32Array) => Promise<Buffer>): void {
-    const sig = s.signed;
+  private recoverNatively(block: PendingBlock, first: number, txs: NativeSignedTxs): void {
+    const sig = txs.signed;
     const recs: TxRecord[] = new Array(sig.length / 3);
+    if (recs.length === 0) return;
     for (let k = 0; k < recs.length; k++) recs[k] = block.txs[first + (sig[3 * k] as number)]!;
-    const batch: NativeBatch = { recs, done: Promise.resolve() };
-    const finish = (): void => {
-      this.native.delete(batch);
-    };
-    batch.done = recover(s.txBytes, sig).then(
-      (out) => {
-        finish();
-        for (let k = 0; k < recs.length; k++) {
-          const rec = recs[k]!;
-          const status = out[21 * k];
-          if (status === 2) {
-            if (rec.tx.from === null && this.state.holds(rec.block)) this.queued.push(rec);
-            continue;
+    let resolve: () => void = () => undefined;
+    const done = new Promise<void>((r) => (resolve = r));
+    for (const b of this.native) if (b !== this.nativeRunning && !this.state.holds(b.recs[0]!.block)) this.dropNative(b);
+    this.native.add({ recs, txs, done, resolve });
+    this.startNative();
+  }
+
+  private dropNative(b: NativeBatch): void {
+    this.native.delete(b);
+    if (this.nativeRunning === b) this.nativeRunning = null;
+    b.resolve();
+  }
+
+  /** Starts the next waiting native batch when none is in flight. */
+  private startNative(): void {
+    const recover = this.opts.native;
+    if (this.nativeRunning !== null || recover == null) return;
+    for (const b of this.native) {
+      if (!this.state.holds(b.recs[0]!.block) || b.recs.every((r) => r.tx.from !== null)) {
+        this.dropNative(b); // settled meanwhile, or recovered here by recoverQueued()
+        continue;
+      }
+      this.nativeRunning = b;
+      recover(b.txs.txBytes, b.txs.signed).then(
+        (out) => {
+          for (let k = 0; k < b.recs.length; k++) {
+            const rec = b.recs[k]!;
+            const status = out[21 * k];
+            if (status === 2) {
+              if (rec.tx.from === null && this.state.holds(rec.block)) this.queued.push(rec);
+              continue;
+            }
+            if (status === 1 && rec.tx.from === null) rec.tx.from = '0x' + out.toString('hex', 21 * k + 1, 21 * k + 21);
+            // A block settled or replaced meanwhile no longer indexes its senders (noteSender checks).
+            this.state.noteSender(rec);
           }
-          if (status === 1 && rec.tx.from === null) rec.tx.from = '0x' + out.toString('hex', 21 * k + 1, 21 * k + 21);
-          // A block settled or replaced meanwhile no longer indexes its senders (noteSender checks).
-          this.state.noteSender(rec);
-        }
-        if (this.queued.length > 0) this.schedule();
-        else this.notifyIfDrained();
-      },
-      () => {
-        finish();
-        for (const rec of recs) if (rec.tx.from === null && this.state.holds(rec.block)) this.queued.push(rec);
-        this.schedule();
-        this.notifyIfDrained();
-      },
-    );
-    this.native.add(batch);
+          this.nativeDone(b);
+        },
+        () => {
+          for (const rec of b.recs) if (rec.tx.from === null && this.state.holds(rec.block)) this.queued.push(rec);
+          this.nativeDone(b);
+        },
+      );
+      return;
+    }
+    this.notifyIfDrained();
+  }
+
+  private nativeDone(b: NativeBatch): void {
+    this.dropNative(b);
+    this.startNative();
+    if (this.queued.length > 0) this.schedule();
+    else this.notifyIfDrained();
   }
 
   /** Resolves once every sender queued so far has been recovered (or found unrecoverable): an event to wait on. */
