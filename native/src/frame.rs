@@ -91,7 +91,7 @@ fn is_hex_chars(s: &str) -> bool {
 
 /// isHexData: an even number of digits.
 fn is_hex_data(s: &str) -> bool {
-    is_hex_chars(s) && s.len() % 2 == 0
+    is_hex_chars(s) && s.len().is_multiple_of(2)
 }
 
 /// isLooseQuantity.
@@ -140,7 +140,7 @@ fn small_quantity(v: &Value) -> R<u64> {
 /// A JSON number that is a non-negative safe integer (JS `Number.isSafeInteger(n) && n >= 0`); floats decline.
 fn safe_uint(v: &Value) -> R<u64> {
     match v.as_u64() {
-        Some(n) if n <= (1u64 << 53) - 1 => Ok(n),
+        Some(n) if n < (1u64 << 53) => Ok(n),
         _ => Err("not a non-negative safe integer"),
     }
 }
@@ -437,7 +437,7 @@ fn transactions(out: &mut Out, v: &Value) -> R<()> {
     for (i, t) in arr.iter().enumerate() {
         let s = string(t)?;
         // decode_to_slice checks the digits.
-        if s.len() < 4 || s.len() % 2 != 0 || !s.starts_with("0x") {
+        if s.len() < 4 || !s.len().is_multiple_of(2) || !s.starts_with("0x") {
             return Err("transaction is not hex bytes");
         }
         let start = out.tx_bytes.len();
@@ -841,25 +841,3 @@ mod tests {
     }
 }
 
-#[cfg(test)]
-mod timing {
-    #[test]
-    #[ignore]
-    fn time_parts() {
-        let json = std::fs::read("/tmp/dec/frame.json").unwrap();
-        let t = |name: &str, f: &dyn Fn()| {
-            let mut best = std::time::Duration::MAX;
-            for _ in 0..30 {
-                let t0 = std::time::Instant::now();
-                for _ in 0..20 { f(); }
-                best = best.min(t0.elapsed() / 20);
-            }
-            eprintln!("{name}: {best:?}");
-        };
-        t("sonic Value", &|| { let _v: sonic_rs::Value = sonic_rs::from_slice(&json).unwrap(); });
-        t("decode", &|| { super::decode(&json).unwrap(); });
-        let o = super::decode(&json).unwrap();
-        t("keccak", &|| { for c in o.signed.chunks(3) { std::hint::black_box(alloy_primitives::keccak256(&o.tx_bytes[c[1] as usize..c[2] as usize])); } });
-        t("serde_json Value", &|| { let _v: serde_json::Value = serde_json::from_slice(&json).unwrap(); });
-    }
-}
