@@ -145,10 +145,6 @@ fn safe_uint(v: &Value) -> R<u64> {
     }
 }
 
-fn null_or_absent(v: Option<&Value>) -> bool {
-    v.is_none_or(|v| v.is_null())
-}
-
 /// The fields of an object by name, refusing duplicates of the names asked for (JSON.parse keeps the last one).
 fn fields<'a, const N: usize>(v: &'a Value, names: [&str; N]) -> R<[Option<&'a Value>; N]> {
     let o = v.as_object().ok_or("not an object")?;
@@ -492,9 +488,6 @@ fn diff(out: &mut Out, v: &Value) -> R<()> {
         v,
         ["state_root", "receipts_root", "logs_bloom", "gas_used", "block_hash", "blob_gas_used", "withdrawals_root", "withdrawals", "post_exec_tx", "transactions"],
     )?;
-    if !null_or_absent(post_exec) {
-        return Err("diff.post_exec_tx is left to the JS decoder");
-    }
     if let Some(w) = withdrawals.filter(|w| !w.is_null()) {
         if !w.as_array().is_some_and(|a| a.is_empty()) {
             return Err("non-empty diff.withdrawals is left to the JS decoder");
@@ -517,6 +510,18 @@ fn diff(out: &mut Out, v: &Value) -> R<()> {
         Some(w) => {
             out.u.push(1);
             out.str_lower(hex_of(w, 66)?);
+        }
+    }
+    // Post-exec (0x7d, Lagoon): hex as sent; the TypeScript side decodes it with the full decoder (and may decline).
+    match post_exec.filter(|p| !p.is_null()) {
+        None => out.u.push(0),
+        Some(p) => {
+            let p = string(p)?;
+            if p.len() < 4 || !is_hex_data(p) {
+                return Err("diff.post_exec_tx is not hex bytes");
+            }
+            out.u.push(1);
+            out.str_raw(p.as_bytes());
         }
     }
     transactions(out, req(txs)?)

@@ -1,5 +1,6 @@
-// Frame decoding (pure): transport detection (JSON text or brotli), JSON.parse once, strict validation of the
-// flashblock shape, transaction decoding. Returns a result value; never throws on bad input, never touches state.
+// Frame decoding (pure): transport detection (JSON text or brotli), one parse, strict validation of the flashblock
+// shape, transaction decoding — by the native core when it is built (src/ingest/native-frame.ts), else here with
+// JSON.parse, which also words every reason. Returns a result value; never throws on bad input, never touches state.
 import { brotliDecompressSync, constants as zlibConstants } from 'node:zlib';
 import { ingestTransaction } from '../chain/lazy-tx.js';
 import { decodeTransaction } from '../chain/tx.js';
@@ -345,7 +346,8 @@ function frameBytes(data: Buffer, maxBytes: number): { ok: true; bytes: Buffer }
 /**
  * Decodes one upstream frame into a validated Flashblock, or a reason. Pure: no state, no I/O, no throw.
  * `json` is the decoded JSON text (the frame itself when it was text). `isBinary` is the WebSocket frame kind; it
- * only decides the reason a frame that is neither a JSON object nor brotli is counted under.
+ * only decides the reason a frame that is neither a JSON object nor brotli is counted under. `native`: the native
+ * decoder (default: the addon's, when built); null = this file's decoder only.
  */
 export function decodeFrame(data: Buffer, maxBytes: number, isBinary = true, native: NativeDecoder | null = nativeDecoder()): DecodeFrameResult {
   const t = frameBytes(data, maxBytes);
@@ -359,10 +361,8 @@ export function decodeFrame(data: Buffer, maxBytes: number, isBinary = true, nat
     } catch {
       // Unreachable (the addon catches its panics); the JS decoder below still decides.
     }
-    if (l !== null && l.declined === '') {
-      const { fb, senders } = flashblockOfLayout(l);
-      return new NativeDecoded(fb, senders, t.bytes);
-    }
+    const d = l !== null && l.declined === '' ? flashblockOfLayout(l) : null;
+    if (d !== null) return new NativeDecoded(d.fb, d.senders, t.bytes);
   }
   const text = t.bytes.toString('utf8');
   let root: unknown;

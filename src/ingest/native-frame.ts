@@ -4,7 +4,8 @@
 import { loadAddon, type AddonFrameLayout } from '../exec/addon.js';
 import { LazyTx } from '../chain/lazy-tx.js';
 import { decodeAccessList, type AccountChanges } from '../chain/access-list.js';
-import { TX_DEPOSIT } from '../chain/types.js';
+import { decodeTransaction } from '../chain/tx.js';
+import { TX_DEPOSIT, TX_POST_EXEC } from '../chain/types.js';
 import type { FlashLog, FlashReceipt, Flashblock, FlashblockBase } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
 
@@ -81,8 +82,11 @@ function readReceipt(r: LayoutReader): FlashReceipt {
   return { type: t === NONE ? null : t, status: st === 2 ? null : st, cumulativeGasUsed, logs, depositNonce, depositReceiptVersion: r.optQty() };
 }
 
-/** The flashblock of an accepted layout (`declined` empty). */
-export function flashblockOfLayout(l: AddonFrameLayout): { fb: Flashblock; senders: NativeSenders | null } {
+/**
+ * The flashblock of an accepted layout (`declined` empty); null when this side declines it after all (a post-exec
+ * transaction the full decoder rejects or that belongs to another block: the JS decoder words that).
+ */
+export function flashblockOfLayout(l: AddonFrameLayout): { fb: Flashblock; senders: NativeSenders | null } | null {
   const r = new LayoutReader(l.u, l.s, l.q);
   const index = r.num();
   const payloadId = r.str();
@@ -134,6 +138,12 @@ export function flashblockOfLayout(l: AddonFrameLayout): { fb: Flashblock; sende
   const blockHash = r.str();
   const blobGasUsed = r.next() === 1 ? r.qty() : null;
   const withdrawalsRoot = r.next() === 1 ? r.str() : null;
+  let postExecTx: DecodedTx | null = null;
+  if (r.next() === 1) {
+    const d = decodeTransaction(r.str());
+    if (!d.ok || d.tx.type !== TX_POST_EXEC || (d.tx.postExec != null && d.tx.postExec.blockNumber !== BigInt(blockNumber))) return null;
+    postExecTx = d.tx;
+  }
   const n = r.next();
   const txs: DecodedTx[] = new Array(n);
   const bytes = l.txBytes;
@@ -149,7 +159,7 @@ export function flashblockOfLayout(l: AddonFrameLayout): { fb: Flashblock; sende
     index,
     blockNumber,
     base,
-    diff: { stateRoot, receiptsRoot, logsBloom, gasUsed, blockHash, blobGasUsed, withdrawalsRoot, withdrawals: [], postExecTx: null },
+    diff: { stateRoot, receiptsRoot, logsBloom, gasUsed, blockHash, blobGasUsed, withdrawalsRoot, withdrawals: [], postExecTx },
     txs,
     receipts,
     balances,

@@ -104,12 +104,24 @@ t.test('every fixture frame decodes identically, text and brotli, and the native
   t.equal(tl.native, tl.accepted, `${tl.accepted} valid frames, all taken natively`);
 });
 
-t.test('rare shapes the native decoder leaves to the JS decoder still decode identically', async (t) => {
+t.test('rare shapes (post-exec, withdrawals, X Layer access lists, escapes, duplicate keys) decode identically', async (t) => {
   const tl = tally();
   const uni = unichain();
   const pe = structuredClone(uni[1]);
   pe.diff.post_exec_tx = postExecTx(pe.metadata.block_number, [[0, 100]]);
   check(tl, Buffer.from(JSON.stringify(pe)), false, 'post_exec_tx');
+  const taken = decodeFrame(Buffer.from(JSON.stringify(pe)), MAX, false, native);
+  t.ok(taken.ok && taken.senders !== undefined && taken.fb.diff.postExecTx !== null, 'a post-exec transaction is taken natively (decoded by the full decoder)');
+  for (const [label, bad] of [
+    ['post_exec_tx of another block', postExecTx(pe.metadata.block_number + 1, [[0, 100]])],
+    ['post_exec_tx of another type', unichain()[1].diff.transactions[0]],
+    ['post_exec_tx that does not decode', '0x7d01'],
+    ['post_exec_tx upper case', postExecTx(pe.metadata.block_number, [[0, 100]]).toUpperCase().replace('0X', '0x')],
+  ] as [string, string][]) {
+    const m = structuredClone(pe);
+    m.diff.post_exec_tx = bad;
+    check(tl, Buffer.from(JSON.stringify(m)), false, label);
+  }
   const w = structuredClone(uni[0]);
   w.diff.withdrawals = [{ index: '0x1', validatorIndex: '0x2', address: '0x' + '11'.repeat(20), amount: '0x3' }];
   check(tl, Buffer.from(JSON.stringify(w)), false, 'withdrawals');
@@ -121,7 +133,7 @@ t.test('rare shapes the native decoder leaves to the JS decoder still decode ide
   const dup = JSON.stringify(uni[1]).replace('{"payload_id"', '{"index":99,"payload_id"');
   check(tl, Buffer.from(dup), false, 'duplicate key');
   t.same(tl.mismatches, []);
-  t.equal(tl.accepted, tl.cases, 'all valid');
+  t.equal(tl.accepted, tl.cases - 3, 'all valid but the three bad post-exec transactions');
 });
 
 /** A small valid frame (index 1, no base) carrying `txs`. */
