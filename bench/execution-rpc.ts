@@ -13,7 +13,7 @@ import { startTraffic } from '../scripts/devnet/traffic.js';
 import { loadConfig } from '../src/config.js';
 import { startDaemon, type Daemon } from '../src/daemon.js';
 import { silentLogger } from '../src/log.js';
-import { fmt, percentile, postLoad, scrapeMetrics, sleep, type AutocannonResult, type BenchOptions, type BenchRow } from './lib.js';
+import { fmt, hasWrk, percentile, postLoad, scrapeMetrics, sleep, wrkLoad, type AutocannonResult, type BenchOptions, type BenchRow } from './lib.js';
 
 const TX_PER_S = 30;
 const POLL_MS = 10;
@@ -121,9 +121,21 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
     const fallbacks = (): Promise<number> => scrapeMetrics(metricsUrl).then((x) => x.get('flashblocksd_pending_fallbacks_total{reason="execution"}') ?? 0);
     // Pipelining 1: uWS closes a connection that pipelines a request behind an asynchronous answer (bench/rpc.ts).
     const fb0 = await fallbacks();
-    const daemonRun = await postLoad(rpc, body('pending'), loadS, CONNECTIONS, { workers: 1, pipelining: 1 });
+    const reads = async (): Promise<{ inline: number; threads: number }> => {
+      const m = await scrapeMetrics(metricsUrl);
+      return { inline: m.get('flashblocksd_execution_reads_total{thread="inline"}') ?? 0, threads: m.get('flashblocksd_execution_reads_total{thread="threads"}') ?? 0 };
+    };
+    const reads0 = await reads();
+    const wrk = hasWrk();
+    const load = (url: string, b: string): Promise<AutocannonResult> => (wrk ? wrkLoad(url, b, loadS, CONNECTIONS) : postLoad(url, b, loadS, CONNECTIONS, { workers: 1, pipelining: 1 }));
+    const daemonRun = await load(rpc, body('pending'));
     const fellBack = (await fallbacks()) - fb0;
-    const anvilRun = await postLoad(devnet.anvilUrl, body('latest'), loadS, CONNECTIONS, { workers: 1, pipelining: 1 });
+    // The engine's counters follow its status on the feed's timer (250 ms).
+    await sleep(600);
+    const reads1 = await reads();
+    const [inl, thr] = [reads1.inline - reads0.inline, reads1.threads - reads0.threads];
+    const inlineShare = inl + thr === 0 ? 'no engine read counted' : `${fmt((inl / (inl + thr)) * 100)} % answered inline on the RPC thread (${inl} inline, ${thr} on the read threads)`;
+    const anvilRun = await load(devnet.anvilUrl, body('latest'));
     const ours2 = await rpcCall<string>(rpc, 'eth_call', [call, 'pending']);
     const same = ours2 === ours ? 'the answer was unchanged after the load' : `**the answer changed during the load** (${ours} → ${ours2})`;
 
@@ -135,7 +147,7 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
         value: daemonRun.requests.average,
         unit: 'req/s',
         baseline: { label: "anvil's own eth_call at latest (the devnet's node, same state)", value: anvilRun.requests.average },
-        verdict: `${fmt(daemonRun.requests.average / anvilRun.requests.average)}× anvil (target ≥ 3×); ${fellBack} answered as latest (engine unavailable)`,
+        verdict: `${fmt(daemonRun.requests.average / anvilRun.requests.average)}× anvil (target ≥ 3×); ${fellBack} answered as latest (engine unavailable); ${inlineShare}`,
       },
       {
         name: 'pending eth_call p99 under that load, flashblocksd',
@@ -166,13 +178,18 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
         verdict: `${diverged} receipts-root divergences, ${failedFb} flashblocks failed to apply`,
       },
     ];
+    const generator = wrk
+      ? 'wrk (C, its own process, one thread)'
+      : 'autocannon in a worker thread of this process (wrk not installed: `apt install wrk` for a generator that costs the servers less CPU)';
     const notes =
       `**(b) The daemon on the devnet.** devnet sequencer (2 s blocks, 10 flashblocks), the daemon in process (native engine) on ` +
       `the post-Azul stream (?azul=1). ${trafficS} s of traffic at ${TX_PER_S} tx/s (all devnet tx types) sent through the daemon; receipts polled ` +
       `every ${POLL_MS} ms on the daemon and on the node (batched; latency from submission to the poll answer that held it). Then eth_call ` +
-      `of a contract returning a traffic sender's balance: autocannon ${CONNECTIONS} connections, pipelining 1, ${loadS} s each, in a worker thread, first at \`pending\` ` +
+      `of a contract returning a traffic sender's balance: ${generator}, ${CONNECTIONS} connections, pipelining 1, ${loadS} s each, first at \`pending\` ` +
       `through the daemon, then at \`latest\` on anvil (the devnet's node, direct); both answers equal before the load, ${same}. The daemon adds ` +
-      `its RPC hop and the pending block env to every call; the stream goes on during the load (empty flashblocks, executed by the engine).`;
+      `its RPC hop and the pending block env to every call; the stream goes on during the load (empty flashblocks, executed by the engine). ` +
+      `A call the engine can answer from memory within --execution-inline-read-us (500 µs) runs at once on the RPC thread; the others on ` +
+      `its read threads (flashblocksd_execution_reads_total{thread}). The generator shares the 2 cores.`;
     return { rows, notes };
   } finally {
     await d?.stop();

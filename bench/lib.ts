@@ -2,8 +2,10 @@
 // writes to BENCHMARKS.md, plot output, child-process plumbing, autocannon, /proc sampling, /metrics parsing and
 // CPU-profile summaries.
 import http from 'node:http';
-import { fork, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync, fork, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -324,6 +326,60 @@ export async function postLoad(url: string, body: string, seconds: number, conne
   });
   if (r.non2xx > 0 || r.errors > 0) throw new Error(`${url}: ${r.non2xx} non-2xx, ${r.errors} errors`);
   return r;
+}
+
+/** Whether wrk (a C load generator; Debian package `wrk`) is on the PATH. */
+export function hasWrk(): boolean {
+  try {
+    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch (e) {
+    // wrk --version prints its banner and exits 1; only a missing binary is ENOENT.
+    return (e as NodeJS.ErrnoException).code !== 'ENOENT';
+  }
+}
+
+/** wrk's "Latency Distribution" value ("812.00us", "1.20ms", "2.00s") in ms. */
+function wrkMs(v: string): number {
+  const m = /^([\d.]+)(us|ms|s)$/.exec(v.trim());
+  if (m === null) return NaN;
+  const n = Number(m[1]);
+  return m[2] === 'us' ? n / 1000 : m[2] === 'ms' ? n : n * 1000;
+}
+
+/**
+ * POSTs JSON `body` for `seconds` over `connections` keep-alive connections with wrk in its own process (one thread,
+ * no pipelining): the generator costs a fraction of autocannon's CPU, so on 2 cores the server is measured rather
+ * than the generator. Same result shape as {@link postLoad} (latency in ms); throws on non-2xx or socket errors.
+ */
+export async function wrkLoad(url: string, body: string, seconds: number, connections: number): Promise<AutocannonResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'fbd-wrk-'));
+  const script = join(dir, 'post.lua');
+  writeFileSync(script, `wrk.method = "POST"\nwrk.headers["content-type"] = "application/json"\nwrk.body = ${JSON.stringify(body)}\n`);
+  try {
+    const out = await new Promise<string>((resolve, reject) => {
+      execFile('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', script, url], { timeout: (seconds + 30) * 1000 }, (err, stdout, stderr) =>
+        err === null ? resolve(stdout) : reject(new Error(`wrk failed: ${err.message} ${stderr}`)),
+      );
+    });
+    const num = (re: RegExp): number => Number(re.exec(out)?.[1] ?? NaN);
+    const pct = (p: number): number => wrkMs(new RegExp(`^\\s+${p}%\\s+(\\S+)`, 'm').exec(out)?.[1] ?? '');
+    const non2xx = num(/Non-2xx or 3xx responses: (\d+)/) || 0;
+    const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+    const errors = sock === null ? 0 : Number(sock[1]) + Number(sock[2]) + Number(sock[3]);
+    if (non2xx > 0 || errors > 0) throw new Error(`${url}: ${non2xx} non-2xx, ${errors} socket errors (wrk)`);
+    const total = num(/(\d+) requests in/);
+    return {
+      requests: { average: num(/Requests\/sec:\s+([\d.]+)/), total },
+      latency: { p50: pct(50), p99: pct(99), max: wrkMs(/Latency\s+\S+\s+\S+\s+(\S+)/.exec(out)?.[1] ?? ''), average: wrkMs(/Latency\s+(\S+)/.exec(out)?.[1] ?? '') },
+      non2xx,
+      errors,
+      timeouts: sock === null ? 0 : Number(sock[4]),
+      duration: seconds,
+    };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 // ── Process sampling ─────────────────────────────────────────────────────────────────────────────────────────────

@@ -1,6 +1,7 @@
 // RPC benchmarks: (a) pending eth_getTransactionReceipt req/s — uWS constant response (ceiling) vs flashblocksd's RPC
 // vs the same Dispatcher on node:http, one run, same load; (b) forwarded-call overhead vs a direct call to anvil,
-// with the node client on undici's Pool (src/node/client.ts) and on node:http (bench/baseline/), same run.
+// with the daemon's node client (src/node/client.ts: HTTP/1.1 over node:net for http://) and the two before it,
+// undici's Pool and node:http (bench/baseline/), same run.
 // Load generator: autocannon (bench/lib.ts postLoad) in a worker thread; servers on the main thread.
 import http from 'node:http';
 import { NodeClient } from '../src/node/client.js';
@@ -12,6 +13,7 @@ import { startAnvil, startRpc } from '../test/helpers/rpc-harness.js';
 import { fmt, percentile, postLoad, sequentialPosts, writePlot, type AutocannonResult, type BenchOptions, type BenchResult, runStandalone } from './lib.js';
 import { cdfChart, cdfPoints } from './svg.js';
 import { NodeClient as HttpNodeClient } from './baseline/node-http-client.js';
+import { NodeClient as UndiciNodeClient } from './baseline/undici-client.js';
 
 async function load(url: string, body: string, seconds: number, connections: number, pipelining = 16): Promise<number> {
   return (await postLoad(url, body, seconds, connections, { workers: 1, pipelining })).requests.average;
@@ -66,23 +68,32 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     uws.us_listen_socket_close(ls);
     await new Promise<void>((resolve) => nodeServer.close(() => resolve()));
 
-    // Forwarding, node client on undici's Pool (the daemon's) vs on node:http (before), interleaved in rounds so
-    // that drift on the shared cores hits both; the harness's client is swapped between rounds (nothing in flight).
+    // Forwarding: the daemon's node client (HTTP/1.1 over node:net for an http:// node) vs the client before it
+    // (undici's Pool, bench/baseline/undici-client.ts) vs the one before that (node:http), interleaved in rounds so
+    // that drift on the shared cores hits all; the harness's client is swapped between rounds (nothing in flight).
     const chainId = '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}';
+    const latest = '{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]}';
     const n = opts.quick ? 2000 : 5000;
     const rounds = 4;
     const mutable = h.ctx as { node: NodeClient };
-    const undiciClient = h.ctx.node;
+    const ourClient = h.ctx.node;
+    const undiciClient = new UndiciNodeClient({ url: anvil.url, timeoutMs: h.config.nodeTimeoutMs, maxSockets: 16 }) as unknown as NodeClient;
     const httpClient = new HttpNodeClient({ url: anvil.url, timeoutMs: h.config.nodeTimeoutMs, maxSockets: 16 }) as unknown as NodeClient;
-    const direct: number[] = [];
-    const via: number[] = [];
-    const viaHttp: number[] = [];
+    const clients = [
+      { name: 'net', client: ourClient },
+      { name: 'undici', client: undiciClient },
+      { name: 'http', client: httpClient },
+    ] as const;
+    const seq = { direct: [] as number[], net: [] as number[], undici: [] as number[], http: [] as number[] };
+    const seqLatest = { direct: [] as number[], net: [] as number[], undici: [] as number[], http: [] as number[] };
     for (let r = 0; r < rounds; r++) {
-      direct.push(...(await sequentialPosts(anvil.url, chainId, n / rounds)));
-      mutable.node = undiciClient;
-      via.push(...(await sequentialPosts(h.url, chainId, n / rounds)));
-      mutable.node = httpClient;
-      viaHttp.push(...(await sequentialPosts(h.url, chainId, n / rounds)));
+      seq.direct.push(...(await sequentialPosts(anvil.url, chainId, n / rounds)));
+      seqLatest.direct.push(...(await sequentialPosts(anvil.url, latest, n / rounds / 2, { warmup: 50 })));
+      for (const c of clients) {
+        mutable.node = c.client;
+        seq[c.name].push(...(await sequentialPosts(h.url, chainId, n / rounds)));
+        seqLatest[c.name].push(...(await sequentialPosts(h.url, latest, n / rounds / 2, { warmup: 50 })));
+      }
     }
     // Pipelining 1 here: uWS closes a connection that pipelines a request behind a forwarded (asynchronous) one,
     // and autocannon reconnects silently (~100-200 req/s at 32 × 16, p50 1-5 s, either client; see
@@ -90,26 +101,33 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const fwdSeconds = opts.quick ? 3 : 6;
     const fwdLoad = (url: string): Promise<AutocannonResult> => postLoad(url, chainId, fwdSeconds, connections, { workers: 1, pipelining: 1 });
     const fwdDirectRun = await fwdLoad(anvil.url);
-    mutable.node = httpClient;
-    const fwdHttpRun = await fwdLoad(h.url);
-    mutable.node = undiciClient;
-    const fwdUndiciRun = await fwdLoad(h.url);
+    const fwdRuns: Record<string, AutocannonResult> = {};
+    for (const c of clients) {
+      mutable.node = c.client;
+      fwdRuns[c.name] = await fwdLoad(h.url);
+    }
+    mutable.node = ourClient;
     const fwdDirect = fwdDirectRun.requests.average;
-    const fwdHttp = fwdHttpRun.requests.average;
-    const fwdUndici = fwdUndiciRun.requests.average;
+    const [fwdNet, fwdUndici, fwdHttp] = [fwdRuns.net!, fwdRuns.undici!, fwdRuns.http!];
     const lat = (r: AutocannonResult): string => `p50 ${r.latency.p50} / p99 ${r.latency.p99} ms`;
+    undiciClient.close();
     httpClient.close();
     const plot = writePlot('rpc-forwarded-cdf', cdfChart('Forwarded eth_chainId: sequential keep-alive round trips', 'µs (log)', [
-      { name: 'direct to anvil (baseline)', points: cdfPoints(direct), dashed: true },
-      { name: 'through flashblocksd (undici Pool)', points: cdfPoints(via) },
-      { name: 'through flashblocksd (node:http client, before)', points: cdfPoints(viaHttp), dashed: true },
-    ]), 'CDF of forwarded eth_chainId round trips, direct to anvil and through flashblocksd with either node client');
-    const d50 = percentile(direct, 50);
-    const d99 = percentile(direct, 99);
-    const v50 = percentile(via, 50);
-    const v99 = percentile(via, 99);
-    const o50 = percentile(viaHttp, 50);
-    const o99 = percentile(viaHttp, 99);
+      { name: 'direct to anvil (baseline)', points: cdfPoints(seq.direct), dashed: true },
+      { name: 'through flashblocksd (node client over node:net)', points: cdfPoints(seq.net) },
+      { name: 'through flashblocksd (undici Pool client, before)', points: cdfPoints(seq.undici), dashed: true },
+      { name: 'through flashblocksd (node:http client, before that)', points: cdfPoints(seq.http), dashed: true },
+    ]), 'CDF of forwarded eth_chainId round trips, direct to anvil and through flashblocksd with each node client');
+    const p = (xs: number[], q: number): number => percentile(xs, q);
+    const d50 = p(seq.direct, 50);
+    const d99 = p(seq.direct, 99);
+    const v50 = p(seq.net, 50);
+    const v99 = p(seq.net, 99);
+    const u50 = p(seq.undici, 50);
+    const u99 = p(seq.undici, 99);
+    const o50 = p(seq.http, 50);
+    const o99 = p(seq.http, 99);
+    const l50 = (k: keyof typeof seqLatest): number => p(seqLatest[k], 50);
 
     return {
       title: 'JSON-RPC server',
@@ -145,13 +163,17 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
           bottleneck: `one more loopback hop (client → flashblocksd → anvil) costs +${fmt(v50 - d50)} µs p50 and +${fmt(v99 - d99)} µs p99 on this machine; with other processes on the 2 cores each wake-up can wait for a core`,
         },
         { name: 'forwarded eth_chainId p99', value: v99, unit: 'µs', baseline: { label: 'direct to anvil', value: d99 }, verdict: `+${fmt(v99 - d99)} µs` },
-        { name: 'forwarded eth_chainId p50, node client undici Pool vs node:http', value: v50, unit: 'µs', baseline: { label: 'node:http client', value: o50 }, verdict: `overhead +${fmt(v50 - d50)} vs +${fmt(o50 - d50)} µs over direct` },
-        { name: 'forwarded eth_chainId p99, node client undici Pool vs node:http', value: v99, unit: 'µs', baseline: { label: 'node:http client', value: o99 }, verdict: `overhead +${fmt(v99 - d99)} vs +${fmt(o99 - d99)} µs over direct` },
-        { name: 'forwarded eth_chainId req/s, node client undici Pool vs node:http', value: fwdUndici, unit: 'req/s', baseline: { label: 'node:http client', value: fwdHttp }, verdict: `${fmt(fwdUndici / fwdHttp)}× node:http; latency under this load ${lat(fwdUndiciRun)} vs ${lat(fwdHttpRun)}; direct to anvil ${fmt(fwdDirect)} req/s, ${lat(fwdDirectRun)}` },
+        { name: 'forwarded eth_getBlockByNumber(latest) p50', value: l50('net'), unit: 'µs', baseline: { label: 'direct to anvil', value: l50('direct') }, verdict: `+${fmt(l50('net') - l50('direct'))} µs; undici client +${fmt(l50('undici') - l50('direct'))}, node:http client +${fmt(l50('http') - l50('direct'))} µs` },
+        { name: 'forwarded eth_chainId p50, node client over node:net vs undici Pool', value: v50, unit: 'µs', baseline: { label: 'undici Pool client (before)', value: u50 }, verdict: `overhead +${fmt(v50 - d50)} vs +${fmt(u50 - d50)} µs over direct` },
+        { name: 'forwarded eth_chainId p50, node client over node:net vs node:http', value: v50, unit: 'µs', baseline: { label: 'node:http client', value: o50 }, verdict: `overhead +${fmt(v50 - d50)} vs +${fmt(o50 - d50)} µs over direct` },
+        { name: 'forwarded eth_chainId p99, node client over node:net vs undici Pool', value: v99, unit: 'µs', baseline: { label: 'undici Pool client (before)', value: u99 }, verdict: `overhead +${fmt(v99 - d99)} vs +${fmt(u99 - d99)} µs over direct` },
+        { name: 'forwarded eth_chainId p99, node client over node:net vs node:http', value: v99, unit: 'µs', baseline: { label: 'node:http client', value: o99 }, verdict: `overhead +${fmt(v99 - d99)} vs +${fmt(o99 - d99)} µs over direct` },
+        { name: 'forwarded eth_chainId req/s, node client over node:net vs undici Pool', value: fwdNet.requests.average, unit: 'req/s', baseline: { label: 'undici Pool client (before)', value: fwdUndici.requests.average }, verdict: `${fmt(fwdNet.requests.average / fwdUndici.requests.average)}× undici; latency under this load ${lat(fwdNet)} vs ${lat(fwdUndici)}; direct to anvil ${fmt(fwdDirect)} req/s, ${lat(fwdDirectRun)}` },
+        { name: 'forwarded eth_chainId req/s, node client over node:net vs node:http', value: fwdNet.requests.average, unit: 'req/s', baseline: { label: 'node:http client', value: fwdHttp.requests.average }, verdict: `${fmt(fwdNet.requests.average / fwdHttp.requests.average)}× node:http; latency under this load ${lat(fwdNet)} vs ${lat(fwdHttp)}` },
       ],
       notes: `autocannon ${connections} connections, pipelining 16, ${seconds} s per server, in a worker thread of the same process; ` +
-        `body ${body.length} B, answer ${constant.length} B. Forwarding: ${n} sequential keep-alive requests per path in ${rounds} interleaved rounds (200 warm-up each), ` +
-        `then ${fwdSeconds} s of autocannon load per path (32 connections, pipelining 1; direct, node:http client, undici client); the node client has 16 sockets.`,
+        `body ${body.length} B, answer ${constant.length} B. Forwarding: ${n} sequential keep-alive eth_chainId requests (and ${n / 2} eth_getBlockByNumber(latest)) per path in ${rounds} interleaved rounds (200 / 50 warm-up each), ` +
+        `then ${fwdSeconds} s of autocannon load per path (32 connections, pipelining 1; direct, then through flashblocksd with each node client: node:net, undici Pool, node:http); each node client has 16 sockets.`,
       plots: [plot],
     };
   } finally {

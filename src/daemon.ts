@@ -80,7 +80,8 @@ function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logge
   const logTo = (msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error'): void =>
     level === 'info' ? log.info(msg, fields) : level === 'error' ? log.error(msg, fields) : log.warn(msg, fields);
   return new RevmEngine({
-    nodePost: (body) => engineNode.postRaw(body),
+    // The engine only reads (state at a canonical height, headers): a stale keep-alive socket is retried once.
+    nodePost: (body) => engineNode.postRaw(body, undefined, true),
     // --execution-hardfork auto: the chain's schedule by block timestamp (karst, newer than OpFork, from laterForks);
     // a chain without a preset runs the newest OP spec the stream is likely on (isthmus, the former default).
     specAt: (ts) => {
@@ -90,6 +91,7 @@ function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logge
       return later.length > 0 ? 'karst' : forkAt(preset, ts);
     },
     cacheCapBytes: config.executionCacheMb * 1024 * 1024,
+    inlineReadUs: config.executionInlineReadUs,
     nodeTimeoutMs: config.nodeTimeoutMs,
     log: logTo,
   });
@@ -189,6 +191,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     url: config.nodeRpcUrl,
     timeoutMs: config.nodeTimeoutMs,
     maxSockets: config.nodeMaxSockets,
+    maxResponseBytes: config.maxResponseBytes,
     observe: (s, err) => {
       metrics.nodeSeconds.observe(s);
       if (err !== null && err !== 'disabled') metrics.nodeErrors[err].inc();

@@ -87,6 +87,7 @@ export class ExecutionFeed {
   private stopped = false;
   private restartsSeen = 0;
   private nodeReadsSeen = 0;
+  private readsSeen = { inline: 0, threads: 0 };
   /** Flashblocks handed to the engine, and how many it verified (the verified share is their ratio). */
   private handed = 0;
   private verifiedCount = 0;
@@ -291,27 +292,28 @@ export class ExecutionFeed {
   /**
    * Compares what flashblock `index` of `b`'s access list says each listed account holds after it (balance, nonce,
    * code, the storage slots it wrote) with the engine's executed state; a disagreement counts one access_list
-   * divergence per account, with a warn line naming the field. The engine reads its newest executed state: checked
-   * only while that is this flashblock (nothing else queued now, nothing handed before the reads are answered).
+   * divergence per account, with a warn line naming the field. The reads are pinned to this flashblock's executed
+   * state (the engine keeps the last few dozen), so flashblocks executed meanwhile do not disturb them; one the engine
+   * no longer holds gets no verdict.
    */
   private crossCheckAccessList(b: BlockView, index: number): void {
     const lists = this.accessLists.get(b);
     const list = lists?.[index];
     if (lists === undefined || list === undefined) return;
     lists[index] = undefined;
-    if (this.inflight.length > 0 || list.length === 0) return;
-    const handedAt = this.handed;
+    if (list.length === 0) return;
     const e = this.d.engine;
+    const at = { number: b.number, index };
     const posts = new Map<string, AccountPost>();
     applyAccessList(posts, list);
     void Promise.all(
       [...posts].map(async ([address, post]) => {
         const slots = [...post.storage.keys()];
         const [balance, nonce, code, values] = await Promise.all([
-          post.balance === undefined ? undefined : e.getBalance(address),
-          post.nonce === undefined ? undefined : e.getTransactionCount(address),
-          post.code === undefined ? undefined : e.getCode(address),
-          Promise.all(slots.map((k) => e.getStorageAt(address, k))),
+          post.balance === undefined ? undefined : e.getBalance(address, at),
+          post.nonce === undefined ? undefined : e.getTransactionCount(address, at),
+          post.code === undefined ? undefined : e.getCode(address, at),
+          Promise.all(slots.map((k) => e.getStorageAt(address, k, at))),
         ]);
         const storage = new Map<string, bigint>();
         for (let i = 0; i < slots.length; i++) storage.set(slots[i]!, BigInt(values[i]!));
@@ -319,8 +321,7 @@ export class ExecutionFeed {
       }),
     ).then(
       (checked) => {
-        // A flashblock handed meanwhile may have moved the engine's state under the reads: no verdict.
-        if (this.handed !== handedAt || this.stopped) return;
+        if (this.stopped) return;
         for (const c of checked) {
           if (c.fields.length === 0) continue;
           this.d.metrics.executionDivergences.access_list.inc();
@@ -475,6 +476,11 @@ export class ExecutionFeed {
     if (st.nodeReads !== null && st.nodeReads > this.nodeReadsSeen) {
       m.executionNodeReads.inc(st.nodeReads - this.nodeReadsSeen);
       this.nodeReadsSeen = st.nodeReads;
+    }
+    if (st.reads !== undefined) {
+      if (st.reads.inline > this.readsSeen.inline) m.executionReads.inline.inc(st.reads.inline - this.readsSeen.inline);
+      if (st.reads.threads > this.readsSeen.threads) m.executionReads.threads.inc(st.reads.threads - this.readsSeen.threads);
+      this.readsSeen = { ...st.reads };
     }
     if (st.cacheBytes != null) m.executionCacheBytes.set(st.cacheBytes);
     if (this.phase === 'up' || this.phase === 'restarting') {

@@ -1,6 +1,6 @@
 //! Executing flashblocks on the open pending block (op-revm), and answering reads on a snapshot. Pure engine logic:
 //! no threads, no N-API. Inputs and outputs are JSON values so the boundary stays a handful of strings.
-use crate::state::{quantity, Db, DbError, Layer, LayerAccount, Shared, Snapshot};
+use crate::state::{no_wait, quantity, Db, DbError, Layer, LayerAccount, Shared, Snapshot};
 use alloy_consensus::Transaction as _;
 use alloy_eips::eip2718::Decodable2718;
 use alloy_eips::eip2930::{AccessList, AccessListItem};
@@ -14,14 +14,16 @@ use op_revm::revm::{
     handler::system_call::{SystemCallEvm, SYSTEM_ADDRESS},
     primitives::hardfork::SpecId,
     state::{AccountInfo, EvmState},
+    inspector::{InspectEvm, Inspector},
+    interpreter::{interpreter::EthInterpreter, CallInputs, CallOutcome, Interpreter},
     ExecuteCommitEvm, ExecuteEvm,
 };
 use op_revm::revm::handler::EvmTr;
 use op_revm::revm::context_interface::ContextTr;
 use op_revm::{DefaultOp, L1BlockInfo, OpBuilder, OpHaltReason, OpSpecId, OpTransaction};
 use serde_json::{json, Map, Value};
-use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// geth's default gas cap for eth_call / eth_estimateGas.
 const RPC_GAS_CAP: u64 = 50_000_000;
@@ -317,6 +319,15 @@ fn l1_slots() -> Vec<(Address, U256)> {
     (0u64..=9).map(|k| (l1, U256::from(k))).collect()
 }
 
+/// An EVM failure as an engine error: a database error is the node's (E_NODE: it could not be read), anything else
+/// `code` (the transaction or the call itself).
+fn evm_error<T: std::fmt::Display>(code: &'static str, what: String, e: op_revm::revm::context_interface::result::EVMError<DbError, T>) -> EngineError {
+    match e {
+        op_revm::revm::context_interface::result::EVMError::Database(d) => EngineError::new("E_NODE", format!("{what}: {}", d.0)),
+        other => EngineError::new(code, format!("{what}: {other}")),
+    }
+}
+
 /// Runs the pre-execution system calls the spec requires (EIP-4788 beacon root from Ecotone, EIP-2935 parent hash
 /// from Isthmus), as op-reth does them, into `layer`.
 fn system_calls(shared: &Shared, below: &[Arc<Layer>], spec: &BlockSpec, layer: &mut Layer) -> Result<(), EngineError> {
@@ -335,7 +346,7 @@ fn system_calls(shared: &Shared, below: &[Arc<Layer>], spec: &BlockSpec, layer: 
     for (addr, data) in calls {
         let db = Db { top: Some(&*layer), below, shared };
         let mut evm = build_evm(db, spec, spec.cfg(), spec.block_env());
-        let result = evm.system_call_one_with_caller(SYSTEM_ADDRESS, addr, data).map_err(|e| EngineError::new("E_EXEC", format!("system call to {addr:#x}: {e}")))?;
+        let result = evm.system_call_one_with_caller(SYSTEM_ADDRESS, addr, data).map_err(|e| evm_error("E_EXEC", format!("system call to {addr:#x}"), e))?;
         let mut state: EvmState = evm.finalize();
         drop(evm);
         if !result.is_success() {
@@ -377,7 +388,7 @@ pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>]
             continue;
         };
         let nonce_before = if p.is_deposit { evm.ctx().db_ref().view().account(p.from)?.map(|a| a.nonce).unwrap_or(0) } else { p.nonce };
-        let result = evm.transact_commit(tx).map_err(|e| EngineError::new("E_TX", format!("transaction {:#x} rejected: {e}", p.hash)))?;
+        let result = evm.transact_commit(tx).map_err(|e| evm_error("E_TX", format!("transaction {:#x} rejected", p.hash), e))?;
         let gas_used = result.tx_gas_used();
         cumulative += gas_used;
         let contract = if p.to.is_none() && result.is_success() { Some(p.from.create(nonce_before)) } else { None };
@@ -478,7 +489,9 @@ impl From<DbError> for ReadError {
 }
 
 /// geth-style state overrides as a layer on top of the snapshot.
-pub(crate) fn override_layer(db: &Db, overrides: &Value, codes: &std::sync::RwLock<HashMap<B256, Bytecode>>) -> Result<Option<Layer>, ReadError> {
+/// An override's code lives in its layer's account info only (never in the shared code map, which would grow with
+/// every caller's overrides).
+pub(crate) fn override_layer(db: &Db, overrides: &Value) -> Result<Option<Layer>, ReadError> {
     let Some(map) = overrides.as_object() else { return Ok(None) };
     let mut layer = Layer::default();
     for (addr, o) in map {
@@ -498,9 +511,6 @@ pub(crate) fn override_layer(db: &Db, overrides: &Value, codes: &std::sync::RwLo
             let code = bytes_of(v, "code")?;
             let bc = Bytecode::new_raw(code);
             info.code_hash = bc.hash_slow();
-            if let Ok(mut c) = codes.write() {
-                c.entry(info.code_hash).or_insert_with(|| bc.clone());
-            }
             info.code = Some(bc);
         }
         let whole = o.get("state").filter(|v| !v.is_null());
@@ -633,6 +643,57 @@ fn run(db: Db, spec: &BlockSpec, s: &CallSetup, gas: u64) -> Result<(ExecutionRe
     }
 }
 
+/// Bounds a read answered inline, on the JS thread: past its deadline (checked every 256 instructions), or at a
+/// precompile call given more than [`INLINE_PRECOMPILE_GAS`] (one precompile run is not interruptible), every frame
+/// halts and the read is answered on a read thread instead. It observes only; an execution within the budget is
+/// exactly the one without it.
+pub(crate) struct Budget {
+    deadline: Instant,
+    steps: u32,
+    pub(crate) over: bool,
+}
+
+/// The largest gas a precompile call may get in an inline read (a precompile's run time is about its gas).
+const INLINE_PRECOMPILE_GAS: u64 = 1_000_000;
+
+impl<CTX> Inspector<CTX, EthInterpreter> for Budget {
+    fn step(&mut self, interp: &mut Interpreter<EthInterpreter>, _context: &mut CTX) {
+        self.steps = self.steps.wrapping_add(1);
+        if !self.over && self.steps.is_multiple_of(256) && Instant::now() >= self.deadline {
+            self.over = true;
+        }
+        if self.over {
+            interp.halt_oog();
+        }
+    }
+
+    fn call(&mut self, _context: &mut CTX, inputs: &mut CallInputs) -> Option<CallOutcome> {
+        let low = inputs.bytecode_address.0[..18].iter().all(|b| *b == 0);
+        if self.over || (low && inputs.gas_limit > INLINE_PRECOMPILE_GAS) {
+            self.over = true;
+            return Some(CallOutcome::new_oog(inputs.gas_limit, inputs.return_memory_offset.clone()));
+        }
+        None
+    }
+}
+
+/// The JSON-RPC code of an inline read that ran out of its budget (never sent: the read runs again elsewhere).
+const OVER_BUDGET: i64 = i64::MIN;
+
+fn run_budgeted(db: Db, spec: &BlockSpec, s: &CallSetup, deadline: Instant) -> Result<ExecutionResult<OpHaltReason>, ReadError> {
+    let _ = spec;
+    let budget = Budget { deadline, steps: 0, over: false };
+    let mut evm = Context::op().with_db(db).with_block(s.block.clone()).with_cfg(s.cfg.clone()).with_chain(L1BlockInfo::default()).build_op_with_inspector(budget);
+    let out = evm.inspect_one_tx(s.tx.clone());
+    if evm.0.inspector.over {
+        return Err(ReadError { code: OVER_BUDGET, message: "over the inline budget".into(), data: None });
+    }
+    match out {
+        Ok(r) => Ok(r),
+        Err(e) => Err(ReadError { code: -32000, message: e.to_string(), data: None }),
+    }
+}
+
 pub(crate) fn failure(r: &ExecutionResult<OpHaltReason>) -> ReadError {
     match r {
         ExecutionResult::Revert { output, .. } => {
@@ -663,11 +724,31 @@ fn decode_revert_reason(out: &Bytes) -> Option<String> {
     String::from_utf8(out[68..68 + len].to_vec()).ok()
 }
 
+/// Answers a read inline (on the calling thread) when it can within `budget` from what is in memory: state reads and
+/// eth_call only, no node read, no lock another thread holds, no longer than `budget`. None: answer it on a read
+/// thread (the work done here is dropped; nothing was changed).
+pub fn read_inline(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value, budget: Duration) -> Option<Result<Value, ReadError>> {
+    if !matches!(req["method"].as_str(), Some("call" | "getBalance" | "getTransactionCount" | "getCode" | "getStorageAt")) {
+        return None;
+    }
+    let deadline = Instant::now() + budget;
+    let (out, waited) = no_wait(|| read_at(shared, spec, snap, req, Some(deadline)));
+    match out {
+        _ if waited => None,
+        Err(e) if e.code == OVER_BUDGET => None,
+        other => Some(other),
+    }
+}
+
 /// Answers one read on `snap` (JSON request `{method, params...}`). Returns the JSON-RPC result value.
 pub fn read(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value) -> Result<Value, ReadError> {
+    read_at(shared, spec, snap, req, None)
+}
+
+fn read_at(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value, deadline: Option<Instant>) -> Result<Value, ReadError> {
     let method = req["method"].as_str().unwrap_or("");
     let base = Db { top: None, below: &snap.layers, shared };
-    let overrides = override_layer(&base, &req["stateOverrides"], &shared.codes)?;
+    let overrides = override_layer(&base, &req["stateOverrides"])?;
     let db = || Db { top: overrides.as_ref(), below: &snap.layers, shared };
     match method {
         "getBalance" => {
@@ -697,7 +778,10 @@ pub fn read(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value) -> 
         }
         "call" => {
             let s = call_setup(&db(), spec, &req["tx"], &req["blockOverrides"])?;
-            let (r, _) = run(db(), spec, &s, s.tx.base.gas_limit)?;
+            let r = match deadline {
+                Some(d) => run_budgeted(db(), spec, &s, d)?,
+                None => run(db(), spec, &s, s.tx.base.gas_limit)?.0,
+            };
             match &r {
                 ExecutionResult::Success { output, .. } => Ok(json!(format!("0x{}", hex::encode(output.data())))),
                 other => Err(failure(other)),

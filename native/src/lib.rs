@@ -25,6 +25,10 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 
+/// Rust's allocations only (V8's heap is its own): the EVM allocates per read and per transaction.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 type Job = Box<dyn FnOnce() + Send + 'static>;
 type Resolver = Box<dyn FnOnce(Env) -> napi::Result<String> + Send + 'static>;
 
@@ -40,6 +44,8 @@ struct Inner {
     shared: Shared,
     blocks: Mutex<BTreeMap<u64, OpenBlock>>,
     head: RwLock<Option<Arc<Head>>>,
+    /// The last executed flashblocks' snapshots (newest last), for reads pinned to one of them (`at`).
+    recent: RwLock<std::collections::VecDeque<Arc<Head>>>,
     panic_next: AtomicBool,
     poisoned: AtomicBool,
     /// Open blocks, for stats (the JS thread must never wait on `blocks`: the apply thread holds it across node
@@ -117,6 +123,7 @@ impl Engine {
             shared: Shared::new(node, cache_cap_bytes.max(1.0) as usize),
             blocks: Mutex::new(BTreeMap::new()),
             head: RwLock::new(None),
+            recent: RwLock::new(std::collections::VecDeque::new()),
             panic_next: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             open_blocks: AtomicUsize::new(0),
@@ -139,6 +146,7 @@ impl Engine {
             lock(&inner.blocks).clear();
             inner.open_blocks.store(0, Ordering::Relaxed);
             *inner.head.write().unwrap_or_else(|e| e.into_inner()) = None;
+            inner.recent.write().unwrap_or_else(|e| e.into_inner()).clear();
             inner.shared.cache.write().unwrap_or_else(|e| e.into_inner()).clear(h);
             Ok("{}".into())
         })
@@ -163,6 +171,30 @@ impl Engine {
     #[napi(ts_return_type = "Promise<string>")]
     pub fn read(&self, env: &Env, req: String) -> Result<Object<'static>> {
         submit(env, &self.read_tx, self.inner.clone(), move |inner| Ok(read(inner, &req)))
+    }
+
+    /// The same read answered on the calling thread when it can be within `budget_us` from memory (state reads and
+    /// eth_call; no node read, no waiting on another thread's lock): its answer as `read` gives it, or null (ask
+    /// `read`). A panic poisons the engine and throws E_PANIC, as on the engine's threads.
+    #[napi]
+    pub fn read_inline(&self, req: String, budget_us: u32) -> Result<Option<String>> {
+        let inner = &self.inner;
+        if inner.poisoned.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let out = catch_unwind(AssertUnwindSafe(|| {
+            let v: Value = serde_json::from_str(&req).ok()?;
+            let head = head_for(inner, &v, false)?;
+            let r = exec::read_inline(&inner.shared, &head.spec, &head.snap, &v, std::time::Duration::from_micros(budget_us as u64))?;
+            Some(read_answer(r, &head))
+        }));
+        match out {
+            Ok(v) => Ok(v),
+            Err(p) => {
+                inner.poisoned.store(true, Ordering::SeqCst);
+                Err(Error::new(Status::GenericFailure, format!("E_PANIC: {}", panic_text(p))))
+            }
+        }
     }
 
     /// Counters for metrics, as JSON.
@@ -262,11 +294,20 @@ fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> 
     block.next_index = index + 1;
     block.cumulative_gas = cumulative;
     block.tx_count += txs.len() as u64;
-    let head = Head { spec: block.spec.clone(), snap: block.snapshot(), number, index };
+    let head = Arc::new(Head { spec: block.spec.clone(), snap: block.snapshot(), number, index });
     {
         let mut h = inner.head.write().unwrap_or_else(|e| e.into_inner());
         if h.as_ref().is_none_or(|h| h.number <= number) {
-            *h = Some(Arc::new(head));
+            *h = Some(head.clone());
+        }
+    }
+    {
+        let mut r = inner.recent.write().unwrap_or_else(|e| e.into_inner());
+        // A rebuilt block replaces what was executed at and above its height.
+        r.retain(|h| h.number < number || (h.number == number && h.index < index));
+        r.push_back(head);
+        while r.len() > RECENT_HEADS {
+            r.pop_front();
         }
     }
     inner.open_blocks.store(blocks.len(), Ordering::Relaxed);
@@ -311,17 +352,44 @@ fn settle(inner: &Inner, number: u64, hash: &str, keep: bool) -> std::result::Re
             *h = None;
         }
     }
+    inner.recent.write().unwrap_or_else(|e| e.into_inner()).retain(|h| h.number > number && !dropped.contains(&h.number));
     Ok(json!({ "dropped": dropped }).to_string())
 }
 
+/// How many executed flashblocks stay readable by `at` (a few blocks' worth at 10 flashblocks a block).
+const RECENT_HEADS: usize = 32;
+
+/// The snapshot a read answers at: the newest executed flashblock, or the one `at` names (`{number, index}`) while it
+/// is among the recent ones. `wait`: false on the JS thread (a lock held elsewhere is None: ask a read thread).
+fn head_for(inner: &Inner, v: &Value, wait: bool) -> Option<Arc<Head>> {
+    let at = v.get("at").filter(|a| a.is_object());
+    match at {
+        None => {
+            if wait {
+                inner.head.read().unwrap_or_else(|e| e.into_inner()).clone()
+            } else {
+                inner.head.try_read().ok()?.clone()
+            }
+        }
+        Some(a) => {
+            let (n, i) = (u64_of(&a["number"]), u64_of(&a["index"]));
+            let r = if wait { inner.recent.read().unwrap_or_else(|e| e.into_inner()) } else { inner.recent.try_read().ok()? };
+            r.iter().rev().find(|h| h.number == n && h.index == i).cloned()
+        }
+    }
+}
+
 fn read(inner: &Inner, req: &str) -> String {
-    let head = inner.head.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let Some(head) = head else { return r#"{"unavailable":true}"#.into() };
     let v: Value = match serde_json::from_str(req) {
         Ok(v) => v,
         Err(e) => return json!({"error": {"code": -32602, "message": e.to_string()}}).to_string(),
     };
-    match exec::read(&inner.shared, &head.spec, &head.snap, &v) {
+    let Some(head) = head_for(inner, &v, true) else { return r#"{"unavailable":true}"#.into() };
+    read_answer(exec::read(&inner.shared, &head.spec, &head.snap, &v), &head)
+}
+
+fn read_answer(r: std::result::Result<Value, exec::ReadError>, head: &Head) -> String {
+    match r {
         Ok(r) => json!({"result": r, "number": head.number, "index": head.index}).to_string(),
         Err(e) => json!({"error": {"code": e.code, "message": e.message, "data": e.data}}).to_string(),
     }

@@ -42,11 +42,12 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
     let mut prev_number: Option<u64> = None;
     let mut prev_time: Option<u64> = None;
     let mut log_index: u64 = 0;
+    let scratch_codes = std::sync::RwLock::new(crate::state::HashMap::default());
     for (bi, b) in blocks.iter().enumerate() {
         let below: Vec<Arc<Layer>> = added.iter().cloned().chain(snap.layers.iter().cloned()).collect();
         // State overrides of this block, as a layer of their own.
         let base_db = Db { top: None, below: &below, shared };
-        if let Some(l) = override_layer(&base_db, b.get("stateOverrides").unwrap_or(&Value::Null), &shared.codes)? {
+        if let Some(l) = override_layer(&base_db, b.get("stateOverrides").unwrap_or(&Value::Null))? {
             added.insert(0, Arc::new(l));
         }
         let below: Vec<Arc<Layer>> = added.iter().cloned().chain(snap.layers.iter().cloned()).collect();
@@ -104,7 +105,8 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
                     continue;
                 }
             };
-            layer.commit(state, &shared.codes);
+            // Code deployed in a simulation stays in its layer (the account info holds it), never in the shared map.
+            layer.commit(state, &scratch_codes);
             for l in result.logs() {
                 bloom.accrue_log(l);
             }

@@ -9,9 +9,55 @@ use op_revm::revm::{
     state::{AccountInfo, EvmState},
 };
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+/// The state maps' hash map: foldhash (per-process random seed), several times faster than SipHash on 20- and
+/// 32-byte keys, which every account and slot lookup of every layer pays.
+pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
+
+thread_local! {
+    /// Set while this thread answers a read inline (the JS thread): nothing may wait — no node read, no lock that
+    /// another thread holds. A read that would wait fails with [`WOULD_WAIT`] and is run again on a read thread.
+    static NO_WAIT: Cell<bool> = const { Cell::new(false) };
+    /// Whether the inline read in progress hit something it would have had to wait for.
+    static WAITED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The error of a read that would have waited (see [`no_wait`]).
+pub const WOULD_WAIT: &str = "E_WOULD_WAIT";
+
+/// Runs `f` with this thread in no-wait mode; returns its result and whether it would have waited somewhere.
+pub fn no_wait<R>(f: impl FnOnce() -> R) -> (R, bool) {
+    NO_WAIT.with(|c| c.set(true));
+    WAITED.with(|c| c.set(false));
+    let r = f();
+    NO_WAIT.with(|c| c.set(false));
+    (r, WAITED.with(|c| c.replace(false)))
+}
+
+fn waiting() -> bool {
+    NO_WAIT.with(|c| c.get())
+}
+
+fn would_wait() -> DbError {
+    WAITED.with(|c| c.set(true));
+    DbError(WOULD_WAIT.into())
+}
+
+/// A read lock; in no-wait mode only when free at once.
+fn read_lock<T>(l: &RwLock<T>) -> Result<RwLockReadGuard<'_, T>, DbError> {
+    if waiting() {
+        return match l.try_read() {
+            Ok(g) => Ok(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Ok(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => Err(would_wait()),
+        };
+    }
+    Ok(l.read().unwrap_or_else(|e| e.into_inner()))
+}
 
 /// A database error: the node could not answer (the apply or read fails; nothing half-applied is published).
 #[derive(Debug, Clone)]
@@ -155,7 +201,7 @@ impl Shared {
         Self {
             node,
             cache: RwLock::new(Cache::default()),
-            codes: RwLock::new(HashMap::new()),
+            codes: RwLock::new(HashMap::default()),
             hashes: RwLock::new(BTreeMap::new()),
             cap_bytes,
             cache_drops: AtomicU64::new(0),
@@ -186,7 +232,7 @@ impl Shared {
     pub fn prefetch(&self, addresses: &[Address], slots: &[(Address, U256)]) -> Result<(), DbError> {
         let (height, missing, missing_slots) = {
             let c = self.cache.read().unwrap_or_else(|e| e.into_inner());
-            let mut seen = std::collections::HashSet::new();
+            let mut seen = std::collections::HashSet::with_hasher(foldhash::fast::RandomState::default());
             let m: Vec<Address> = addresses.iter().copied().filter(|a| !c.accounts.contains_key(a) && seen.insert(*a)).collect();
             let ms: Vec<(Address, U256)> = slots
                 .iter()
@@ -256,35 +302,39 @@ impl Shared {
         Some(AccountInfo { balance, nonce, code_hash, account_id: None, code: Some(bytecode) })
     }
 
-    fn cached_account(&self, a: &Address) -> Option<Option<AccountInfo>> {
-        let c = self.cache.read().unwrap_or_else(|e| e.into_inner());
-        c.accounts.get(a).cloned()
+    fn cached_account(&self, a: &Address) -> Result<Option<Option<AccountInfo>>, DbError> {
+        Ok(read_lock(&self.cache)?.accounts.get(a).cloned())
     }
 
-    fn cached_slot(&self, a: &Address, k: &U256) -> Option<U256> {
-        let c = self.cache.read().unwrap_or_else(|e| e.into_inner());
-        c.storage.get(a).and_then(|s| s.get(k)).copied()
+    fn cached_slot(&self, a: &Address, k: &U256) -> Result<Option<U256>, DbError> {
+        Ok(read_lock(&self.cache)?.storage.get(a).and_then(|s| s.get(k)).copied())
     }
 
     fn canonical_account(&self, a: Address) -> Result<Option<AccountInfo>, DbError> {
-        if let Some(v) = self.cached_account(&a) {
+        if let Some(v) = self.cached_account(&a)? {
             return Ok(v);
         }
+        if waiting() {
+            return Err(would_wait());
+        }
         self.prefetch(&[a], &[])?;
-        if let Some(v) = self.cached_account(&a) {
+        if let Some(v) = self.cached_account(&a)? {
             return Ok(v);
         }
         // The cache moved (or was dropped for its cap) during the read: ask once more, without caching.
         self.prefetch(&[a], &[])?;
-        Ok(self.cached_account(&a).unwrap_or(None))
+        Ok(self.cached_account(&a)?.unwrap_or(None))
     }
 
     fn canonical_slot(&self, a: Address, k: U256) -> Result<U256, DbError> {
-        if let Some(v) = self.cached_slot(&a, &k) {
+        if let Some(v) = self.cached_slot(&a, &k)? {
             return Ok(v);
         }
+        if waiting() {
+            return Err(would_wait());
+        }
         self.prefetch(&[], &[(a, k)])?;
-        if let Some(v) = self.cached_slot(&a, &k) {
+        if let Some(v) = self.cached_slot(&a, &k)? {
             return Ok(v);
         }
         let height = self.cache.read().unwrap_or_else(|e| e.into_inner()).height;
@@ -293,8 +343,11 @@ impl Shared {
     }
 
     fn block_hash(&self, number: u64) -> Result<B256, DbError> {
-        if let Some(h) = self.hashes.read().unwrap_or_else(|e| e.into_inner()).get(&number) {
+        if let Some(h) = read_lock(&self.hashes)?.get(&number) {
             return Ok(*h);
+        }
+        if waiting() {
+            return Err(would_wait());
         }
         let b = self.node.call("eth_getBlockByNumber", json!([format!("0x{number:x}"), false]))?;
         let h = b.get("hash").and_then(|h| h.as_str()).ok_or_else(|| DbError(format!("node has no block {number}")))?;
@@ -366,10 +419,7 @@ impl<'a> Db<'a> {
         if hash == KECCAK_EMPTY || hash == B256::ZERO {
             return Ok(Bytecode::default());
         }
-        self.shared
-            .codes
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
+        read_lock(&self.shared.codes)?
             .get(&hash)
             .cloned()
             .ok_or_else(|| DbError(format!("code {hash:#x} not known")))

@@ -98,7 +98,15 @@ export interface EngineStatus {
   nodeReads: number | null;
   /** Bytes held by the engine's state cache, or null when unknown. */
   cacheBytes?: number | null;
+  /** Reads answered where they ran: at once on the calling thread, or on the engine's read threads. */
+  reads?: { inline: number; threads: number };
   lastError: string | null;
+}
+
+/** One executed flashblock: block number and index. */
+export interface FlashblockAt {
+  number: number;
+  index: number;
 }
 
 /** A call as eth_call takes it (JSON-RPC shapes, hex strings). */
@@ -122,6 +130,12 @@ export class EngineUnavailableError extends Error {}
 /** A read the engine refuses by design (e.g. eth_getProof at pending). */
 export class EngineUnsupportedError extends Error {}
 
+/** A read {@link ExecutionEngine.readNow} may answer synchronously (the Promise forms' arguments). */
+export type NowRead =
+  | { method: 'call'; tx: CallRequest; stateOverrides: Record<string, unknown> | null; blockOverrides: Record<string, unknown> | null }
+  | { method: 'getCode'; address: string }
+  | { method: 'getStorageAt'; address: string; slot: string };
+
 /** The execution engine. Reads answer from the newest executed flashblock with the pending block's env. */
 export interface ExecutionEngine {
   /** Starts the engine over the node's state at `canonical` (its head). Rejects with a clear message when it cannot. */
@@ -138,10 +152,14 @@ export interface ExecutionEngine {
   call(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<string>;
   estimateGas(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<bigint>;
   createAccessList(tx: CallRequest): Promise<{ accessList: unknown[]; gasUsed: string }>;
-  getCode(address: string): Promise<string>;
-  getStorageAt(address: string, slot: string): Promise<string>;
-  getBalance(address: string): Promise<bigint>;
-  getTransactionCount(address: string): Promise<bigint>;
+  /**
+   * State reads; `at` pins one to an executed flashblock (while the engine still holds it: the last few dozen), else
+   * the newest. A flashblock no longer held rejects with {@link EngineUnavailableError}.
+   */
+  getCode(address: string, at?: FlashblockAt): Promise<string>;
+  getStorageAt(address: string, slot: string, at?: FlashblockAt): Promise<string>;
+  getBalance(address: string, at?: FlashblockAt): Promise<bigint>;
+  getTransactionCount(address: string, at?: FlashblockAt): Promise<bigint>;
   /** Refused with {@link EngineUnsupportedError}: the engine's state trie is not the chain's. */
   getProof(address: string, slots: string[]): Promise<never>;
   /**
@@ -149,6 +167,12 @@ export interface ExecutionEngine {
    * engines without it leave it undefined (the call is then answered as latest by the node).
    */
   simulateV1?(payload: Record<string, unknown>): Promise<unknown>;
+  /**
+   * The same read answered synchronously when the engine can without waiting (from memory, within its inline
+   * budget): its result, or undefined (then use the Promise form). A JSON-RPC error (a revert) throws
+   * {@link RpcReplyError}, as the Promise form rejects with it.
+   */
+  readNow?(read: NowRead): string | undefined;
 
   /** The executed receipt of a pending transaction (lower-case hash), or null. */
   receipt(hash: string): ExecutedReceipt | null;

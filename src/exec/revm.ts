@@ -14,7 +14,9 @@ import {
   type CallRequest,
   type EngineStatus,
   type ExecutionEngine,
+  type FlashblockAt,
   type FlashblockWork,
+  type NowRead,
 } from './engine.js';
 import { ForkProxy, type NodePost } from './forkproxy.js';
 import { receiptsRootOf, type ExecutedLog, type ExecutedReceipt } from './receipts.js';
@@ -28,6 +30,11 @@ export interface RevmEngineOptions {
   cacheCapBytes?: number;
   /** Threads answering state reads. */
   readThreads?: number;
+  /**
+   * A state read or eth_call that can be answered from memory within this many µs runs at once on the calling
+   * thread (no thread hop); anything longer, or needing the node, goes to the read threads. 0: always the threads.
+   */
+  inlineReadUs?: number;
   /** Per node call timeout, ms. */
   nodeTimeoutMs?: number;
   log?: (msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error') => void;
@@ -58,6 +65,9 @@ interface WireReceipt {
 }
 
 const ZERO = 0n;
+
+/** See RevmEngineOptions.inlineReadUs. */
+export const DEFAULT_INLINE_READ_US = 500;
 
 function toReceipt(w: WireReceipt): ExecutedReceipt {
   return {
@@ -92,6 +102,8 @@ export class RevmEngine implements ExecutionEngine {
   private canonical = 0;
   private stopped = false;
   private ready = false;
+  private readsInline = 0;
+  private readsThreads = 0;
   private last: { number: number; index: number } | null = null;
   private restarts = 0;
   private divergences = 0;
@@ -388,6 +400,7 @@ export class RevmEngine implements ExecutionEngine {
       applied: this.applied,
       nodeReads,
       cacheBytes,
+      reads: { inline: this.readsInline, threads: this.readsThreads },
       lastError: this.lastError,
     };
   }
@@ -400,7 +413,20 @@ export class RevmEngine implements ExecutionEngine {
   private async read(method: string, req: Record<string, unknown>): Promise<unknown> {
     const native = this.native;
     if (native === null || !this.ready) throw new EngineUnavailableError('execution engine not ready');
-    const out = JSON.parse(await native.read(JSON.stringify({ method, ...req }))) as {
+    const body = JSON.stringify({ method, ...req });
+    const budget = this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US;
+    const now = budget > 0 ? native.readInline(body, budget) : null;
+    if (now !== null) {
+      this.readsInline++;
+      return this.answer(method, now);
+    }
+    this.readsThreads++;
+    return this.answer(method, await native.read(body));
+  }
+
+  /** A native read's answer: its result, or the JSON-RPC error it carries thrown. */
+  private answer(method: string, text: string): unknown {
+    const out = JSON.parse(text) as {
       result?: unknown;
       error?: { code: number; message: string; data?: string | null };
       unavailable?: true;
@@ -408,6 +434,21 @@ export class RevmEngine implements ExecutionEngine {
     if (out.unavailable === true) throw new EngineUnavailableError('nothing executed yet');
     if (out.error !== undefined) throw new RpcReplyError(`eth_${method}`, out.error.code, out.error.message, out.error.data ?? undefined);
     return out.result;
+  }
+
+  readNow(read: NowRead): string | undefined {
+    const native = this.native;
+    const budget = this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US;
+    if (native === null || !this.ready || budget === 0) return undefined;
+    const text = native.readInline(JSON.stringify(read), budget);
+    if (text === null) return undefined;
+    this.readsInline++;
+    try {
+      return this.answer(read.method, text) as string;
+    } catch (e) {
+      if (e instanceof EngineUnavailableError) return undefined;
+      throw e;
+    }
   }
 
   async call(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<string> {
@@ -426,20 +467,20 @@ export class RevmEngine implements ExecutionEngine {
     return (await this.read('createAccessList', { tx })) as { accessList: unknown[]; gasUsed: string };
   }
 
-  async getCode(address: string): Promise<string> {
-    return (await this.read('getCode', { address })) as string;
+  async getCode(address: string, at?: FlashblockAt): Promise<string> {
+    return (await this.read('getCode', { address, at })) as string;
   }
 
-  async getStorageAt(address: string, slot: string): Promise<string> {
-    return (await this.read('getStorageAt', { address, slot })) as string;
+  async getStorageAt(address: string, slot: string, at?: FlashblockAt): Promise<string> {
+    return (await this.read('getStorageAt', { address, slot, at })) as string;
   }
 
-  async getBalance(address: string): Promise<bigint> {
-    return BigInt((await this.read('getBalance', { address })) as string);
+  async getBalance(address: string, at?: FlashblockAt): Promise<bigint> {
+    return BigInt((await this.read('getBalance', { address, at })) as string);
   }
 
-  async getTransactionCount(address: string): Promise<bigint> {
-    return BigInt((await this.read('getTransactionCount', { address })) as string);
+  async getTransactionCount(address: string, at?: FlashblockAt): Promise<bigint> {
+    return BigInt((await this.read('getTransactionCount', { address, at })) as string);
   }
 
   getProof(): Promise<never> {

@@ -34,6 +34,8 @@ export type PendingFallbackReason = (typeof PENDING_FALLBACK_REASONS)[number];
  * Where an executed answer disagreed with the builder: its diff.receipts_root, a receipt the stream carried, or a
  * post-value of the stream's access list (X Layer).
  */
+export const EXECUTION_READ_THREADS = ['inline', 'threads'] as const;
+export type ExecutionReadThread = (typeof EXECUTION_READ_THREADS)[number];
 export const EXECUTION_DIVERGENCE_SOURCES = ['receipts_root', 'stream_receipt', 'access_list'] as const;
 export type ExecutionDivergenceSource = (typeof EXECUTION_DIVERGENCE_SOURCES)[number];
 
@@ -348,6 +350,7 @@ export interface Metrics {
   readonly executionDivergences: Readonly<Record<ExecutionDivergenceSource, CounterCell>>;
   readonly executionRestarts: CounterCell;
   readonly executionNodeReads: CounterCell;
+  readonly executionReads: Readonly<Record<ExecutionReadThread, CounterCell>>;
   readonly executionVerifiedRatio: GaugeCell;
   readonly executionCacheBytes: GaugeCell;
   readonly executionNodeReadsPerBlock: GaugeCell;
@@ -524,6 +527,11 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     'executed one (status, gasUsed, logs), source=access_list per account whose access-list post-values (balance, ' +
     'nonce, code, storage) differ from the executed state.', ['source']);
 
+  const execReadsF = counter('execution_reads_total',
+    'Pending state reads the execution engine answered (eth_call, eth_estimateGas, eth_getCode, …), by where: ' +
+    'thread=inline at once on the RPC thread (from memory, within --execution-inline-read-us), thread=threads on ' +
+    'the engine\'s read threads (longer, or needing the node).', ['thread']);
+
   // RPC: every known method × source is resolved here; series appear on first use to keep the scrape small.
   const rpcCountF = counter('rpc_requests_total', 'JSON-RPC requests by method and where the answer came from.',
     ['method', 'source'], true);
@@ -620,6 +628,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
       'execution_verified_ratio: this over the flashblocks handed to the engine, not over those executed).').child(),
     executionDivergences: keyed(EXECUTION_DIVERGENCE_SOURCES, (s) => execDivF.child(s)),
     executionRestarts: counter('execution_restarts_total', 'Execution engine restarts after a panic in the native core (held pending blocks are executed again).').child(),
+    executionReads: keyed(EXECUTION_READ_THREADS, (k) => execReadsF.child(k)),
     executionNodeReads: counter('execution_node_reads_total',
       'JSON-RPC calls the execution engine made to the node: canonical state it read (cold accounts, slots, code, ' +
       'ancestors\' hashes) and block headers.').child(),
@@ -649,7 +658,8 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     streamSubscribers: gauge('stream_subscribers', 'Open raw-stream (/flashblocks) subscriber connections.').child(),
     streamFramesSent: counter('stream_frames_sent_total', 'Frames sent to raw-stream subscribers.').child(),
     streamFanoutSeconds: histogram('stream_fanout_seconds',
-      'Flashblock applied → its raw-stream fan-out finished (sent to every subscriber, in slices that let RPC requests go first).',
+      'Flashblock applied → its raw-stream fan-out finished (published to every subscriber: one uWS publish per topic shard ' +
+      'of 32 subscribers, frames of 16 KiB or more in ~1 ms slices that let RPC requests go first).',
       VISIBLE_BUCKETS).child(),
     flashblockVisibleSeconds: histogram('flashblock_visible_seconds',
       'Frame arrival → the first JSON-RPC request (HTTP or WebSocket) that read its state. With clients polling every few ms this is when a flashblock becomes visible over RPC; with sparse traffic it is an upper bound.',

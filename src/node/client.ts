@@ -1,23 +1,17 @@
-// JSON-RPC client for the node (op-reth, op-geth, anvil): an undici keep-alive Pool, per-call timeouts, raw
-// forwarding of request bodies. Never logs the URL unredacted; never throws anything but NodeError.
-import { performance } from 'node:perf_hooks';
-import { Pool, type Dispatcher } from 'undici';
+// JSON-RPC client for the node (op-reth, op-geth, anvil): a keep-alive pool with a socket cap, per-call timeouts,
+// bounded answers, raw forwarding of request bodies. http:// nodes go through a hand-written HTTP/1.1 pool over
+// node:net (./http1.ts), https:// nodes through undici (./undici.ts); bench/rpc.ts measures both against node:http.
+// Never logs the URL unredacted; never throws or rejects with anything but NodeError.
+import { NodeError, type NodeErrorReason } from './error.js';
+import { Http1Pool } from './http1.js';
+import { UndiciPool } from './undici.js';
 
-/** Why a node call failed (closed set; metric label values). */
-export type NodeErrorReason = 'timeout' | 'connect' | 'http' | 'rpc' | 'disabled';
+export { NodeError, type NodeErrorReason } from './error.js';
 
-/** A failed node call. For 'rpc', `rpcCode`/`rpcData` carry the node's JSON-RPC error. */
-export class NodeError extends Error {
-  constructor(
-    readonly reason: NodeErrorReason,
-    message: string,
-    readonly rpcCode?: number,
-    readonly rpcData?: unknown,
-  ) {
-    super(message);
-    this.name = 'NodeError';
-  }
-}
+/** The client's bound on one answer unless told otherwise (above the default --max-response-bytes). */
+export const DEFAULT_MAX_RESPONSE_BYTES = 128 * 1024 * 1024;
+/** A kept-alive socket idle longer than this is not reused (undici's default); a server's shorter hint wins. */
+export const DEFAULT_KEEPALIVE_IDLE_MS = 4000;
 
 /** The `result` of one JSON-RPC reply body; a JSON-RPC error becomes NodeError('rpc') with code and data. */
 export function rpcResult<T>(buf: Buffer): T {
@@ -27,22 +21,39 @@ export function rpcResult<T>(buf: Buffer): T {
   } catch {
     throw new NodeError('http', 'node answered with invalid JSON');
   }
+  if (msg === null || typeof msg !== 'object') throw new NodeError('http', 'node answered with something other than a JSON-RPC object');
   if (msg.error !== undefined && msg.error !== null) {
-    throw new NodeError('rpc', msg.error.message ?? 'node error', msg.error.code, msg.error.data);
+    const e = msg.error;
+    throw new NodeError('rpc', typeof e.message === 'string' ? e.message : 'node error', typeof e.code === 'number' ? e.code : undefined, e.data);
   }
   return msg.result as T;
 }
 
+/**
+ * Whether a method may be sent twice (a retry after a kept-alive socket closed before any answer byte): reads only.
+ * Submissions (eth_sendRawTransaction…) and eth_getFilterChanges (it consumes) are never retried.
+ */
+export function retryableMethod(method: string): boolean {
+  if (method.startsWith('eth_get')) return method !== 'eth_getFilterChanges';
+  return RETRYABLE.has(method);
+}
+
+const RETRYABLE: ReadonlySet<string> = new Set([
+  'eth_chainId', 'eth_blockNumber', 'eth_call', 'eth_estimateGas', 'eth_createAccessList', 'eth_gasPrice',
+  'eth_maxPriorityFeePerGas', 'eth_blobBaseFee', 'eth_feeHistory', 'eth_syncing', 'eth_protocolVersion',
+  'net_version', 'net_listening', 'net_peerCount', 'web3_clientVersion', 'web3_sha3',
+]);
+
 /** What {@link callOver} needs of a client: whether a node is configured, and one raw POST. */
 export interface RawPoster {
   readonly enabled: boolean;
-  postRaw(body: string, timeoutMs?: number): Promise<Buffer>;
+  postRaw(body: string, timeoutMs?: number, retry?: boolean): Promise<Buffer>;
 }
 
 /** JSON-RPC call `id` over `client`: its `result`, or NodeError ('disabled' without a node, 'rpc' on an error reply). */
 export async function callOver<T>(client: RawPoster, id: number, method: string, params: unknown[], timeoutMs?: number): Promise<T> {
   if (!client.enabled) throw new NodeError('disabled', 'no --node-rpc-url configured');
-  return rpcResult<T>(await client.postRaw(JSON.stringify({ jsonrpc: '2.0', id, method, params }), timeoutMs));
+  return rpcResult<T>(await client.postRaw(JSON.stringify({ jsonrpc: '2.0', id, method, params }), timeoutMs, retryableMethod(method)));
 }
 
 export interface NodeClientOptions {
@@ -50,120 +61,74 @@ export interface NodeClientOptions {
   url: string;
   timeoutMs: number;
   maxSockets: number;
+  /** Largest answer accepted (default {@link DEFAULT_MAX_RESPONSE_BYTES}); a larger one fails with reason 'http'. */
+  maxResponseBytes?: number;
+  /** Keep-alive idle cap (default {@link DEFAULT_KEEPALIVE_IDLE_MS}). */
+  keepAliveIdleMs?: number;
+  /** Extra trusted CA certificates (PEM) for an https node; tests use a self-signed one. */
+  ca?: string | Buffer;
   /** Called after every request with its duration (seconds) and outcome; for metrics. */
   observe?: (seconds: number, error: NodeErrorReason | null) => void;
 }
 
-/**
- * One POST in flight, as undici's dispatch handler: collects the body and settles once (answer, error or timeout).
- * A class, not closures: one object per call (bench/rpc.ts measures this client against node:http's).
- */
-class Call implements Dispatcher.DispatchHandlers {
-  private status = 0;
-  private readonly chunks: Buffer[] = [];
-  private done = false;
-  private abort: ((err?: Error) => void) | null = null;
-  private readonly timer: NodeJS.Timeout;
-
-  constructor(
-    private readonly t0: number,
-    timeoutMs: number,
-    private readonly observe: NodeClientOptions['observe'],
-    private readonly resolve: (b: Buffer) => void,
-    private readonly reject: (e: NodeError) => void,
-  ) {
-    this.timer = setTimeout(() => this.onTimeout(timeoutMs), timeoutMs);
-  }
-
-  private onTimeout(timeoutMs: number): void {
-    this.finish(new NodeError('timeout', `node did not answer within ${timeoutMs} ms`), null);
-    this.abort?.();
-  }
-
-  private finish(err: NodeError | null, buf: Buffer | null): void {
-    if (this.done) return;
-    this.done = true;
-    clearTimeout(this.timer);
-    this.observe?.((performance.now() - this.t0) / 1000, err === null ? null : err.reason);
-    if (err !== null) this.reject(err);
-    else this.resolve(buf as Buffer);
-  }
-
-  onConnect(abort: (err?: Error) => void): void {
-    // Timed out while queued for a connection: drop it as soon as it would be written.
-    if (this.done) abort();
-    else this.abort = abort;
-  }
-
-  onHeaders(statusCode: number): boolean {
-    this.status = statusCode;
-    return true;
-  }
-
-  onData(chunk: Buffer): boolean {
-    this.chunks.push(chunk);
-    return true;
-  }
-
-  onComplete(): void {
-    const c = this.chunks;
-    const buf = c.length === 1 ? (c[0] as Buffer) : Buffer.concat(c);
-    if (this.status >= 200 && this.status < 300) this.finish(null, buf);
-    // A JSON-RPC error may come with a 4xx/5xx status: the body is still the answer.
-    else if (buf.length > 0 && (buf[0] === 0x7b || buf[0] === 0x5b)) this.finish(null, buf);
-    else this.finish(new NodeError('http', `node answered HTTP ${this.status}`), null);
-  }
-
-  onError(err: Error): void {
-    if (this.done) return;
-    const code = (err as NodeJS.ErrnoException).code;
-    if (this.status !== 0) this.finish(new NodeError('connect', 'node connection broke mid-response'), null);
-    else this.finish(new NodeError('connect', `node unreachable (${code ?? err.message})`), null);
-  }
+interface Transport {
+  post(body: string | Buffer, timeoutMs: number, retry: boolean, resolve: (b: Buffer) => void, reject: (e: NodeError) => void): void;
+  close(): void;
 }
 
 /** A pooled JSON-RPC client for one node URL. */
 export class NodeClient {
-  private readonly pool: Pool | null;
-  private readonly path: string;
-  private readonly headers: Record<string, string>;
+  private readonly transport: Transport | null;
+  /** Set when the URL cannot be used (not http/https): every call fails with it. */
+  private readonly unusable: NodeError | null = null;
 
   private nextId = 1;
 
   constructor(private readonly opts: NodeClientOptions) {
     if (opts.url === '') {
-      this.pool = null;
-      this.path = '/';
-      this.headers = {};
+      this.transport = null;
       return;
     }
-    const target = new URL(opts.url);
-    this.pool = new Pool(target.origin, { connections: opts.maxSockets, pipelining: 1 });
-    this.path = target.pathname + target.search;
-    this.headers = { 'content-type': 'application/json' };
-    if (target.username !== '') {
-      this.headers.authorization = 'Basic ' + Buffer.from(`${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`).toString('base64');
+    let target: URL | null;
+    try {
+      target = new URL(opts.url);
+    } catch {
+      target = null;
     }
+    if (target === null || (target.protocol !== 'http:' && target.protocol !== 'https:')) {
+      this.transport = null;
+      this.unusable = new NodeError('connect', `node URL is not an http:// or https:// URL${target === null ? '' : ` (${target.protocol})`}`);
+      return;
+    }
+    const authorization =
+      target.username === '' ? '' : 'Basic ' + Buffer.from(`${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`).toString('base64');
+    const common = {
+      maxSockets: opts.maxSockets,
+      maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
+      idleMs: opts.keepAliveIdleMs ?? DEFAULT_KEEPALIVE_IDLE_MS,
+      ...(opts.observe === undefined ? {} : { observe: opts.observe }),
+    };
+    this.transport =
+      target.protocol === 'http:'
+        ? new Http1Pool(target, authorization, common)
+        : new UndiciPool(target, authorization, opts.ca === undefined ? common : { ...common, ca: opts.ca });
   }
 
   /** Whether a node URL is configured. */
   get enabled(): boolean {
-    return this.pool !== null;
+    return this.opts.url !== '';
   }
 
   /**
    * POSTs a raw JSON-RPC body (single or batch) and resolves with the node's raw response body. Rejects with
-   * NodeError on connect failure, timeout or a non-2xx status without a JSON body.
+   * NodeError on connect failure, timeout, a non-2xx status without a JSON body, or an answer over the size bound.
+   * `retry`: the body only reads (see {@link retryableMethod}), so it may be sent again once when a kept-alive
+   * socket turns out closed before any answer byte; otherwise that is reported as reason 'connect'.
    */
-  postRaw(body: string | Buffer, timeoutMs: number = this.opts.timeoutMs): Promise<Buffer> {
-    const pool = this.pool;
-    if (pool === null) return Promise.reject(new NodeError('disabled', 'no --node-rpc-url configured'));
-    const t0 = performance.now();
-    return new Promise<Buffer>((resolve, reject) => {
-      const call = new Call(t0, timeoutMs, this.opts.observe, resolve, reject);
-      // The per-call timer above is the deadline; undici's own header/body timeouts stay as a backstop only.
-      pool.dispatch({ path: this.path, method: 'POST', headers: this.headers, body }, call);
-    });
+  postRaw(body: string | Buffer, timeoutMs: number = this.opts.timeoutMs, retry = false): Promise<Buffer> {
+    const t = this.transport;
+    if (t === null) return Promise.reject(this.unusable ?? new NodeError('disabled', 'no --node-rpc-url configured'));
+    return new Promise<Buffer>((resolve, reject) => t.post(body, timeoutMs, retry, resolve, reject));
   }
 
   /** Calls one method and returns its `result`; a JSON-RPC error becomes NodeError('rpc') with code and data. */
@@ -173,6 +138,6 @@ export class NodeClient {
 
   /** Closes pooled sockets; calls still in flight fail with reason 'connect'. */
   close(): void {
-    this.pool?.destroy().catch(() => {});
+    this.transport?.close();
   }
 }

@@ -2,7 +2,7 @@
 // in request order. The only place error envelopes are built. Transport-agnostic: no sockets here.
 import { performance } from 'node:perf_hooks';
 import { RpcCode, RpcError } from '../errors.js';
-import { NodeError } from '../node/client.js';
+import { NodeError, retryableMethod } from '../node/client.js';
 import type { RpcSource } from '../metrics/metrics.js';
 import { ForwardPolicy } from './allow.js';
 import { ETH_METHODS } from './methods/eth.js';
@@ -271,7 +271,8 @@ export class Dispatcher {
     const fwd = item.fwd as Forward;
     try {
       if (fwd.params === null) {
-        const buf = await this.ctx.node.postRaw(text);
+        // A read may be sent once more if a kept-alive socket to the node turns out closed (src/node/http1.ts).
+        const buf = await this.ctx.node.postRaw(text, undefined, retryableMethod(item.method));
         this.record(item);
         return item.notify ? null : this.cappedBuffer(item, buf);
       }
@@ -289,14 +290,16 @@ export class Dispatcher {
    */
   private async forwardBatch(items: Item[], asBatch: boolean): Promise<void> {
     const parts: string[] = new Array(items.length);
+    let retry = true;
     for (let i = 0; i < items.length; i++) {
       const it = items[i]!;
+      if (retry && !retryableMethod(it.method)) retry = false;
       const params = it.fwd!.params ?? it.params;
       parts[i] = '{"jsonrpc":"2.0","id":' + i + ',"method":' + JSON.stringify(it.method) + ',"params":' + JSON.stringify(params) + '}';
     }
     let buf: Buffer;
     try {
-      buf = await this.ctx.node.postRaw(asBatch ? '[' + parts.join(',') + ']' : (parts[0] as string));
+      buf = await this.ctx.node.postRaw(asBatch ? '[' + parts.join(',') + ']' : (parts[0] as string), undefined, retry);
     } catch (e) {
       for (const it of items) this.fail(it, e);
       return;
@@ -412,6 +415,8 @@ function idOf(envelope: string): string {
 
 /** A node failure as a JSON-RPC error: the node's own error passes through; transport failures are explained. */
 function nodeErrorEnvelope(idJson: string, e: NodeError, method: string): string {
+  // The node client refused an answer over its size bound: the same error as an over-limit reply built here.
+  if (e.limitBytes !== undefined) return errorEnvelope(idJson, RpcCode.LIMIT_EXCEEDED, `response exceeds the ${e.limitBytes}-byte limit`);
   switch (e.reason) {
     case 'rpc':
       return errorEnvelope(idJson, e.rpcCode ?? RpcCode.SERVER_ERROR, e.message, e.rpcData);

@@ -187,6 +187,12 @@ class WsSink implements SubscriberSink {
     });
     return ok;
   }
+  join(topic: string): void {
+    if (this.open) this.ws.subscribe(topic);
+  }
+  leave(topic: string): void {
+    if (this.open) this.ws.unsubscribe(topic);
+  }
   close(code: number, reason: string): void {
     if (!this.open) return;
     this.open = false;
@@ -203,6 +209,8 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
   const cfg = deps.options;
   const ctx = methodContext(deps);
   const subscriptions = ctx.subscriptions;
+  // newFlashblocks / newHeads notifications: one publish per topic shard (the sockets join in WsSink.join).
+  subscriptions.usePublisher((topic, message) => app.publish(topic, message, false, false));
   const dispatcher = new Dispatcher(ctx, cfg);
   const maxBody = cfg.maxBodyBytes;
   const drainLimit = Math.max(TOO_LARGE_DRAIN_BYTES, 4 * maxBody);

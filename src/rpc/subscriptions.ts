@@ -1,13 +1,14 @@
 // eth_subscribe / eth_unsubscribe for the WebSocket JSON-RPC endpoint: pending kinds fed by state events, canonical
 // kinds fetched from the node. Each notification payload is serialised once and shared; never mutates state.
 // Notifications are built and sent as fan-out tasks (state events' queue): after the loop has answered waiting RPC
-// requests, in slices of about a millisecond, in order.
+// requests, in slices of about a millisecond, in order. Kinds whose payload is the same for every subscriber
+// (newFlashblocks, newHeads) are published to uWS topics — one native call per topic shard — on sockets that can join one.
 import { randomBytes } from 'node:crypto';
 import { RpcCode, RpcError } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Metrics, WsSubscriptionKind } from '../metrics/metrics.js';
 import type { NodeClient } from '../node/client.js';
-import { slicedStep, type StateEvents } from '../state/events.js';
+import { slicedStep, TopicShards, type StateEvents } from '../state/events.js';
 import type { BlockView, TxView } from '../state/view.js';
 import { logMatches, parseLogFilter, SUBSCRIPTION_FILTER, type LogFilter } from './filter.js';
 import type { PendingExecution } from './execution.js';
@@ -27,7 +28,34 @@ export interface SubscriberSink {
    * message is built and sent with send().
    */
   sendShared?(prefix: string, payload: Buffer): boolean;
+  /**
+   * Joins / leaves a publish topic (uWS ws.subscribe / unsubscribe); a no-op once the socket is closed. Optional:
+   * a sink without them is sent every notification itself.
+   */
+  join?(topic: string): void;
+  leave?(topic: string): void;
 }
+
+/** Sends one text message to every socket that joined `topic`, in one native call (uWS app.publish). */
+export type TopicPublish = (topic: string, message: Buffer) => void;
+
+/** Kinds whose notification is the same for every subscriber: published to topics (see SlotTopic). */
+type TopicKind = 'newFlashblocks' | 'newHeads';
+const isTopicKind = (k: SubscriptionKind): k is TopicKind => k === 'newFlashblocks' || k === 'newHeads';
+
+/**
+ * The n-th subscription of one kind on a connection, across connections: they share one subscription id (so one
+ * message carries it to all of them), and its topic shards. Ids stay unique within a connection (its first and
+ * second newFlashblocks subscriptions are slots 0 and 1); eth_unsubscribe still acts on the caller's connection only.
+ */
+class SlotTopic {
+  readonly id = '0x' + randomBytes(16).toString('hex');
+  readonly prefix = notificationPrefix(this.id);
+  constructor(readonly shards: TopicShards) {}
+}
+
+/** A notification to one sink (text, or prefix + shared payload), or a message published to a topic (null, topic, message). */
+type Outgoing = [SubscriberSink, string, Buffer | null] | [null, string, Buffer];
 
 /** Shared payloads at least this large are sent as fragments around one encoded copy (see sendShared). */
 const SHARED_PAYLOAD_BYTES = 1024;
@@ -48,8 +76,11 @@ class Sub {
     readonly kind: SubscriptionKind,
     readonly fullTx: boolean,
     readonly filter: LogFilter | null,
+    /** Its slot topic (published to) and shard in it; null: sent to one by one. */
+    readonly slot: SlotTopic | null = null,
+    readonly shard = -1,
   ) {
-    this.prefix = notificationPrefix(id);
+    this.prefix = slot?.prefix ?? notificationPrefix(id);
   }
 }
 
@@ -77,6 +108,7 @@ function invalid(message: string): RpcError {
  * of the payload plus one string concatenation per subscriber.
  */
 export class Subscriptions {
+  /** By `<connection id>/<subscription id>` (slot ids are shared between connections). */
   private readonly byId = new Map<string, Sub>();
   private readonly bySink = new Map<number, Set<Sub>>();
   private readonly byKind: Record<SubscriptionKind, Set<Sub>> = {
@@ -87,12 +119,19 @@ export class Subscriptions {
     newHeads: new Set(),
     logs: new Set(),
   };
+  /** Subscriptions of the topic kinds by slot, and how many there are (they are in no byKind set). */
+  private readonly slots: Record<TopicKind, SlotTopic[]> = { newFlashblocks: [], newHeads: [] };
+  private readonly topicCount: Record<TopicKind, number> = { newFlashblocks: 0, newHeads: 0 };
+  private publish: TopicPublish | null = null;
   private readonly stops: (() => void)[];
   /** Full newFlashblockTransactions notifications waiting for execution, chained so they leave in stream order. */
   private fullTxQueue: Promise<void> = Promise.resolve();
   private fullTxWaiting = 0;
-  /** Notifications collected by the fan-out task being built (null outside one): a text, or a prefix + shared payload. */
-  private outbox: [SubscriberSink, string, Buffer | null][] | null = null;
+  /**
+   * Notifications collected by the fan-out task being built (null outside one): a text, or a prefix + shared
+   * payload, to one sink; or a message published to a topic (sink null, the topic, the message).
+   */
+  private outbox: Outgoing[] | null = null;
 
   constructor(
     private readonly ctx: SubscriptionDeps,
@@ -114,7 +153,7 @@ export class Subscriptions {
     let send: (() => boolean) | null = null;
     this.ctx.events.fanout.push(() => {
       if (send === null) {
-        const box: [SubscriberSink, string, Buffer | null][] = (this.outbox = []);
+        const box: Outgoing[] = (this.outbox = []);
         try {
           collect();
         } finally {
@@ -123,7 +162,8 @@ export class Subscriptions {
         if (box.length === 0) return true;
         send = slicedStep(box.length, (i) => {
           const [sink, text, shared] = box[i]!;
-          if (shared === null) sink.send(text);
+          if (sink === null) this.publish?.(text, shared!);
+          else if (shared === null) sink.send(text);
           else Subscriptions.sendShared(sink, text, shared);
         });
         return false;
@@ -142,6 +182,32 @@ export class Subscriptions {
   private static sendShared(sink: SubscriberSink, prefix: string, shared: Buffer): void {
     if (sink.sendShared !== undefined) sink.sendShared(prefix, shared);
     else sink.send(prefix + shared.toString('utf8') + '}}');
+  }
+
+  /**
+   * Publishes newFlashblocks and newHeads to topics from now on, for sinks that can join one (the WebSocket server
+   * sets this to its app's publish).
+   */
+  usePublisher(publish: TopicPublish): void {
+    this.publish = publish;
+  }
+
+  /** Subscriptions of `kind`, on topics or not. */
+  private count(kind: SubscriptionKind): number {
+    return this.byKind[kind].size + (isTopicKind(kind) ? this.topicCount[kind] : 0);
+  }
+
+  /** The first slot of `kind` that `mine` (one connection's subscriptions) does not hold yet. */
+  private freeSlot(kind: TopicKind, mine: Set<Sub> | undefined): SlotTopic {
+    const slots = this.slots[kind];
+    let j = 0;
+    if (mine !== undefined) {
+      const held = new Set<SlotTopic>();
+      for (const s of mine) if (s.slot !== null) held.add(s.slot);
+      while (j < slots.length && held.has(slots[j]!)) j++;
+    }
+    if (j === slots.length) slots.push(new SlotTopic(new TopicShards(`eth_subscription:${kind}:${j}`)));
+    return slots[j]!;
   }
 
   /** Validates params (kind, then its options) and registers a subscription; returns its id. */
@@ -166,20 +232,28 @@ export class Subscriptions {
     if (mine !== undefined && mine.size >= this.maxPerConnection) {
       throw new RpcError(RpcCode.LIMIT_EXCEEDED, `too many subscriptions on this connection (limit ${this.maxPerConnection}); unsubscribe first`);
     }
-    const id = '0x' + randomBytes(16).toString('hex');
-    const sub = new Sub(id, sink, k, fullTx, filter);
+    let sub: Sub;
+    if (isTopicKind(k) && this.publish !== null && sink.join !== undefined) {
+      const slot = this.freeSlot(k, mine);
+      const shard = slot.shards.add();
+      sink.join(slot.shards.topic(shard));
+      sub = new Sub(slot.id, sink, k, false, null, slot, shard);
+      this.topicCount[k]++;
+    } else {
+      sub = new Sub('0x' + randomBytes(16).toString('hex'), sink, k, fullTx, filter);
+      this.byKind[k].add(sub);
+    }
     if (mine === undefined) this.bySink.set(sink.id, (mine = new Set()));
     mine.add(sub);
-    this.byId.set(id, sub);
-    this.byKind[k].add(sub);
+    this.byId.set(sink.id + '/' + sub.id, sub);
     this.ctx.metrics.wsSubscriptions[k as WsSubscriptionKind].inc();
-    return id;
+    return sub.id;
   }
 
   /** Removes a subscription of this connection; false when it is unknown or belongs to another connection. */
   unsubscribe(sink: SubscriberSink, id: string): boolean {
-    const sub = this.byId.get(typeof id === 'string' ? id.toLowerCase() : '');
-    if (sub === undefined || sub.sink.id !== sink.id) return false;
+    const sub = this.byId.get(sink.id + '/' + (typeof id === 'string' ? id.toLowerCase() : ''));
+    if (sub === undefined) return false;
     this.remove(sub);
     return true;
   }
@@ -202,8 +276,12 @@ export class Subscriptions {
   }
 
   private remove(sub: Sub): void {
-    this.byId.delete(sub.id);
-    this.byKind[sub.kind].delete(sub);
+    this.byId.delete(sub.sink.id + '/' + sub.id);
+    if (sub.slot !== null) {
+      sub.sink.leave?.(sub.slot.shards.topic(sub.shard));
+      sub.slot.shards.remove(sub.shard);
+      this.topicCount[sub.kind as TopicKind]--;
+    } else this.byKind[sub.kind].delete(sub);
     const mine = this.bySink.get(sub.sink.id);
     mine?.delete(sub);
     if (mine !== undefined && mine.size === 0) this.bySink.delete(sub.sink.id);
@@ -211,11 +289,24 @@ export class Subscriptions {
   }
 
   /**
-   * One payload to every subscription in `subs`. A large one is encoded once and sent around each subscription's
-   * prefix, so 100 subscribers of a 140 KB pending block cost one copy, not 100 strings of 140 KB to build, encode
-   * and collect.
+   * One payload to every subscription of `kind`: one message per slot topic, published once per shard; to the
+   * subscriptions sent to one by one, a large payload is encoded once and sent around each one's prefix, so 100
+   * subscribers of a 140 KB pending block cost one copy, not 100 strings of 140 KB to build, encode and collect.
    */
-  private fanOut(subs: Iterable<Sub>, shared: string): void {
+  private fanOut(kind: TopicKind, shared: string): void {
+    if (this.topicCount[kind] > 0) {
+      for (const slot of this.slots[kind]) {
+        const { shards } = slot;
+        if (shards.size === 0) continue;
+        const message = Buffer.from(slot.prefix + shared + '}}', 'utf8');
+        shards.publishEach((topic) => {
+          if (this.outbox !== null) this.outbox.push([null, topic, message]);
+          else this.publish?.(topic, message);
+        });
+      }
+    }
+    const subs = this.byKind[kind];
+    if (subs.size === 0) return;
     if (shared.length < SHARED_PAYLOAD_BYTES) {
       for (const s of subs) this.emit(s.sink, notification(s.prefix, shared));
       return;
@@ -229,7 +320,7 @@ export class Subscriptions {
 
   private onApplied(block: BlockView, index: number): void {
     const k = this.byKind;
-    if (k.newFlashblocks.size > 0) this.fanOut(k.newFlashblocks, JSON.stringify(flashblockPayload(this.ctx.shapes.blockObject(block, false, index), index)));
+    if (this.count('newFlashblocks') > 0) this.fanOut('newFlashblocks', JSON.stringify(flashblockPayload(this.ctx.shapes.blockObject(block, false, index), index)));
     if (k.newFlashblockTransactions.size === 0 && k.newPendingTransactions.size === 0 && k.pendingLogs.size === 0) return;
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] ?? 0);
     const to = block.txCountAt[index] ?? block.txs.length;
@@ -329,12 +420,12 @@ export class Subscriptions {
 
   private onCanonical(n: number): void {
     const k = this.byKind;
-    if (k.newHeads.size === 0 && k.logs.size === 0) return;
+    if (this.count('newHeads') === 0 && k.logs.size === 0) return;
     const tag = '0x' + n.toString(16);
-    if (k.newHeads.size > 0) {
+    if (this.count('newHeads') > 0) {
       this.ctx.node.call<Record<string, unknown> | null>('eth_getBlockByNumber', [tag, false]).then(
         (b) => {
-          if (b !== null) this.deliver(() => this.fanOut(this.byKind.newHeads, JSON.stringify(headOfBlock(b))));
+          if (b !== null) this.deliver(() => this.fanOut('newHeads', JSON.stringify(headOfBlock(b))));
         },
         (e: unknown) => this.nodeFailed('newHeads', n, e),
       );

@@ -1,7 +1,8 @@
 // Notifications of state changes, for readers that push (raw stream, subscriptions, sendRawTransactionSync).
 // The ingest pipeline fires them synchronously after each apply; listeners must be quick and must not throw.
 // Work that pushes to many sockets goes on the fan-out queue instead: it runs after the event loop has read pending
-// I/O (RPC requests are answered from the new state first), a bounded slice per loop turn, in order.
+// I/O (RPC requests are answered from the new state first), a bounded slice per loop turn, in order. Readers that
+// publish to topics (one native call reaches a whole topic) split their members with TopicShards. Knows no sockets.
 import { performance } from 'node:perf_hooks';
 import type { Flashblock } from '../chain/flashblock.js';
 import type { BlockView, RawFrameView } from './view.js';
@@ -133,6 +134,91 @@ export function slicedStep(n: number, each: (i: number) => void, budgetMs: numbe
     }
     return true;
   };
+}
+
+/**
+ * Subscribers a fan-out on a thread that also answers RPC (the main thread) puts in one topic shard: one publish
+ * reaches them in one native call, and the shards of a large message are spread over slices. 32 sends of a 256 KiB
+ * frame take a few milliseconds on loopback here (test/stream/isolation.test.ts).
+ */
+export const SHARD_SUBSCRIBERS = 32;
+
+/**
+ * The members of one publish topic split into shards of at most `shardSize` members, each a topic of its own
+ * (`<name>#<i>`): one publish call reaches a shard, and the shards of one message can be spread over fan-out slices
+ * (so a request waits behind at most about one slice). With an unbounded `shardSize` there is one shard: one
+ * publish per message. Holds counts only; the caller subscribes each member to the topic add() names.
+ */
+export class TopicShards {
+  private readonly counts: number[] = [];
+  private readonly names: string[] = [];
+  private members = 0;
+
+  constructor(
+    readonly name: string,
+    readonly shardSize: number = SHARD_SUBSCRIBERS,
+  ) {
+    if (!(shardSize >= 1)) throw new RangeError(`shard size must be ≥ 1, got ${shardSize}`);
+  }
+
+  /** Members in every shard. */
+  get size(): number {
+    return this.members;
+  }
+
+  /** Adds a member to the first shard with room; returns that shard's index (see topic()). */
+  add(): number {
+    let i = 0;
+    while (i < this.counts.length && this.counts[i]! >= this.shardSize) i++;
+    if (i === this.counts.length) {
+      this.counts.push(0);
+      this.names.push(`${this.name}#${i}`);
+    }
+    this.counts[i]!++;
+    this.members++;
+    return i;
+  }
+
+  /** Removes a member of shard `i`. */
+  remove(i: number): void {
+    if (!(this.counts[i]! > 0)) return;
+    this.counts[i]!--;
+    this.members--;
+  }
+
+  /** The topic name of shard `i`. */
+  topic(i: number): string {
+    return this.names[i]!;
+  }
+
+  /** Calls `fn` with the topic and member count of every non-empty shard, in shard order. */
+  publishEach(fn: (topic: string, members: number) => void): void {
+    for (let i = 0; i < this.counts.length; i++) if (this.counts[i]! > 0) fn(this.names[i]!, this.counts[i]!);
+  }
+
+  /**
+   * A fan-out step publishing one message to every member: `publish(topic, members)` once per non-empty shard, in
+   * shard order. Each slice publishes at least one shard, then more until `budgetMs` has passed. With `deferred`
+   * (the publish only queues the message and the server sends it after the slice, as uWS does below 16 KiB) every
+   * shard goes in the first slice: spreading them over slices cost more than it saved — with 1,000 subscribers of
+   * 2.5 KB frames on 2 busy cores the frames fell behind by seconds, against tens of ms in one slice (bench/fanout.ts).
+   * A member added meanwhile gets the message when its shard comes later, not when it came already.
+   */
+  publishStep(publish: (topic: string, members: number) => void, deferred: boolean, budgetMs: number = FANOUT_SLICE_MS): () => boolean {
+    let i = 0;
+    return () => {
+      const until = performance.now() + budgetMs;
+      let published = false;
+      for (; i < this.counts.length; i++) {
+        const n = this.counts[i]!;
+        if (n === 0) continue;
+        if (published && !deferred && performance.now() >= until) return false;
+        publish(this.names[i]!, n);
+        published = true;
+      }
+      return true;
+    };
+  }
 }
 
 /** A tiny synchronous event hub with O(1) unsubscribe, and the fan-out queue its pushing readers share. */

@@ -1,15 +1,17 @@
 // The raw flashblocks stream: /flashblocks and /ws (optionally /<api-key>) rebroadcast every applied upstream frame
 // byte for byte, plus replay/resume, limits and slow-consumer closes. Never re-encodes a frame except for the opt-in
 // brotli copy, which is made once per frame (off the event loop for live frames).
-// Sends go through a fan-out queue: a frame is sent to its subscribers in slices of about a millisecond, after the
-// loop has answered the RPC requests waiting on the new state (latency isolation, issue 15). The same code serves the
-// main port and the stream port's worker threads: frames, admission (limits) and metrics come in through interfaces.
+// Live frames are published to uWS topics (one native call per topic shard, issue 24) from a fan-out queue task:
+// after the loop has answered the RPC requests waiting on the new state, shards spread over slices of about a
+// millisecond on the main thread (latency isolation, issue 15), one topic per encoding on a stream thread. The same
+// code serves the main port and the stream port's worker threads: frames, admission (limits) and metrics come in
+// through interfaces.
 import { performance } from 'node:perf_hooks';
 import { brotliCompress, brotliCompressSync, constants as zlibConstants } from 'node:zlib';
 import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
 import type { Logger } from '../log.js';
 import type { StreamRefusalReason } from '../metrics/metrics.js';
-import { slicedStep, type FanoutQueue, type FanoutStep } from '../state/events.js';
+import { SHARD_SUBSCRIBERS, TopicShards, type FanoutQueue, type FanoutStep } from '../state/events.js';
 import type { RawFrameView as RawFrame } from '../state/view.js';
 import { CidrList, clientIp, forwardedFor } from '../limits/ip.js';
 import type { Admission, Admit } from './admission.js';
@@ -24,15 +26,23 @@ export const CLOSE_SHUTDOWN = 1001;
 // Quality 5: ~4× smaller than JSON at a fraction of quality 11's cost; once per frame, on the ingest thread.
 const BROTLI_OPTS = { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 5, [zlibConstants.BROTLI_PARAM_MODE]: zlibConstants.BROTLI_MODE_TEXT } };
 const MAX_CLIENT_MESSAGE_BYTES = 1024;
+/** uWS publishes messages below this size in its own loop phase after the call; larger ones within the call. */
+const UWS_DEFERRED_BELOW_BYTES = 16 * 1024;
+/** A WebSocket frame header (at most 14 bytes) and a ping's share, per published frame, in the backlog bound. */
+const FRAME_OVERHEAD_BYTES = 16;
+/** Not in a topic shard (yet, or any more). */
+const NO_SHARD = -1;
 
-/** Per-connection data, fixed at upgrade (but the backlog count). */
+/** Per-connection data, fixed at upgrade (but the live-stream bookkeeping). */
 class StreamUser {
-  /** Frames sent to it since its send buffer was last seen empty: at most what a close would discard. */
-  queuedFrames = 0;
-  /** Set by the close handler: a fan-out slice still holding the socket skips it (uWS throws on a closed socket). */
+  /** Set by the close handler: a check still holding the socket skips it (uWS throws on a closed socket). */
   closed = false;
-  /** Sequence number of the last frame it has (by replay, or applied before it connected): live sends skip those. */
+  /** Sequence number of the last frame it has (by replay, or applied before it connected): it joins for the next. */
   after = 0;
+  /** Sequence number of the last frame published when its send buffer was last seen empty. */
+  emptySeq = 0;
+  /** Its topic shard (in the shards of its encoding), NO_SHARD until it joins. */
+  shard = NO_SHARD;
   constructor(
     readonly ip: string,
     readonly brotli: boolean,
@@ -75,6 +85,11 @@ export interface StreamDeps {
   readonly admission: Admission;
   readonly sink: StreamSink;
   readonly log: Logger;
+  /**
+   * Subscribers per topic shard: SHARD_SUBSCRIBERS by default (a thread that also answers RPC publishes shards over
+   * several slices); Infinity on a stream thread (one publish per frame and encoding).
+   */
+  readonly shardSubscribers?: number;
 }
 
 /** What mountStream returns: drain, and counters/hooks for health checks and tests. */
@@ -119,9 +134,20 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   const trusted = new CidrList(config.trustedProxies);
   const keys = new Set(config.apiKeys);
   const ring = new ReplayRing(config.replayRingFrames);
-  /** Open connections, and the subset receiving live frames (after any replay). */
+  /** Open connections; those live (replayed, in a topic or waiting to join one); those waiting to join. */
   const connections = new Set<Sock>();
   const sockets = new Set<Sock>();
+  const joining = new Set<Sock>();
+  /** Live sockets whose send buffer was not empty when last looked at (checked before every frame). */
+  const backlogged = new Set<Sock>();
+  /** The topic shards of each encoding: the original frames, and their brotli copies. */
+  const shardSize = deps.shardSubscribers ?? SHARD_SUBSCRIBERS;
+  const plainTopic = new TopicShards('flashblocks', shardSize);
+  const brotliTopic = new TopicShards('flashblocks.br', shardSize);
+  /** Sequence number of the last frame whose publish finished (every applied frame when equal to seq). */
+  let publishedSeq = 0;
+  /** Bytes published since every live socket's send buffer was last looked at: no other socket holds more. */
+  let bytesSinceSweep = 0;
   /** Brotli copies of frames, made at most once per frame (live or on replay). */
   const brotliCopies = new WeakMap<RawFrame, Buffer>();
   let draining = false;
@@ -157,26 +183,50 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   };
 
   /**
-   * Sends one live frame to one subscriber. One whose send buffer is still over the cap would get the frame queued
-   * behind a backlog it is not reading (uWS would skip it silently further on: a gap); it is closed instead, and the
-   * frame it is not sent plus the frames its discarded buffer may still hold (sent since the buffer was last seen
-   * empty) are counted as dropped. Returns whether the frame was sent.
+   * Looks at one live socket's send buffer before frame `seq` is published. One still over the cap would get the
+   * frame queued behind a backlog it is not reading (uWS would skip it silently further on: a gap); it is closed
+   * instead, and the frame it is not sent plus the frames its discarded buffer may still hold (published since the
+   * buffer was last seen empty) are counted as dropped.
    */
-  const sendLive = (ws: Sock, f: RawFrame, seq: number, brotli: Buffer | null): boolean => {
+  const check = (ws: Sock, seq: number): void => {
     const u = ws.getUserData();
-    if (u.closed || u.after >= seq) return false;
+    if (u.closed) return;
     const b = ws.getBufferedAmount();
     if (b > peakBuffered) peakBuffered = b;
-    if (b === 0) u.queuedFrames = 0;
-    else if (b > cap) {
-      sink.framesDropped(u.queuedFrames + 1);
+    if (b === 0) {
+      u.emptySeq = seq - 1;
+      backlogged.delete(ws);
+    } else if (b > cap) {
+      sink.framesDropped(seq - u.emptySeq);
       slowClose(ws, b);
-      return false;
-    }
-    u.queuedFrames++;
-    if (u.brotli) ws.send(brotli!, true);
-    else ws.send(f.data, f.isBinary);
-    return true;
+    } else backlogged.add(ws);
+  };
+
+  /**
+   * The slow-consumer check before frame `seq` (`bytes` long) is published: sockets with a backlog every frame; every
+   * live socket only once the bytes published since the last such sweep could take an empty buffer over the cap. So
+   * a socket gets at most one frame past the cap, and the check costs what the backlogged sockets cost.
+   */
+  const checkBackpressure = (seq: number, bytes: number): void => {
+    bytesSinceSweep += bytes + FRAME_OVERHEAD_BYTES;
+    if (bytesSinceSweep > cap) {
+      bytesSinceSweep = bytes + FRAME_OVERHEAD_BYTES;
+      for (const ws of [...sockets]) check(ws, seq);
+    } else if (backlogged.size > 0) for (const ws of [...backlogged]) check(ws, seq);
+  };
+
+  /** Puts a live socket in a topic shard of its encoding: it gets every frame published from now on. */
+  const join = (ws: Sock): void => {
+    const u = ws.getUserData();
+    joining.delete(ws);
+    const topics = u.brotli ? brotliTopic : plainTopic;
+    u.shard = topics.add();
+    ws.subscribe(topics.topic(u.shard));
+  };
+
+  /** Joins the sockets waiting for frame `seq` (they have every frame before it by replay or did not ask). */
+  const joinFor = (seq: number): void => {
+    if (joining.size > 0) for (const ws of [...joining]) if (ws.getUserData().after < seq) join(ws);
   };
 
   const refuseLimit = (res: HttpResponse, reason: Exclude<Admit, number>, ip: string): void => {
@@ -276,13 +326,18 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
       frames = ring.currentBlock();
     }
     // The ring holds every applied frame (some may still wait in the fan-out queue): the socket has everything up to
-    // the newest by replay (or asked for nothing older), and live sends skip those — no gap, no duplicate.
+    // the newest by replay (or asked for nothing older). It joins a topic now if every applied frame has been
+    // published, else just before the fan-out task of the next frame publishes — no gap, no duplicate.
     u.after = seq;
+    u.emptySeq = seq;
     if (frames !== null && frames.length > 0 && (!sendReplay(ws, frames, u.brotli) || ws.getBufferedAmount() > cap)) {
       slowClose(ws, ws.getBufferedAmount());
       return;
     }
     sockets.add(ws);
+    if (ws.getBufferedAmount() > 0) backlogged.add(ws);
+    if (publishedSeq === seq) join(ws);
+    else joining.add(ws);
     sink.subscribers(connections.size);
   };
 
@@ -291,6 +346,11 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     u.closed = true;
     if (!connections.delete(ws)) return;
     sockets.delete(ws);
+    joining.delete(ws);
+    backlogged.delete(ws);
+    // uWS drops the socket's topics itself; only the counts are ours.
+    if (u.shard !== NO_SHARD) (u.brotli ? brotliTopic : plainTopic).remove(u.shard);
+    u.shard = NO_SHARD;
     admission.release(u.ticket);
     sink.subscribers(connections.size);
   };
@@ -313,48 +373,56 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   app.ws<StreamUser>('/ws/*', behavior);
 
   /**
-   * Fan-out of applied frame number `seq`: starts its brotli copy when a subscriber wants one, then sends in slices
-   * to the subscribers at the start (one that connects later has the frame by replay or did not ask for it).
+   * Fan-out of applied frame number `seq`: joins the sockets waiting for it, closes those over the cap, makes its
+   * brotli copy when a subscriber wants one (off the loop), then publishes it to the topic shards of each encoding —
+   * one native call per shard, as many shards per slice as the slice allows.
    */
   const fanOut = (frame: RawFrame, seq: number, appliedAt: number): FanoutStep => {
-    let targets: Sock[] | null = null;
     let brotli: Buffer | null = null;
-    let pendingBrotli: Promise<Buffer> | null = null;
-    let send: FanoutStep | null = null;
+    let plainStep: (() => boolean) | null = null;
+    let brotliStep: (() => boolean) | null = null;
     let sent = 0;
+    const finish = (): true => {
+      publishedSeq = seq;
+      if (sent > 0) sink.framesSent(sent);
+      sink.fanoutSeconds((performance.now() - appliedAt) / 1000);
+      return true;
+    };
     return () => {
-      if (targets === null) {
-        targets = [...sockets];
-        if (targets.length === 0) {
-          sink.fanoutSeconds((performance.now() - appliedAt) / 1000);
-          return true;
+      if (plainStep === null) {
+        joinFor(seq);
+        if (sockets.size === 0) return finish();
+        // The brotli copy is no larger than the frame (JSON compresses; an upstream brotli frame is its own copy).
+        checkBackpressure(seq, frame.data.length);
+        const data = frame.data;
+        const isBinary = frame.isBinary;
+        plainStep = plainTopic.publishStep((topic, n) => {
+          app.publish(topic, data, isBinary, false);
+          sent += n;
+        }, data.length < UWS_DEFERRED_BELOW_BYTES);
+      }
+      if (!plainStep()) return false;
+      if (brotliStep === null) {
+        if (brotliTopic.size === 0) return finish();
+        if (brotli === null) {
+          brotli = brotliCopies.get(frame) ?? (isBrotliFrame(frame) ? frame.data : null);
+          // Compressed on libuv's thread pool; the plain subscribers already have the frame.
+          if (brotli === null) {
+            return compressOffLoop(frame).then((b) => {
+              brotli = b;
+            }, () => {
+              brotli = brotliOf(frame);
+            });
+          }
         }
-        if (targets.some((ws) => ws.getUserData().brotli)) {
-          const ready = brotliCopies.get(frame);
-          if (ready !== undefined) brotli = ready;
-          else if (isBrotliFrame(frame)) brotli = frame.data;
-          else pendingBrotli = compressOffLoop(frame);
-        }
+        const data = brotli;
+        brotliStep = brotliTopic.publishStep((topic, n) => {
+          app.publish(topic, data, true, false);
+          sent += n;
+        }, data.length < UWS_DEFERRED_BELOW_BYTES);
       }
-      if (pendingBrotli !== null) {
-        const p = pendingBrotli;
-        pendingBrotli = null;
-        return p.then((b) => {
-          brotli = b;
-        }, () => {
-          brotli = brotliOf(frame);
-        });
-      }
-      const list = targets;
-      send ??= slicedStep(list.length, (i) => {
-        if (sendLive(list[i]!, frame, seq, brotli)) sent++;
-      });
-      const done = send();
-      if (done) {
-        sink.framesSent(sent);
-        sink.fanoutSeconds((performance.now() - appliedAt) / 1000);
-      }
-      return done;
+      if (!brotliStep()) return false;
+      return finish();
     };
   };
 

@@ -66,6 +66,8 @@ function run(port: MessagePort, data: StreamThreadData): void {
     admission,
     sink,
     log,
+    // No RPC on this thread to keep answering between slices: one publish per frame and encoding.
+    shardSubscribers: Infinity,
   });
 
   const delay = monitorEventLoopDelay({ resolution: 10 });

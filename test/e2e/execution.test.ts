@@ -164,6 +164,13 @@ for (const kind of ['receipts', 'azul'] as const) {
     t.ok(metric(text, 'flashblocksd_execution_verified_total') > 0, 'flashblocks verified against diff.receipts_root');
     t.equal(metric(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence on the devnet');
     t.ok(metric(text, 'flashblocksd_execution_node_reads_total') > 0, 'the engine\'s canonical state reads from the node counted');
+    // eth_call / getCode / getStorageAt above were answered inline (from memory); eth_estimateGas on the read threads.
+    // The counters follow the engine's status on the feed's timer: wait for it.
+    await until(async () => {
+      const m = await scrape(daemon);
+      return metric(m, 'flashblocksd_execution_reads_total{thread="inline"}') > 0 && metric(m, 'flashblocksd_execution_reads_total{thread="threads"}') > 0;
+    }, 10_000, 'reads counted by thread');
+    t.pass('engine reads counted by where they ran: inline and on the read threads');
   });
 }
 
@@ -266,7 +273,10 @@ t.test('the node unreachable: a flashblock that needs it is not executed (node_e
   await nextFlashblock(devnet, (f) => f.index === 1);
   await wallet.sendTransaction({ data: INIT, nonce, gas: 200_000n, ...fees });
   await wallet.sendTransaction({ to: contract, data: word(0xdeadn), nonce: nonce + 1, gas: 100_000n, ...fees });
-  await until(() => logs.some((l) => l.includes('flashblock not executed (node_error)')), 20_000, 'a flashblock not executed for want of the node');
+  await until(() => logs.some((l) => l.includes('flashblock not executed (node_error)')), 20_000, 'a flashblock not executed for want of the node').catch((e: unknown) => {
+    t.comment(`the daemon's warn lines so far:\n${logs.slice(-15).join('\n')}`);
+    throw e;
+  });
   const line = logs.find((l) => l.includes('flashblock not executed (node_error)'))!;
   t.match(line, /"level":"warn"/, 'logged at warn');
   t.match(line, /"error":"node read failed: /, `with a clear error: ${line.slice(0, 300)}`);

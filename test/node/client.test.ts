@@ -1,5 +1,6 @@
-// The node client on undici's Pool: answers, JSON-RPC errors, HTTP errors, basic auth from the URL, no node,
-// and a timeout while queued for the pool's only connection. Real HTTP servers on port 0 stand in for the node.
+// The node client's contract (on an http:// node): answers, JSON-RPC errors, HTTP errors, basic auth from the URL,
+// no node, and a timeout while queued for the pool's only connection. Real HTTP servers on port 0 stand in for the
+// node; test/node/http1.test.ts and https.test.ts cover each transport's framing and failure cases.
 import t from 'tap';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';

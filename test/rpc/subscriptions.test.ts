@@ -285,6 +285,67 @@ t.test('newFlashblocks over a real socket: the shared payload sent as fragments 
   t.equal(after.id, 7, 'the connection carries ordinary answers after fragmented messages');
 });
 
+t.test('newFlashblocks is published per topic: connections share a slot id, a second subscription has its own, order holds with sent kinds', async (t) => {
+  const config = { ...loadConfig([], {}), port: 0, metricsPort: 0, host: '127.0.0.1', flashblocksUrls: [], nodeRpcUrl: 'http://127.0.0.1:9' };
+  const d = await startDaemon(config, { log: silentLogger });
+  t.teardown(() => d.stop());
+  const open = async (): Promise<{ ws: WebSocket; inbox: Record<string, unknown>[]; call(method: string, params: unknown[]): Promise<unknown> }> => {
+    const ws = new WebSocket(`ws://127.0.0.1:${d.rpcPort}/`);
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    t.teardown(() => ws.close());
+    const inbox: Record<string, unknown>[] = [];
+    const answers = new Map<number, (r: unknown) => void>();
+    ws.on('message', (data: Buffer) => {
+      const m = JSON.parse(data.toString('utf8')) as Record<string, unknown>;
+      if (m.method === 'eth_subscription') inbox.push(m);
+      else answers.get(m.id as number)?.(m.result);
+    });
+    let id = 0;
+    const call = (method: string, params: unknown[]): Promise<unknown> => new Promise((resolve) => {
+      answers.set(++id, resolve);
+      ws.send(JSON.stringify({ jsonrpc: '2.0', id, method, params }));
+    });
+    return { ws, inbox, call };
+  };
+  const a = await open();
+  const b = await open();
+  const a1 = (await a.call('eth_subscribe', ['newFlashblocks'])) as string;
+  const a2 = (await a.call('eth_subscribe', ['newFlashblocks'])) as string;
+  const aTx = (await a.call('eth_subscribe', ['newFlashblockTransactions'])) as string;
+  const b1 = (await b.call('eth_subscribe', ['newFlashblocks'])) as string;
+  t.not(a1, a2, 'two subscriptions on one connection have two ids');
+  t.equal(b1, a1, "another connection's first subscription shares the first one's id (one message for both)");
+  t.equal(d.metrics.wsSubscriptions.newFlashblocks.value, 3);
+
+  const half = Math.ceil(uni.length / 2);
+  for (const m of uni.slice(0, half)) feed(d.pipeline, m);
+  await d.pipeline.events.fanout.idle();
+  t.equal(await a.call('eth_unsubscribe', [a2]), true, 'the second subscription is cancelled');
+  t.equal(await b.call('eth_unsubscribe', [a2]), false, "b cannot cancel a slot it does not hold");
+  for (const m of uni.slice(half)) feed(d.pipeline, m);
+  await d.pipeline.events.fanout.idle();
+  const ofSub = (inbox: Record<string, unknown>[], id: string) => inbox.map((m) => m.params as { subscription: string; result: unknown }).filter((p) => p.subscription === id);
+  const hashes = uni.map((m) => (m.diff as { block_hash: string }).block_hash);
+  for (let i = 0; i < 200 && (ofSub(a.inbox, a1).length < uni.length || ofSub(b.inbox, b1).length < uni.length); i++) await new Promise((r) => setTimeout(r, 10));
+  t.same(ofSub(a.inbox, a1).map((p) => (p.result as { hash: string }).hash), hashes, 'a: every flashblock once, in order');
+  t.same(ofSub(b.inbox, b1).map((p) => (p.result as { hash: string }).hash), hashes, 'b: the same');
+  t.same(ofSub(a.inbox, a2).map((p) => (p.result as { hash: string }).hash), hashes.slice(0, half), 'the cancelled one: until its eth_unsubscribe');
+  // On a, each flashblock's transaction hashes (sent to it alone) follow that flashblock's published block, before the next one.
+  const txOf = new Map<string, number>();
+  uni.forEach((m, i) => (m.diff as { transactions: string[] }).transactions.forEach((raw) => txOf.set(keccak256(raw as `0x${string}`), i)));
+  let at = -1;
+  let ordered = true;
+  for (const p of a.inbox.map((m) => m.params as { subscription: string; result: unknown })) {
+    if (p.subscription === a1) at++;
+    else if (p.subscription === aTx) ordered &&= txOf.get(p.result as string) === at;
+  }
+  t.ok(ordered, 'published and sent notifications keep the order of the flashblocks on one connection');
+  t.equal(ofSub(a.inbox, aTx).length, txOf.size, 'every transaction hash once');
+});
+
 t.test('newPendingTransactions: the hash of each transaction as it is preconfirmed (raw ws and ethers on "pending")', async (t) => {
   const config = { ...loadConfig([], {}), port: 0, metricsPort: 0, host: '127.0.0.1', flashblocksUrls: [], nodeRpcUrl: 'http://127.0.0.1:9' };
   const d = await startDaemon(config, { log: silentLogger });

@@ -2,7 +2,7 @@
 // first slice so the loop polls sockets once more, errors reported without stopping the queue, idle() and clear().
 import net from 'node:net';
 import t from 'tap';
-import { FanoutQueue, slicedStep } from '../../src/state/events.js';
+import { FanoutQueue, slicedStep, TopicShards } from '../../src/state/events.js';
 
 const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
 
@@ -109,4 +109,43 @@ t.test('slicedStep stops a turn once its budget is spent and resumes where it st
   while (!step()) turns++;
   t.same(seen, Array.from({ length: 64 }, (_, i) => i), 'every item once, in order');
   t.ok(turns >= 3, `64 items of 0.2 ms in 1 ms slices took ${turns + 1} turns`);
+});
+
+t.test('topic shards: members fill the first shard with room; a freed place is taken again', async (t) => {
+  const s = new TopicShards('x', 2);
+  t.same([s.add(), s.add(), s.add(), s.add(), s.add()], [0, 0, 1, 1, 2], 'two per shard, in order');
+  t.equal(s.topic(2), 'x#2');
+  s.remove(0);
+  s.remove(1);
+  t.equal(s.size, 3);
+  t.equal(s.add(), 0, 'the first shard with room');
+  t.equal(s.add(), 1);
+  t.equal(s.add(), 2);
+  s.remove(5); // never added: ignored
+  t.equal(s.size, 6);
+  const one = new TopicShards('y', Infinity);
+  t.ok(Array.from({ length: 1000 }, () => one.add()).every((i) => i === 0), 'an unbounded shard size: one shard');
+  t.throws(() => new TopicShards('z', 0), RangeError);
+});
+
+t.test('topic shards: a publish step reaches every non-empty shard once, in order, sliced unless deferred', async (t) => {
+  const s = new TopicShards('x', 2);
+  for (let i = 0; i < 7; i++) s.add();
+  s.remove(1);
+  s.remove(1); // shard 1 empty: never published
+  const each: [string, number][] = [];
+  s.publishEach((topic, n) => each.push([topic, n]));
+  t.same(each, [['x#0', 2], ['x#2', 2], ['x#3', 1]]);
+
+  const sliced: string[][] = [];
+  const step = s.publishStep((topic) => sliced[sliced.length - 1]!.push(topic), false, 0);
+  do sliced.push([]);
+  while (!step());
+  t.same(sliced, [['x#0'], ['x#2'], ['x#3']], 'with no budget left, one shard per slice');
+
+  const deferred: string[][] = [];
+  const all = s.publishStep((topic) => deferred[deferred.length - 1]!.push(topic), true, 0);
+  do deferred.push([]);
+  while (!all());
+  t.same(deferred, [['x#0', 'x#2', 'x#3']], 'deferred sends: every shard in the first slice');
 });

@@ -284,6 +284,47 @@ t.test('replay=block sends the current block so far, then live frames, with no g
   await closeAll([r, live]);
 });
 
+t.test('subscribers connecting while applied frames still wait to be published join the topic after them: no gap, no duplicate', async (t) => {
+  const h = await startStream();
+  t.teardown(() => h.close());
+  const fanout = h.pipeline.events.fanout;
+  // Frames of 20 KB and more: uWS sends them within the publish call (the sharded, sliced path).
+  // Two blocks of the capture's 5 flashblocks: 0–1 published, 2–4 queued while the subscribers connect, then the next block.
+  const block = [...asBlock(unichainMessages(), 60_000_000, 20 * 1024), ...asBlock(unichainMessages(), 60_000_001, 20 * 1024)].map((m) => Buffer.from(JSON.stringify(m)));
+  t.equal(block.length, 10);
+  const early = connect(`${h.url}/flashblocks`);
+  await early.opened;
+  for (const b of block.slice(0, 2)) feed(h.pipeline, b);
+  await fanout.idle();
+  // Hold the fan-out queue: the next frames are applied (in the replay ring) but not yet published.
+  let release: () => void = () => undefined;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let passed = false;
+  fanout.push(() => passed || gate.then(() => (passed = true)));
+  for (const b of block.slice(2, 5)) feed(h.pipeline, b);
+  const replay = connect(`${h.url}/flashblocks?replay=block`);
+  const resume = connect(`${h.url}/flashblocks?block_number=60000000&index=1`);
+  const live = connect(`${h.url}/flashblocks`);
+  const brotli = connect(`${h.url}/flashblocks?replay=block&encoding=brotli`);
+  await Promise.all([replay.opened, resume.opened, live.opened, brotli.opened]);
+  for (let i = 0; i < 1000 && h.stream.subscriberCount() < 5; i++) await tick(1);
+  t.equal(fanout.pending > 0, true, 'they connected while the frames were still queued');
+  release();
+  for (const b of block.slice(5)) feed(h.pipeline, b);
+  const f = fence(h, unichainMessages(), 60_000_002);
+  const n = block.length;
+  await Promise.all([early.waitFor(n + 1), replay.waitFor(n + 1), resume.waitFor(n - 2 + 1), live.waitFor(n - 5 + 1), brotli.waitFor(n + 1)]);
+  await tick(50); // anything extra would have arrived by now
+  t.equal(digest(early.frames), digest(asText([...block, f])), 'a subscriber from before: every frame once, in order');
+  t.equal(digest(replay.frames), digest(asText([...block, f])), 'replay=block: the block so far (queued frames included) by replay, then live, each once');
+  t.equal(digest(resume.frames), digest(asText([...block.slice(2), f])), 'resume after index 1: the queued frames by replay, then live, each once');
+  t.equal(digest(live.frames), digest(asText([...block.slice(5), f])), 'a plain subscriber: only frames applied after it connected');
+  const { brotliDecompressSync } = await import('node:zlib');
+  t.equal(digest(brotli.frames.map((x) => ({ data: brotliDecompressSync(x.data), isBinary: false }))), digest(asText([...block, f])), 'brotli with replay: the same frames, compressed, each once');
+  t.equal(h.metrics.streamFramesDropped.value, 0, 'nothing dropped');
+  await closeAll([early, replay, resume, live, brotli]);
+});
+
 t.test('resume after (block, index) returns exactly the missing frames; too old gets a close reason', async (t) => {
   const h = await startStream({ replayRingFrames: 8 });
   t.teardown(() => h.close());

@@ -1,0 +1,125 @@
+// Reads answered inline (RevmEngine.readNow, on the calling thread) are the reads the engine's threads give: the same
+// results and the same errors; a read that would wait (an account not in memory) or run past its budget (a long
+// loop, a heavily funded precompile call) is not answered inline and gets its answer from the threads instead.
+// Two engines over the same node and blocks: one with the default inline budget, one with inline reads off. Reads
+// pinned to an earlier flashblock (`at`) answer that flashblock's state.
+import t, { type Test } from 'tap';
+import { EngineUnavailableError, RpcReplyError, type NowRead } from '../../src/exec/engine.js';
+import { SINK } from '../../scripts/devnet/exec-blocks.js';
+import { DEFAULT_INLINE_READ_US, RevmEngine } from '../../src/exec/revm.js';
+import { net } from '../helpers/exec-net.js';
+import type { Anvil } from '../../scripts/devnet/anvil.js';
+
+function engine(t: Test, node: Anvil, inlineReadUs: number): RevmEngine {
+  const e = new RevmEngine({
+    nodePost: async (body) => {
+      const res = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      return Buffer.from(await res.arrayBuffer());
+    },
+    specAt: () => 'isthmus',
+    nodeTimeoutMs: 3000,
+    inlineReadUs,
+  });
+  t.teardown(() => e.stop());
+  return e;
+}
+
+/** A read's outcome as comparable text: its result, or its JSON-RPC error. */
+async function outcome(p: Promise<unknown>): Promise<string> {
+  try {
+    return `result ${String(await p)}`;
+  } catch (e) {
+    if (e instanceof RpcReplyError) return `error ${e.code} ${e.rpcMessage} ${e.data ?? ''}`;
+    throw e;
+  }
+}
+
+function nowOutcome(e: RevmEngine, r: NowRead): string | undefined {
+  try {
+    const v = e.readNow(r);
+    return v === undefined ? undefined : `result ${v}`;
+  } catch (err) {
+    if (err instanceof RpcReplyError) return `error ${err.code} ${err.rpcMessage} ${err.data ?? ''}`;
+    throw err;
+  }
+}
+
+const LOOP = '0x' + '11'.repeat(20);
+const REVERTS = '0x' + '22'.repeat(20);
+const NUMRET = '0x' + '33'.repeat(20);
+const overrides = {
+  // JUMPDEST PUSH1 0 JUMP: a loop until the gas runs out.
+  [LOOP]: { code: '0x5b600056' },
+  // Error("no") as revert data.
+  [REVERTS]: { code: '0x7f08c379a000000000000000000000000000000000000000000000000000000000600052602060045260026024527f6e6f00000000000000000000000000000000000000000000000000000000000060445260646000fd' },
+  // NUMBER, returned.
+  [NUMRET]: { code: '0x4360005260206000f3' },
+};
+
+t.test('inline reads answer as the read threads do; what cannot be answered inline goes to the threads', async (t) => {
+  const { node, c, blocks } = await net(t, 1, 3, 6);
+  const inline = engine(t, node, DEFAULT_INLINE_READ_US);
+  const threads = engine(t, node, 0);
+  const b = blocks[0]!;
+  for (const e of [inline, threads]) {
+    await e.start(b.number - 1);
+    for (const fb of b.flashblocks) {
+      const out = await e.applyFlashblock(fb);
+      t.ok(out.ok && out.verified === true, `${b.number}/${fb.index} executed and verified`);
+    }
+  }
+  t.equal(threads.readNow({ method: 'call', tx: { to: c.reader }, stateOverrides: null, blockOverrides: null }), undefined, 'inline reads off: readNow never answers');
+
+  // Reads pinned to an earlier executed flashblock answer its state, not the newest (both engines alike).
+  for (const e of [inline, threads]) {
+    for (const fb of b.flashblocks) {
+      t.equal(await e.getBalance(SINK, { number: b.number, index: fb.index }), b.sinkBalances[fb.index], `SINK's balance at ${b.number}/${fb.index}`);
+    }
+    await e.getBalance(SINK, { number: b.number + 5, index: 0 }).then(
+      () => t.fail('a flashblock never executed answered'),
+      (err: unknown) => t.ok(err instanceof EngineUnavailableError, 'a flashblock the engine does not hold: unavailable'),
+    );
+  }
+
+  // Warm the inline engine's cache the way a first read does (the threads read the node), then compare.
+  const reads: NowRead[] = [
+    { method: 'call', tx: { to: c.reader }, stateOverrides: null, blockOverrides: null },
+    { method: 'call', tx: { to: NUMRET }, stateOverrides: overrides, blockOverrides: null },
+    { method: 'call', tx: { to: NUMRET }, stateOverrides: overrides, blockOverrides: { number: '0x99' } },
+    { method: 'call', tx: { to: REVERTS }, stateOverrides: overrides, blockOverrides: null },
+    { method: 'getCode', address: c.probe },
+    { method: 'getStorageAt', address: c.probe, slot: '0x0' },
+  ];
+  const viaThreads = async (r: NowRead): Promise<string> =>
+    r.method === 'call'
+      ? outcome(threads.call(r.tx, r.stateOverrides ?? undefined, r.blockOverrides ?? undefined))
+      : r.method === 'getCode'
+        ? outcome(threads.getCode(r.address))
+        : outcome(threads.getStorageAt(r.address, r.slot));
+  for (const r of reads) {
+    const want = await viaThreads(r);
+    // The Promise form on the inline engine fills its cache from the node where it must; readNow then answers.
+    const asPromise = await outcome(r.method === 'call' ? inline.call(r.tx, r.stateOverrides ?? undefined, r.blockOverrides ?? undefined) : r.method === 'getCode' ? inline.getCode(r.address) : inline.getStorageAt(r.address, r.slot));
+    t.equal(asPromise, want, `${JSON.stringify(r).slice(0, 80)}: the Promise form answers as the threads`);
+    t.equal(nowOutcome(inline, r), want, `${JSON.stringify(r).slice(0, 80)}: readNow answers at once, as the threads`);
+  }
+  t.match(await viaThreads(reads[3]!), /^error 3 execution reverted: no 0x08c379a0/, 'the revert carries its reason and data');
+
+  // An account the engine has never read: not answered inline (it needs the node), then answered by the threads.
+  const fresh = '0x' + '44'.repeat(20);
+  t.equal(inline.readNow({ method: 'getCode', address: fresh }), undefined, 'an account not in memory is not answered inline');
+  t.equal(await inline.getCode(fresh), '0x', 'the threads read it from the node');
+  t.equal(inline.readNow({ method: 'getCode', address: fresh }), '0x', 'then it is in memory and answered inline');
+
+  // A loop until 50 M gas are spent takes far longer than the inline budget: not answered inline, same answer after.
+  const loop: NowRead = { method: 'call', tx: { to: LOOP, gas: '0x2faf080' }, stateOverrides: overrides, blockOverrides: null };
+  t.equal(nowOutcome(inline, loop), undefined, 'a call past the inline budget is not answered inline');
+  const loopWant = await viaThreads(loop);
+  t.match(loopWant, /^error -32000 out of gas/, 'the threads answer it: out of gas');
+  t.equal(await outcome(inline.call(loop.tx, overrides)), loopWant, 'the Promise form gives the threads\' answer');
+
+  // A precompile call given more gas than an inline read allows (its run cannot be interrupted): to the threads.
+  const modexp: NowRead = { method: 'call', tx: { to: '0x0000000000000000000000000000000000000005', gas: '0x4c4b40', input: '0x' + '00'.repeat(96) }, stateOverrides: null, blockOverrides: null };
+  t.equal(nowOutcome(inline, modexp), undefined, 'a heavily funded precompile call is not answered inline');
+  t.equal(await outcome(inline.call(modexp.tx)), await viaThreads(modexp), 'and is answered as the threads answer it');
+});
