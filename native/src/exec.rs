@@ -188,7 +188,7 @@ pub struct Prepared {
 }
 
 /// The signer of `hash` (libsecp256k1, as revm's ecrecover precompile uses it).
-fn recover(sig: &alloy_primitives::Signature, hash: B256) -> Result<Address, alloy_primitives::SignatureError> {
+pub(crate) fn recover(sig: &alloy_primitives::Signature, hash: B256) -> Result<Address, alloy_primitives::SignatureError> {
     let mut rs = [0u8; 64];
     rs[..32].copy_from_slice(&sig.r().to_be_bytes::<32>());
     rs[32..].copy_from_slice(&sig.s().to_be_bytes::<32>());

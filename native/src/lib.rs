@@ -394,3 +394,6 @@ fn read_answer(r: std::result::Result<Value, exec::ReadError>, head: &Head) -> S
         Err(e) => json!({"error": {"code": e.code, "message": e.message, "data": e.data}}).to_string(),
     }
 }
+
+// Frame decoding for ingest (src/ingest/native-frame.ts): `decodeFlashblock` and `recoverSenders` are declared there.
+pub mod frame;

@@ -181,22 +181,30 @@ function checkDeposit(b: Buffer, end: number): number {
  */
 export class LazyTx implements DecodedTx {
   private full: DecodedTx | null = null;
-  private rawLower: string | null = null;
+  private rawLower: string | null;
   private sender: string | null;
 
   constructor(
     readonly type: number,
     readonly hash: string,
-    /** The transaction's hex exactly as the frame carried it. */
-    private readonly rawText: string,
+    /** The transaction's hex exactly as the frame carried it; null when it is held as bytes (`rawBytes`). */
+    private readonly rawText: string | null,
     from: string | null,
+    /**
+     * The native decoder's form: the bytes at [rawStart, rawEnd) of a buffer shared by the flashblock's transactions
+     * (one object for all of them instead of a string each); the hex is made on first use.
+     */
+    private readonly rawBytes: Buffer | null = null,
+    private readonly rawStart = 0,
+    private readonly rawEnd = 0,
   ) {
     this.sender = from;
+    this.rawLower = null;
   }
 
   private decoded(): DecodedTx {
     if (this.full === null) {
-      const r = decodeTransaction(this.rawText);
+      const r = decodeTransaction(this.rawText ?? this.raw);
       // Unreachable: the ingest walk rejects everything decodeTransaction does (differential test).
       if (!r.ok) throw new Error(`transaction ${this.hash} passed ingest checks but does not decode: ${r.reason}`);
       if (this.sender !== null) r.tx.from = this.sender;
@@ -206,7 +214,9 @@ export class LazyTx implements DecodedTx {
   }
 
   get raw(): string {
-    if (this.rawLower === null) this.rawLower = this.rawText.toLowerCase();
+    if (this.rawLower === null) {
+      this.rawLower = this.rawText !== null ? this.rawText.toLowerCase() : '0x' + (this.rawBytes as Buffer).toString('hex', this.rawStart, this.rawEnd);
+    }
     return this.rawLower;
   }
   get from(): string | null {

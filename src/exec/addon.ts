@@ -22,6 +22,19 @@ export interface AddonEngine {
 
 export interface Addon {
   Engine: new (nodeUrl: string, cacheCapBytes: number, readThreads: number, timeoutMs: number) => AddonEngine;
+  /** Frame decoding (native/src/frame.rs), read by src/ingest/native-frame.ts; absent from an older build. */
+  decodeFlashblock?(json: Buffer): AddonFrameLayout;
+  recoverSenders?(txBytes: Buffer, signed: Uint32Array): Promise<Buffer>;
+}
+
+/** What native/src/frame.rs `decodeFlashblock` returns (its layout is documented there). */
+export interface AddonFrameLayout {
+  declined: string;
+  u: Uint32Array;
+  s: string;
+  q: BigUint64Array;
+  txBytes: Buffer;
+  signed: Uint32Array;
 }
 
 /** The addon file's name, under native/ in the package (or beside the single binary). */

@@ -1,5 +1,6 @@
-// Frame decoding (pure): transport detection (JSON text or brotli), JSON.parse once, strict validation of the
-// flashblock shape, transaction decoding. Returns a result value; never throws on bad input, never touches state.
+// Frame decoding (pure): transport detection (JSON text or brotli), one parse, strict validation of the flashblock
+// shape, transaction decoding — by the native core when it is built (src/ingest/native-frame.ts), else here with
+// JSON.parse, which also words every reason. Returns a result value; never throws on bad input, never touches state.
 import { brotliDecompressSync, constants as zlibConstants } from 'node:zlib';
 import { ingestTransaction } from '../chain/lazy-tx.js';
 import { decodeTransaction } from '../chain/tx.js';
@@ -8,6 +9,8 @@ import { decodeAccessList, type AccountChanges } from '../chain/access-list.js';
 import type { FlashLog, FlashReceipt, Flashblock, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
 import { isHexData, isLooseQuantity, lowerHexData, quantityToBigInt, quantityToNumber } from '../chain/hex.js';
+import type { AddonFrameLayout } from '../exec/addon.js';
+import { flashblockOfLayout, nativeDecoder, type NativeDecoder, type NativeSenders } from './native-frame.js';
 
 export type { FlashLog, FlashReceipt, Flashblock, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 
@@ -15,8 +18,30 @@ export type { FlashLog, FlashReceipt, Flashblock, FlashblockBase, FlashblockDiff
 export type DecodeErrorReason = 'too_large' | 'brotli' | 'json' | 'schema' | 'transaction';
 
 export type DecodeFrameResult =
-  | { ok: true; fb: Flashblock; json: string }
+  | {
+      ok: true;
+      fb: Flashblock;
+      /** The frame's JSON text (made on first read when the native decoder took the frame). */
+      readonly json: string;
+      /** Set by the native decoder: the signed transactions, for recovery off the JS thread. */
+      senders?: NativeSenders | null;
+    }
   | { ok: false; reason: DecodeErrorReason; detail: string; blockNumber?: number; index?: number };
+
+/** A frame the native decoder accepted. */
+class NativeDecoded {
+  readonly ok = true as const;
+  private text: string | null = null;
+  constructor(
+    readonly fb: Flashblock,
+    readonly senders: NativeSenders | null,
+    private readonly bytes: Buffer,
+  ) {}
+  get json(): string {
+    if (this.text === null) this.text = this.bytes.toString('utf8');
+    return this.text;
+  }
+}
 
 /** EIP-2718 type of an externally tagged receipt (`{"Eip1559":{…}}`), or -1. */
 function receiptTag(key: string): number {
@@ -296,13 +321,19 @@ function parseMetadata(v: unknown): ParsedMetadata {
 
 /** Turns a frame's bytes into JSON text: `{` first (after white space) = JSON, anything else = brotli. */
 export function frameText(data: Buffer, maxBytes: number): { ok: true; text: string } | { ok: false; reason: 'too_large' | 'brotli'; detail: string } {
+  const b = frameBytes(data, maxBytes);
+  return b.ok ? { ok: true, text: b.bytes.toString('utf8') } : b;
+}
+
+/** A frame's JSON bytes: the frame itself when it starts with `{` (after white space), else brotli-inflated. */
+function frameBytes(data: Buffer, maxBytes: number): { ok: true; bytes: Buffer } | { ok: false; reason: 'too_large' | 'brotli'; detail: string } {
   if (data.length > maxBytes) return { ok: false, reason: 'too_large', detail: `frame of ${data.length} bytes exceeds ${maxBytes}` };
   let i = 0;
   while (i < data.length && (data[i] === 0x20 || data[i] === 0x0a || data[i] === 0x0d || data[i] === 0x09)) i++;
-  if (data[i] === 0x7b) return { ok: true, text: data.toString('utf8') };
+  if (data[i] === 0x7b) return { ok: true, bytes: data };
   try {
     const out = brotliDecompressSync(data, { maxOutputLength: maxBytes, params: { [zlibConstants.BROTLI_DECODER_PARAM_LARGE_WINDOW]: 0 } });
-    return { ok: true, text: out.toString('utf8') };
+    return { ok: true, bytes: out };
   } catch (e) {
     const err = e as { code?: string; message?: string };
     if (err.code === 'ERR_BUFFER_TOO_LARGE' || /too large|maxOutputLength/i.test(err.message ?? '')) {
@@ -315,18 +346,32 @@ export function frameText(data: Buffer, maxBytes: number): { ok: true; text: str
 /**
  * Decodes one upstream frame into a validated Flashblock, or a reason. Pure: no state, no I/O, no throw.
  * `json` is the decoded JSON text (the frame itself when it was text). `isBinary` is the WebSocket frame kind; it
- * only decides the reason a frame that is neither a JSON object nor brotli is counted under.
+ * only decides the reason a frame that is neither a JSON object nor brotli is counted under. `native`: the native
+ * decoder (default: the addon's, when built); null = this file's decoder only.
  */
-export function decodeFrame(data: Buffer, maxBytes: number, isBinary = true): DecodeFrameResult {
-  const t = frameText(data, maxBytes);
+export function decodeFrame(data: Buffer, maxBytes: number, isBinary = true, native: NativeDecoder | null = nativeDecoder()): DecodeFrameResult {
+  const t = frameBytes(data, maxBytes);
   if (!t.ok) return t.reason === 'brotli' ? (notBrotli(data, isBinary) ?? t) : t;
+  if (native !== null) {
+    // The native decoder accepts only what the code below accepts, with the same result; what it declines (bad
+    // input included) is decided and worded below (test/ingest/native-frame.test.ts holds them equal).
+    let l: AddonFrameLayout | null = null;
+    try {
+      l = native.decodeFlashblock(t.bytes);
+    } catch {
+      // Unreachable (the addon catches its panics); the JS decoder below still decides.
+    }
+    const d = l !== null && l.declined === '' ? flashblockOfLayout(l) : null;
+    if (d !== null) return new NativeDecoded(d.fb, d.senders, t.bytes);
+  }
+  const text = t.bytes.toString('utf8');
   let root: unknown;
   try {
-    root = JSON.parse(t.text);
+    root = JSON.parse(text);
   } catch (e) {
     return { ok: false, reason: 'json', detail: (e as Error).message.slice(0, 120) };
   }
-  return validateFlashblock(root, t.text);
+  return validateFlashblock(root, text);
 }
 
 /**

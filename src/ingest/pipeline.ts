@@ -6,10 +6,11 @@ import type { PendingState } from '../state/pending.js';
 import type { PendingBlock, RawFrame } from '../state/block.js';
 import { StateEvents } from '../state/events.js';
 import type { RecoveryWorker } from '../state/recover-worker.js';
-import { SenderRecovery } from '../state/senders.js';
+import { SenderRecovery, type NativeSignedTxs } from '../state/senders.js';
 import type { Flashblock } from '../chain/flashblock.js';
 import type { ChainMatch } from './chain-match.js';
 import { decodeFrame, type DecodeErrorReason } from './frame.js';
+import { nativeDecoder, type NativeDecoder } from './native-frame.js';
 import { classify, ReorderBuffer, type SequenceView, type Verdict } from './sequence.js';
 import type { UpstreamFrame } from './upstream.js';
 
@@ -72,6 +73,11 @@ export interface PipelineOptions {
    * the reorder buffer.
    */
   dialect?: string;
+  /**
+   * Decode frames with the native core (native/src/frame.rs) when its addon is built, and recover their senders
+   * there, off the JS thread (default true). Same verdicts either way; false = the JS decoder (and `recoveryWorker`).
+   */
+  nativeDecode?: boolean;
 }
 
 interface Held {
@@ -98,6 +104,10 @@ export class IngestPipeline {
   private joinLogged = -1;
   /** The subblocks sequence rule applies (PipelineOptions.dialect). */
   private readonly strictSequence: boolean;
+  /** The native decoder, or null (PipelineOptions.nativeDecode). */
+  private readonly native: NativeDecoder | null;
+  /** The signed transactions of natively decoded flashblocks, for native sender recovery once applied. */
+  private readonly signedOf = new WeakMap<Flashblock, NativeSignedTxs>();
 
   constructor(
     readonly state: PendingState,
@@ -109,7 +119,13 @@ export class IngestPipeline {
   ) {
     this.reorder = new ReorderBuffer<Held>(opts.gapWindowFrames, opts.gapTimeoutMs);
     events.fanout.onError = this.onListenerError;
-    this.senders = new SenderRecovery(state, { worker: opts.recoveryWorker ?? null, sliceMs: opts.recoverSliceMs ?? 2 });
+    this.native = opts.nativeDecode === false ? null : nativeDecoder();
+    const native = this.native;
+    this.senders = new SenderRecovery(state, {
+      worker: opts.recoveryWorker ?? null,
+      sliceMs: opts.recoverSliceMs ?? 2,
+      native: native === null ? null : (txBytes, signed) => native.recoverSenders(txBytes, signed),
+    });
     this.blockTimeMs = opts.blockTimeMs ?? 2000;
     this.strictSequence = opts.dialect === 'op-subblocks';
     this.view = {
@@ -132,7 +148,7 @@ export class IngestPipeline {
   handleFrame(f: UpstreamFrame): void {
     const t0 = performance.now();
     this.observer?.frame(f.upstream, f.isBinary, f.data.length);
-    const r = decodeFrame(f.data, this.opts.maxFrameBytes, f.isBinary);
+    const r = decodeFrame(f.data, this.opts.maxFrameBytes, f.isBinary, this.native);
     if (!r.ok) {
       this.observer?.decodeError(r.reason);
       this.log.limited('warn', 'decode:' + r.reason, 1000, 'flashblock dropped: ' + r.reason, {
@@ -144,6 +160,7 @@ export class IngestPipeline {
       return;
     }
     const fb = r.fb;
+    if (r.senders != null) this.signedOf.set(fb, r.senders);
     if (fb.accessListProblem !== null) {
       this.log.limited('warn', 'access-list', 1000, 'metadata.access_list does not decode; flashblock kept without it (pending state reads wait for execution)', {
         block: fb.blockNumber,
@@ -279,7 +296,7 @@ export class IngestPipeline {
     if (this.state.highestNumber > block.number) this.dropAbandoned(block.number, frame.receivedAtMs);
     this.observer?.applied(fb, block, (performance.now() - t0) / 1000, frame.receivedAtMs);
     this.events.emitApplied(block, fb, frame, this.onListenerError);
-    this.senders.added(block, fb.index);
+    this.senders.added(block, fb.index, this.signedOf.get(fb) ?? null);
   }
 
   /**

@@ -1,6 +1,7 @@
-// Sender recovery for pending transactions: the queue of signed transactions whose sender is unknown, recovered on
-// the worker thread beside this file (recover-worker.ts) or, without it, on the event loop in short slices. The
-// only writer of `tx.from` and of the sender nonce index after apply; readers ask it (SenderSource) and then read.
+// Sender recovery for pending transactions: the signed transactions whose sender is unknown, recovered by the native
+// core off the JS thread when the frame was decoded natively, else on the worker thread beside this file
+// (recover-worker.ts) or, without it, on the event loop in short slices. The only writer of `tx.from` and of the
+// sender nonce index after apply; readers ask it (SenderSource) and then read.
 import { addressOfPublicKey, recoverSender, recoveryInput, type RecoveryInput } from '../chain/sender.js';
 import { TX_DEPOSIT, type DecodedTx } from '../chain/types.js';
 import type { PendingBlock, TxRecord } from './block.js';
@@ -13,6 +14,27 @@ export interface SenderRecoveryOptions {
   worker?: RecoveryWorker | null;
   /** Time slice for recovery on the event loop between frames. */
   sliceMs?: number;
+  /**
+   * The native core's recovery (native/src/frame.rs `recoverSenders`) for flashblocks the native decoder laid out:
+   * resolves to 21 bytes per signed transaction (status 1 = recovered, 0 = does not recover, 2 = left to this side;
+   * then the address). Runs on the native thread pool, so nothing waits for a socket poll first.
+   */
+  native?: ((txBytes: Buffer, signed: Uint32Array) => Promise<Buffer>) | null;
+}
+
+/** A flashblock's signed transactions as the native decoder laid them out (src/ingest/native-frame.ts). */
+export interface NativeSignedTxs {
+  txBytes: Buffer;
+  /** Per signed transaction: [index in the flashblock, start, end) into `txBytes`. */
+  signed: Uint32Array;
+}
+
+/** One flashblock's native recovery, waiting or in flight: its records in `signed` order, and its completion. */
+interface NativeBatch {
+  recs: TxRecord[];
+  txs: NativeSignedTxs;
+  done: Promise<void>;
+  resolve: () => void;
 }
 
 /** Recovers pending senders; see the file comment. */
@@ -28,16 +50,29 @@ export class SenderRecovery implements SenderSource {
   private workerScheduled = false;
   /** Resolvers of drained(), called once nothing awaits recovery. */
   private drainWaiters: (() => void)[] = [];
+  /**
+   * Native recoveries, one per flashblock, in order: one in flight at a time (`nativeRunning`), so a burst of frames
+   * (a replay) never floods the thread pool; a waiting one whose block is gone is dropped.
+   */
+  private readonly native = new Set<NativeBatch>();
+  private nativeRunning: NativeBatch | null = null;
 
   constructor(
     private readonly state: PendingState,
     private readonly opts: SenderRecoveryOptions = {},
   ) {}
 
-  /** Queues the transactions of flashblock `index` of `block` whose sender is unknown, and schedules recovery. */
-  added(block: PendingBlock, index: number): void {
+  /**
+   * Queues the transactions of flashblock `index` of `block` whose sender is unknown, and schedules recovery; with
+   * `signed` (the native decoder's layout of them) and native recovery available, hands them to the native core.
+   */
+  added(block: PendingBlock, index: number, signed: NativeSignedTxs | null = null): void {
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] as number);
     const to = block.txCountAt[index] as number;
+    if (signed !== null && this.opts.native != null) {
+      this.recoverNatively(block, from, signed);
+      return;
+    }
     for (let i = from; i < to; i++) {
       const rec = block.txs[i]!;
       if (rec.tx.from === null && rec.tx.type !== TX_DEPOSIT) this.queued.push(rec);
@@ -45,9 +80,75 @@ export class SenderRecovery implements SenderSource {
     this.schedule();
   }
 
-  /** Senders awaiting recovery (queued, or in the worker's batch). */
+  /** Senders awaiting recovery (queued, in the worker's batch or in the native core). */
   get unrecoveredCount(): number {
-    return this.queued.length + this.inWorker.length;
+    let n = this.queued.length + this.inWorker.length;
+    for (const b of this.native) for (const r of b.recs) if (r.tx.from === null) n++;
+    return n;
+  }
+
+  /**
+   * Hands the signed transactions of one flashblock (its first at `first` in `block.txs`) to the native core; their
+   * senders are written when it answers. What it leaves (status 2) or a failure goes to the queue.
+   */
+  private recoverNatively(block: PendingBlock, first: number, txs: NativeSignedTxs): void {
+    const sig = txs.signed;
+    const recs: TxRecord[] = new Array(sig.length / 3);
+    if (recs.length === 0) return;
+    for (let k = 0; k < recs.length; k++) recs[k] = block.txs[first + (sig[3 * k] as number)]!;
+    let resolve: () => void = () => undefined;
+    const done = new Promise<void>((r) => (resolve = r));
+    for (const b of this.native) if (b !== this.nativeRunning && !this.state.holds(b.recs[0]!.block)) this.dropNative(b);
+    this.native.add({ recs, txs, done, resolve });
+    this.startNative();
+  }
+
+  private dropNative(b: NativeBatch): void {
+    this.native.delete(b);
+    if (this.nativeRunning === b) this.nativeRunning = null;
+    b.resolve();
+  }
+
+  /** Starts the next waiting native batch when none is in flight. */
+  private startNative(): void {
+    const recover = this.opts.native;
+    if (this.nativeRunning !== null || recover == null) return;
+    for (const b of this.native) {
+      if (!this.state.holds(b.recs[0]!.block) || b.recs.every((r) => r.tx.from !== null)) {
+        this.dropNative(b); // settled meanwhile, or recovered here by recoverQueued()
+        continue;
+      }
+      this.nativeRunning = b;
+      recover(b.txs.txBytes, b.txs.signed).then(
+        (out) => {
+          for (let k = 0; k < b.recs.length; k++) {
+            const rec = b.recs[k]!;
+            const status = out[21 * k];
+            if (status === 2) {
+              if (rec.tx.from === null && this.state.holds(rec.block)) this.queued.push(rec);
+              continue;
+            }
+            if (status === 1 && rec.tx.from === null) rec.tx.from = '0x' + out.toString('hex', 21 * k + 1, 21 * k + 21);
+            // A block settled or replaced meanwhile no longer indexes its senders (noteSender checks).
+            this.state.noteSender(rec);
+          }
+          this.nativeDone(b);
+        },
+        () => {
+          for (const rec of b.recs) if (rec.tx.from === null && this.state.holds(rec.block)) this.queued.push(rec);
+          this.nativeDone(b);
+        },
+      );
+      return;
+    }
+    this.notifyIfDrained();
+  }
+
+  private nativeDone(b: NativeBatch): void {
+    this.dropNative(b);
+    this.startNative();
+    if (this.queued.length > 0) this.schedule();
+    else this.notifyIfDrained();
   }
 
   /** Resolves once every sender queued so far has been recovered (or found unrecoverable): an event to wait on. */
@@ -99,12 +200,18 @@ export class SenderRecovery implements SenderSource {
   }
 
   /**
-   * Recovers queued senders on this thread for at most `budgetMs` (all when undefined). Returns how many are still
-   * queued.
+   * Recovers queued senders on this thread for at most `budgetMs` (all when undefined: then also those the native
+   * core has not answered yet, whose answers are then only confirmations). Returns how many are still queued.
    */
   recoverQueued(budgetMs?: number): number {
+    if (budgetMs === undefined) {
+      for (const b of this.native) for (const rec of b.recs) if (rec.tx.from === null && this.state.holds(rec.block)) this.recoverOne(rec);
+    }
     const q = this.queued;
-    if (q.length === 0) return 0;
+    if (q.length === 0) {
+      this.notifyIfDrained();
+      return 0;
+    }
     const end = budgetMs === undefined ? Infinity : performance.now() + budgetMs;
     let i = 0;
     for (; i < q.length; i++) {
@@ -179,10 +286,13 @@ export class SenderRecovery implements SenderSource {
   /** SenderSource: see there. Recovers the queue on this thread when the worker does not hold a relevant batch. */
   settled(address: string): Promise<void> | null {
     this.flushToWorker();
-    if (this.inWorkerDone !== null && this.maySend(address)) {
+    if ((this.inWorkerDone !== null || this.native.size > 0) && this.maySend(address)) {
       return (async () => {
         // A batch that finishes may start the next (senders that arrived meanwhile): wait for those too.
-        while (this.inWorkerDone !== null) await this.inWorkerDone;
+        while (this.inWorkerDone !== null || this.native.size > 0) {
+          if (this.inWorkerDone !== null) await this.inWorkerDone;
+          else for (const b of this.native) await b.done;
+        }
         if (this.queued.length > 0 && this.maySend(address)) this.recoverQueued();
       })();
     }
@@ -197,7 +307,9 @@ export class SenderRecovery implements SenderSource {
    */
   private maySend(address: string): boolean {
     let last: PendingBlock | null = null;
-    for (const list of [this.queued, this.inWorker]) {
+    const lists = [this.queued, this.inWorker];
+    for (const b of this.native) lists.push(b.recs);
+    for (const list of lists) {
       for (const rec of list) {
         if (rec.block === last) continue;
         last = rec.block;

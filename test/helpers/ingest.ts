@@ -35,7 +35,7 @@ export class CountingObserver implements IngestObserver {
 }
 /** A pipeline with test-friendly defaults. */
 export function makePipeline(
-  opts: { gapWindowFrames?: number; gapTimeoutMs?: number; maxPendingBlocks?: number; maxFrameBytes?: number; log?: Logger; blockTimeMs?: number; maxAheadMs?: number; dialect?: string } = {},
+  opts: { gapWindowFrames?: number; gapTimeoutMs?: number; maxPendingBlocks?: number; maxFrameBytes?: number; log?: Logger; blockTimeMs?: number; maxAheadMs?: number; dialect?: string; nativeDecode?: boolean } = {},
 ) {
   const state = new PendingState({ maxPendingBlocks: opts.maxPendingBlocks ?? 8 });
   const observer = new CountingObserver();
@@ -48,6 +48,7 @@ export function makePipeline(
       ...(opts.blockTimeMs === undefined ? {} : { blockTimeMs: opts.blockTimeMs }),
       ...(opts.maxAheadMs === undefined ? {} : { maxAheadMs: opts.maxAheadMs }),
       ...(opts.dialect === undefined ? {} : { dialect: opts.dialect }),
+      ...(opts.nativeDecode === undefined ? {} : { nativeDecode: opts.nativeDecode }),
     },
     opts.log ?? silentLogger,
     observer,

@@ -1,5 +1,7 @@
 // Reads of the state view never recover; SenderSource.settled does only the work needed: a nonce query for an
 // address that sent nothing pending answers without recovering the pending senders; one for a sender recovers them.
+// These run the JS decoder (no native recovery, no worker): recovery on the event loop; the native path is in
+// test/ingest/native-frame.test.ts.
 import t from 'tap';
 import { feed, makePipeline } from '../helpers/ingest.js';
 import { unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
@@ -7,7 +9,7 @@ import { unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
 const canonical = unichainRpcBlock() as { transactions: { from: string; nonce: string; type: string }[] };
 
 t.test('nextNonce recovers senders only when the address can be one of them', async (t) => {
-  const { state, pipeline, senders } = makePipeline();
+  const { state, pipeline, senders } = makePipeline({ nativeDecode: false });
   // Fed synchronously: the deferred recovery slices (setImmediate) have not run yet.
   for (const m of unichainMessages()) feed(pipeline, m);
   const waiting = senders.unrecoveredCount;
@@ -27,7 +29,7 @@ t.test('nextNonce recovers senders only when the address can be one of them', as
 });
 
 t.test('without new_account_balances (post-Azul) every nonce query recovers first', async (t) => {
-  const { state, pipeline, senders } = makePipeline();
+  const { state, pipeline, senders } = makePipeline({ nativeDecode: false });
   for (const m of unichainMessages()) {
     const copy = structuredClone(m) as { metadata?: Record<string, unknown> };
     if (copy.metadata) delete copy.metadata.new_account_balances;

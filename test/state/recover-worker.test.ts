@@ -1,5 +1,6 @@
 // Sender recovery on the worker thread: the same senders as recovery on the event loop (real signed transactions
-// of every type), applied to pending state by the pipeline; a dead worker falls back to the event loop.
+// of every type), applied to pending state by the pipeline; a dead worker falls back to the event loop. The pipelines
+// here use the JS decoder: natively decoded frames get their senders from the native core (test/ingest/native-frame.test.ts).
 import t from 'tap';
 import { RecoveryWorker } from '../../src/state/recover-worker.js';
 import { addressOfPublicKey, recoverSender, recoveryInput } from '../../src/chain/sender.js';
@@ -33,7 +34,7 @@ t.test('the worker recovers the same senders as the event loop', async (t) => {
 
 t.test('the pipeline recovers senders on the worker and indexes their nonces', async (t) => {
   const state = new PendingState({ maxPendingBlocks: 8 });
-  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: worker }, silentLogger, null);
+  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, nativeDecode: false, recoveryWorker: worker }, silentLogger, null);
   const before = worker!.recovered;
   for (const m of unichainMessages()) feed(pipeline, m);
   await pipeline.senders.drained();
@@ -50,7 +51,7 @@ t.test('the pipeline recovers senders on the worker and indexes their nonces', a
 
 t.test('a nonce query waits for the worker instead of recovering on the event loop', async (t) => {
   const state = new PendingState({ maxPendingBlocks: 8 });
-  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: worker }, silentLogger, null);
+  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, nativeDecode: false, recoveryWorker: worker }, silentLogger, null);
   const canonical = unichainRpcBlock() as { transactions: { from: string; nonce: string; type: string }[] };
   const user = canonical.transactions.find((x) => x.type !== '0x7e')!.from.toLowerCase();
   const before = worker!.recovered;
@@ -70,7 +71,7 @@ t.test('a dead worker: the pipeline falls back to recovery on the event loop', a
   await doomed.close(); // resolves after the thread exited (the exit handler marks it failed)
   t.equal(doomed.usable, false, 'a closed worker is not usable');
   const state = new PendingState({ maxPendingBlocks: 8 });
-  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: doomed }, silentLogger, null);
+  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, nativeDecode: false, recoveryWorker: doomed }, silentLogger, null);
   for (const m of unichainMessages()) feed(pipeline, m);
   await pipeline.senders.drained();
   t.equal(pipeline.senders.unrecoveredCount, 0, 'senders recovered anyway');

@@ -1,0 +1,301 @@
+// The native frame decoder (native/src/frame.rs) against the JS decoder it stands in for: on every vector, fixture,
+// transaction corpus and random mutation, decodeFrame gives the same verdict, reason and flashblock with either;
+// the native decoder takes every valid frame of the fixtures itself; recovered senders equal the JS ones.
+import t from 'tap';
+import { readdirSync, readFileSync } from 'node:fs';
+import { brotliCompressSync } from 'node:zlib';
+import { fileURLToPath } from 'node:url';
+import { decodeFrame, type DecodeFrameResult } from '../../src/ingest/frame.js';
+import { nativeDecoder } from '../../src/ingest/native-frame.js';
+import { decodeTransaction } from '../../src/chain/tx.js';
+import { recoverSender } from '../../src/chain/sender.js';
+import type { DecodedTx } from '../../src/chain/types.js';
+import { generateFlashblocks } from '../../bench/flashblock-gen.js';
+import { asOpRbuilder, asSubblocks, asXLayer, postExecTx } from '../helpers/dialects.js';
+import { unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
+import { feed, makePipeline } from '../helpers/ingest.js';
+
+const native = nativeDecoder();
+const fixtures = fileURLToPath(new URL('../fixtures/', import.meta.url));
+const json = (rel: string): any => JSON.parse(readFileSync(fixtures + rel, 'utf8'));
+const MAX = 1 << 24;
+
+const TX_FIELDS: (keyof DecodedTx)[] = ['type', 'hash', 'raw', 'from', 'executes', 'chainId', 'nonce', 'gasPrice', 'maxPriorityFeePerGas',
+  'maxFeePerGas', 'maxFeePerBlobGas', 'gas', 'to', 'value', 'input', 'accessList', 'blobVersionedHashes', 'authorizationList', 'v', 'r',
+  's', 'sourceHash', 'mint', 'isSystemTx', 'postExec'];
+
+function txView(tx: DecodedTx, fields: (keyof DecodedTx)[]): unknown {
+  const o: Record<string, unknown> = {};
+  for (const k of fields) o[k] = tx[k];
+  return o;
+}
+
+/** Everything a decode result says, as comparable text (Maps as entry lists, bigints as strings). */
+function view(r: DecodeFrameResult, fields: (keyof DecodedTx)[] = ['type', 'hash', 'raw', 'from', 'executes']): string {
+  let v: unknown = r;
+  if (r.ok) {
+    const fb = r.fb;
+    v = {
+      ...fb,
+      txs: fb.txs.map((x) => txView(x, fields)),
+      diff: { ...fb.diff, postExecTx: fb.diff.postExecTx === null ? null : txView(fb.diff.postExecTx, fields) },
+      receipts: fb.receipts === null ? null : [...fb.receipts],
+      balances: fb.balances === null ? null : [...fb.balances],
+      json: r.json,
+    };
+  }
+  return JSON.stringify(v, (_k, x) => (typeof x === 'bigint' ? `${x}n` : x));
+}
+
+interface Tally {
+  cases: number;
+  accepted: number;
+  /** Valid frames the native decoder took itself (not declined to the JS decoder). */
+  native: number;
+  mismatches: string[];
+}
+
+const tally = (): Tally => ({ cases: 0, accepted: 0, native: 0, mismatches: [] });
+
+/** Decodes `data` with the JS decoder and with the native one; records a mismatch. */
+function check(tl: Tally, data: Buffer, isBinary: boolean, label: string, fields?: (keyof DecodedTx)[]): void {
+  tl.cases++;
+  const js = decodeFrame(data, MAX, isBinary, null);
+  const nat = decodeFrame(data, MAX, isBinary, native);
+  if (view(js, fields) !== view(nat, fields)) tl.mismatches.push(`${label}: js ${view(js).slice(0, 160)} / native ${view(nat).slice(0, 160)}`);
+  if (js.ok) {
+    tl.accepted++;
+    if (nat.ok && nat.senders !== undefined) tl.native++;
+  }
+}
+
+function unichain(): any[] {
+  return json('flashblocks/unichain-sepolia-block-35535698.messages.json');
+}
+
+function corpus(): { name: string; frames: any[] }[] {
+  const uni = unichain();
+  const gen = generateFlashblocks({ blockNumber: 77, flashblocks: 3, txsPerFlashblock: 20, calldataBytes: 40 }).messages as any[];
+  return [
+    { name: 'unichain', frames: uni },
+    { name: 'base-sepolia', frames: json('flashblocks/base-sepolia-block-33439826.messages.json') },
+    { name: 'op-rbuilder', frames: asOpRbuilder(structuredClone(uni)) },
+    { name: 'subblocks', frames: asSubblocks(structuredClone(uni)) },
+    { name: 'generated', frames: gen },
+  ];
+}
+
+t.before(() => {
+  if (native === null) throw new Error('the native core is not built (npm run build:native): this test needs it');
+});
+
+t.test('every fixture frame decodes identically, text and brotli, and the native decoder takes each itself', async (t) => {
+  const tl = tally();
+  for (const { name, frames } of corpus()) {
+    for (const [i, m] of frames.entries()) {
+      const text = Buffer.from(JSON.stringify(m));
+      check(tl, text, false, `${name}[${i}]`, TX_FIELDS);
+      check(tl, brotliCompressSync(text), true, `${name}[${i}] brotli`);
+    }
+  }
+  const golden = json('op-rbuilder/golden-wire.json').frames as Record<string, string>;
+  for (const [k, f] of Object.entries(golden)) check(tl, Buffer.from(f), false, `golden ${k}`, TX_FIELDS);
+  t.same(tl.mismatches.slice(0, 3), []);
+  t.equal(tl.native, tl.accepted, `${tl.accepted} valid frames, all taken natively`);
+});
+
+t.test('rare shapes (post-exec, withdrawals, X Layer access lists, escapes, duplicate keys) decode identically', async (t) => {
+  const tl = tally();
+  const uni = unichain();
+  const pe = structuredClone(uni[1]);
+  pe.diff.post_exec_tx = postExecTx(pe.metadata.block_number, [[0, 100]]);
+  check(tl, Buffer.from(JSON.stringify(pe)), false, 'post_exec_tx');
+  const taken = decodeFrame(Buffer.from(JSON.stringify(pe)), MAX, false, native);
+  t.ok(taken.ok && taken.senders !== undefined && taken.fb.diff.postExecTx !== null, 'a post-exec transaction is taken natively (decoded by the full decoder)');
+  for (const [label, bad] of [
+    ['post_exec_tx of another block', postExecTx(pe.metadata.block_number + 1, [[0, 100]])],
+    ['post_exec_tx of another type', unichain()[1].diff.transactions[0]],
+    ['post_exec_tx that does not decode', '0x7d01'],
+    ['post_exec_tx upper case', postExecTx(pe.metadata.block_number, [[0, 100]]).toUpperCase().replace('0X', '0x')],
+  ] as [string, string][]) {
+    const m = structuredClone(pe);
+    m.diff.post_exec_tx = bad;
+    check(tl, Buffer.from(JSON.stringify(m)), false, label);
+  }
+  const w = structuredClone(uni[0]);
+  w.diff.withdrawals = [{ index: '0x1', validatorIndex: '0x2', address: '0x' + '11'.repeat(20), amount: '0x3' }];
+  check(tl, Buffer.from(JSON.stringify(w)), false, 'withdrawals');
+  for (const [i, m] of asXLayer(structuredClone(uni), uni.map(() => [{ address: '0x' + '22'.repeat(20), balance: [[0, 5n]], nonce: [[0, 1n]] }])).entries()) {
+    check(tl, Buffer.from(JSON.stringify(m)), false, `xlayer[${i}]`);
+  }
+  const escaped = JSON.stringify(uni[0]).replace('"payload_id":"0x', '"payload_id":"\\u0030x');
+  check(tl, Buffer.from(escaped), false, 'escaped hex');
+  const dup = JSON.stringify(uni[1]).replace('{"payload_id"', '{"index":99,"payload_id"');
+  check(tl, Buffer.from(dup), false, 'duplicate key');
+  t.same(tl.mismatches, []);
+  t.equal(tl.accepted, tl.cases - 3, 'all valid but the three bad post-exec transactions');
+});
+
+/** A small valid frame (index 1, no base) carrying `txs`. */
+function txFrame(txs: unknown[]): Buffer {
+  const m = structuredClone(unichain()[1]);
+  m.diff.transactions = txs;
+  m.metadata.receipts = {};
+  return Buffer.from(JSON.stringify(m));
+}
+
+function txVectors(): string[] {
+  const out: string[] = [];
+  const root = fixtures + 'ethereum-tests/TransactionTests/';
+  for (const folder of readdirSync(root).sort()) {
+    for (const file of readdirSync(root + folder).sort()) {
+      const suite = JSON.parse(readFileSync(`${root}${folder}/${file}`, 'utf8')) as Record<string, any>;
+      for (const vec of Object.values(suite)) if (typeof vec.txbytes === 'string') out.push(vec.txbytes);
+    }
+  }
+  return out;
+}
+
+function realTransactions(): string[] {
+  const chain = json('execution-apis-derived/chain-transactions.json');
+  const deposits = json('op-deposit/deposit-vectors.json');
+  return [
+    ...chain.blocks.flatMap((b: any) => b.transactions.map((x: any) => x.raw as string)),
+    ...deposits.rawTransactions.map((v: any) => v.raw as string),
+    ...unichain().flatMap((m: any) => m.diff.transactions as string[]),
+  ];
+}
+
+t.test('every ethereum/tests vector and real transaction, and single-byte mutations of them, in a frame', async (t) => {
+  const tl = tally();
+  for (const raw of [...txVectors(), ...realTransactions()]) check(tl, txFrame([raw]), false, raw.slice(0, 20), TX_FIELDS);
+  const byType = new Map<string, string>();
+  for (const raw of realTransactions()) if (!byType.has(raw.slice(0, 4))) byType.set(raw.slice(0, 4), raw);
+  let seed = 11;
+  const rand = (n: number): number => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n);
+  for (const raw of byType.values()) {
+    const b = Buffer.from(raw.slice(2), 'hex');
+    for (let i = 0; i < b.length; i++) {
+      for (const v of [0x00, 0x01, 0x80, 0x81, 0xb8, 0xc0, 0xf8, 0xff, (b[i]! + 1) & 255, rand(256)]) {
+        const m = Buffer.from(b);
+        m[i] = v;
+        check(tl, txFrame(['0x' + m.toString('hex')]), false, `${raw.slice(0, 4)} byte ${i}=${v}`);
+      }
+      check(tl, txFrame(['0x' + b.subarray(0, i).toString('hex')]), false, `${raw.slice(0, 4)} cut ${i}`);
+    }
+  }
+  t.same(tl.mismatches.slice(0, 5), [], `${tl.cases} frames, ${tl.accepted} valid, ${tl.native} taken natively`);
+  t.ok(tl.cases > 5000);
+});
+
+/** Every [container, key] path of a JSON value, for mutation. */
+function paths(v: any, out: [any, string | number][] = []): [any, string | number][] {
+  if (Array.isArray(v)) {
+    v.forEach((x, i) => {
+      out.push([v, i]);
+      paths(x, out);
+    });
+  } else if (typeof v === 'object' && v !== null) {
+    for (const k of Object.keys(v)) {
+      out.push([v, k]);
+      paths(v[k], out);
+    }
+  }
+  return out;
+}
+
+t.test('random mutations of fixture frames (values, keys, bytes): the same verdict and reason, never a throw', async (t) => {
+  const tl = tally();
+  let seed = 12345;
+  const rand = (n: number): number => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n);
+  const values = (old: unknown): unknown[] => [null, true, false, 0, -1, 1.5, 1e300, 2 ** 53, -0, '', '0x', '0x0', '0x00', '0x1', '0xzz', '0X12', [], {}, [old],
+    { x: old }, typeof old === 'string' ? old.toUpperCase() : old, typeof old === 'string' ? old.slice(0, -1) : old, typeof old === 'string' ? old + '0' : old,
+    typeof old === 'string' ? old + '00' : old, typeof old === 'string' ? '0x' + '0'.repeat(70) : old, '0x' + 'f'.repeat(64), '0x' + 'F'.repeat(40), 'Eip1559', '0-0', '12-3', '1-'];
+  const frames = corpus().filter((c) => c.name !== 'base-sepolia').flatMap((c) => c.frames.slice(0, 3));
+  // Mutations that keep a frame valid, so that accepted frames vary too.
+  const benign = (old: unknown): unknown => (old === '0x1' && rand(2) === 0 ? true : typeof old === 'string' && old.startsWith('0x') ? '0x' + old.slice(2).toUpperCase() : old);
+  for (let n = 0; n < 2000; n++) {
+    const m = structuredClone(frames[rand(frames.length)]);
+    const ps = paths(m);
+    const muts = 1 + rand(2);
+    for (let j = 0; j < muts; j++) {
+      const [c, k] = ps[rand(ps.length)]!;
+      const r = rand(10);
+      if (r < 6) c[k] = benign(c[k]);
+      else if (r === 6 && !Array.isArray(c)) delete c[k];
+      else if (r === 7 && !Array.isArray(c)) c[['status', 'type', 'logs', 'Legacy', 'Deposit', 'base', 'index', 'cumulativeGasUsed'][rand(8)]!] = c[k];
+      else {
+        const vs = values(c[k]);
+        c[k] = vs[rand(vs.length)];
+      }
+    }
+    let text = JSON.stringify(m);
+    const r = rand(12);
+    if (r === 0) {
+      const at = rand(text.length);
+      text = text.slice(0, at) + String.fromCharCode(rand(128)) + text.slice(at + 1);
+    } else if (r === 1) text = text.slice(0, rand(text.length));
+    else if (r === 2) text = ' \n' + text + '\t';
+    const buf = Buffer.from(text);
+    check(tl, buf, rand(2) === 0, `mutation ${n}`);
+    if (rand(16) === 0) check(tl, brotliCompressSync(buf), true, `mutation ${n} brotli`);
+  }
+  const bytes = [Buffer.alloc(0), Buffer.from('{'), Buffer.from('[1,2]'), Buffer.from('null'), Buffer.from([0xff, 0xfe, 0x7b]), Buffer.from('{"index":0}\u0000')];
+  for (const b of bytes) check(tl, b, false, JSON.stringify(b.toString()));
+  t.same(tl.mismatches.slice(0, 5), [], `${tl.cases} frames, ${tl.accepted} valid, ${tl.native} of them taken natively`);
+});
+
+t.test('senders recovered natively (off the JS thread) equal the JS recovery', async (t) => {
+  const gen = generateFlashblocks({ blockNumber: 5, flashblocks: 1, txsPerFlashblock: 40, calldataBytes: 10 }).messages[0] as any;
+  const uni = unichain();
+  for (const m of [gen, ...uni]) {
+    const r = decodeFrame(Buffer.from(JSON.stringify(m)), MAX, false, native);
+    if (!r.ok || r.senders == null) continue;
+    const out = await native!.recoverSenders(r.senders.txBytes, r.senders.signed);
+    const signed = r.senders.signed;
+    for (let k = 0; k < signed.length / 3; k++) {
+      const tx = r.fb.txs[signed[3 * k]!]!;
+      const js = recoverSender((decodeTransaction(tx.raw) as { tx: DecodedTx }).tx);
+      const status = out[21 * k];
+      t.equal(status === 1 ? '0x' + out.toString('hex', 21 * k + 1, 21 * k + 21) : status === 0 ? null : 'js', status === 2 ? 'js' : js, tx.hash);
+    }
+  }
+  const bad = await native!.recoverSenders(Buffer.from([1, 2, 3]), Uint32Array.from([0, 0, 3, 0, 2, 99]));
+  t.same([bad[0], bad[21]], [2, 2], 'undecodable bytes and out-of-range bounds are left to the JS recovery');
+});
+
+t.test('the pipeline decodes natively, recovers senders natively and indexes their nonces', async (t) => {
+  const { state, pipeline, senders, observer } = makePipeline();
+  for (const m of unichainMessages()) feed(pipeline, m);
+  t.equal(observer.appliedN, unichainMessages().length, 'every flashblock applied');
+  t.ok(senders.unrecoveredCount > 0, 'senders are being recovered off the JS thread');
+  await senders.drained();
+  t.equal(senders.unrecoveredCount, 0);
+  const canonical = unichainRpcBlock() as { transactions: { hash: string; from: string; nonce: string; type: string }[] };
+  t.same(canonical.transactions.filter((x) => state.tx(x.hash)?.tx.from !== x.from.toLowerCase()).map((x) => x.hash), [], "each sender equals the canonical block's `from`");
+  const user = canonical.transactions.find((x) => x.type !== '0x7e')!;
+  const last = canonical.transactions.filter((x) => x.from === user.from).reduce((a, x) => (BigInt(x.nonce) > a ? BigInt(x.nonce) : a), 0n);
+  t.equal(state.nextNonce(user.from.toLowerCase()), last + 1n, 'nonce index filled from the native answers');
+});
+
+t.test('a nonce query waits for the native recovery; recoverQueued() recovers on this thread at once', async (t) => {
+  const canonical = unichainRpcBlock() as { transactions: { from: string; type: string }[] };
+  const user = canonical.transactions.find((x) => x.type !== '0x7e')!.from.toLowerCase();
+  const a = makePipeline();
+  for (const m of unichainMessages()) feed(a.pipeline, m);
+  t.equal(a.senders.settled('0x000000000000000000000000000000000000dead'), null, 'an address absent from the balances need not wait');
+  const settled = a.senders.settled(user);
+  t.ok(settled instanceof Promise, 'a possible sender waits for the native batch');
+  await settled;
+  t.equal(a.senders.unrecoveredCount, 0);
+  t.equal(a.senders.settled(user), null, 'afterwards the answer is immediate');
+  t.ok(a.state.nextNonce(user) !== null);
+
+  const b = makePipeline();
+  for (const m of unichainMessages()) feed(b.pipeline, m);
+  b.senders.recoverQueued();
+  t.equal(b.senders.unrecoveredCount, 0, 'recovered synchronously while the native answers are still out');
+  t.ok(b.state.nextNonce(user) !== null);
+  await b.senders.drained();
+  t.ok(b.state.nextNonce(user) !== null, 'the late native answers change nothing');
+});
