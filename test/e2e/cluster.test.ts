@@ -142,12 +142,24 @@ t.test('three instances behind HAProxy with Redis: pinned reads, shared limits, 
   });
 
   await t.test('(b) the N+1-th raw-stream connection is refused (429) wherever it lands', async (t) => {
-    const first = await connectMany(c, MAX_PER_IP);
-    t.same(first.statuses, Array(MAX_PER_IP).fill(101), `${MAX_PER_IP} connections through HAProxy succeed`);
-    // One more on each instance in turn (round-robin): every one of them must be refused. Depends on --redis-url.
-    const more = await connectMany(c, c.instances.length);
-    t.same(more.statuses, Array(c.instances.length).fill(429), 'one more is refused on every instance (limits shared through Redis)');
-    await closeAll(c, [...first.open, ...more.open]);
+    // A Redis command slower than its timeout (250 ms) is an outage by design: that instance counts locally for the
+    // moment (flashblocksd_redis_fallbacks_total). A busy machine can stall one; the attempt is then not evidence
+    // either way and is made again (at most 3 times) — the strict check below holds for an attempt without one.
+    const fallbacks = async (): Promise<number> => (await Promise.all(c.instances.map((i) => metric(i, 'flashblocksd_redis_fallbacks_total')))).reduce<number>((a, v) => a + (v ?? 0), 0);
+    for (let attempt = 1; ; attempt++) {
+      const before = await fallbacks();
+      const first = await connectMany(c, MAX_PER_IP);
+      // One more on each instance in turn (round-robin): every one of them must be refused. Depends on --redis-url.
+      const more = await connectMany(c, c.instances.length);
+      await closeAll(c, [...first.open, ...more.open]);
+      if ((await fallbacks()) > before && attempt < 3) {
+        t.comment(`attempt ${attempt}: Redis answered late (a local fallback was counted); again`);
+        continue;
+      }
+      t.same(first.statuses, Array(MAX_PER_IP).fill(101), `${MAX_PER_IP} connections through HAProxy succeed`);
+      t.same(more.statuses, Array(c.instances.length).fill(429), 'one more is refused on every instance (limits shared through Redis)');
+      break;
+    }
   });
 
   await t.test('(c) Redis killed: instances keep serving with local limits; Redis back: shared limits again', async (t) => {
