@@ -4,6 +4,7 @@
 // the native engine) next to anvil, the devnet's node, answering the same eth_call at `latest` (same state once the
 // traffic stopped), same load generator, same concurrency, same duration. Measures only; no assertion beyond "both
 // answers are equal".
+import type { ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { getContractAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
@@ -13,11 +14,13 @@ import { startTraffic } from '../scripts/devnet/traffic.js';
 import { loadConfig } from '../src/config.js';
 import { startDaemon, type Daemon } from '../src/daemon.js';
 import { silentLogger } from '../src/log.js';
-import { fmt, hasWrk, percentile, postLoad, scrapeMetrics, sleep, wrkLoad, type AutocannonResult, type BenchOptions, type BenchRow } from './lib.js';
+import { fmt, forkTs, hasWrk, percentile, postLoad, request, scrapeMetrics, sleep, waitExit, wrkLoad, type AutocannonResult, type BenchOptions, type BenchRow } from './lib.js';
 
 const TX_PER_S = 30;
 const POLL_MS = 10;
 const CONNECTIONS = 32;
+/** Seconds of the same load before each measured one. */
+const WARM_S = 2;
 /** Largest receipt batch per poll (the daemon's --max-batch-items is 1000). */
 const BATCH = 100;
 
@@ -70,6 +73,8 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
   const loadS = o.quick ? 4 : 10;
   const devnet = await startDevnet({ blockTimeMs: 2000, flashblockMs: 200 });
   let d: Daemon | null = null;
+  let child: ChildProcess | null = null;
+  let ceiling: ChildProcess | null = null;
   try {
     const config = loadConfig(['--flashblocks-url', `${devnet.flashblocksUrl}?azul=1`, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0',
       '--block-time-ms', '2000', '--log-level', 'error'], {});
@@ -111,33 +116,66 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
     const verified = m.get('flashblocksd_execution_verified_total') ?? 0;
     const diverged = m.get('flashblocksd_execution_divergences_total{source="receipts_root"}') ?? 0;
 
-    // Pending eth_call throughput: the daemon at `pending` (the native engine, in process) vs anvil itself (the
-    // devnet's node, direct) at `latest`: the same state, since the traffic stopped (the stream goes on with empty
-    // flashblocks: the L1-info deposit only).
+    // Pending eth_call throughput: the daemon at `pending` (the native engine) vs anvil itself (the devnet's node,
+    // direct) at `latest`: the same state, since the traffic stopped (the stream goes on with empty flashblocks: the
+    // L1-info deposit only). The daemon under load runs in its own process (bench/daemon-child.ts), as in production:
+    // the one above shares this process's event loop with the devnet's sequencer and the bench. A bare uWS app
+    // answering the daemon's own answer bytes (the same child, --static) is the ceiling of this generator here.
     const call = { to: reader };
     const body = (tag: string): string => JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'eth_call', params: [call, tag] });
     const [ours, theirs] = await Promise.all([rpcCall<string>(rpc, 'eth_call', [call, 'pending']), rpcCall<string>(devnet.anvilUrl, 'eth_call', [call, 'latest'])]);
     if (ours !== theirs || BigInt(ours) === 0n) throw new Error(`pending eth_call ${ours} differs from anvil's latest ${theirs} (or is 0)`);
-    const fallbacks = (): Promise<number> => scrapeMetrics(metricsUrl).then((x) => x.get('flashblocksd_pending_fallbacks_total{reason="execution"}') ?? 0);
-    // Pipelining 1: uWS closes a connection that pipelines a request behind an asynchronous answer (bench/rpc.ts).
+    await d.stop();
+    d = null;
+    child = forkTs('daemon-child.ts', ['--flashblocks-url', `${devnet.flashblocksUrl}?azul=1`, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0',
+      '--block-time-ms', '2000', '--log-level', 'error']);
+    const ready = await request<{ rpcPort: number; metricsPort: number }>(child, {}, 'ready', 60_000);
+    const childRpc = `http://127.0.0.1:${ready.rpcPort}`;
+    const childMetrics = `http://127.0.0.1:${ready.metricsPort}/metrics`;
+    // Ready once its engine answers from executed state, as anvil does: a daemon that joined the stream mid-block
+    // answers `pending` as latest (forwarded to the node) until the next block starts.
+    const readyBy = performance.now() + 30_000;
+    const fromState = async (): Promise<number> => (await scrapeMetrics(childMetrics)).get('flashblocksd_rpc_requests_total{method="eth_call",source="state"}') ?? 0;
+    for (;;) {
+      if (performance.now() > readyBy) throw new Error('the daemon child never answered the pending eth_call from executed state as anvil does');
+      const before = await fromState();
+      const got = await rpcCall<string>(childRpc, 'eth_call', [call, 'pending']).catch(() => '');
+      if (got === ours && (await fromState()) > before) break;
+      await sleep(100);
+    }
+    const answerBytes = await (await fetch(childRpc, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body('pending') })).text();
+    const fallbacks = (): Promise<number> => scrapeMetrics(childMetrics).then((x) => x.get('flashblocksd_pending_fallbacks_total{reason="execution"}') ?? 0);
     const fb0 = await fallbacks();
     const reads = async (): Promise<{ inline: number; threads: number }> => {
-      const m = await scrapeMetrics(metricsUrl);
+      const m = await scrapeMetrics(childMetrics);
       return { inline: m.get('flashblocksd_execution_reads_total{thread="inline"}') ?? 0, threads: m.get('flashblocksd_execution_reads_total{thread="threads"}') ?? 0 };
     };
     const reads0 = await reads();
+    // Pipelining 1: uWS closes a connection that pipelines a request behind an asynchronous answer (bench/rpc.ts).
     const wrk = hasWrk();
-    const load = (url: string, b: string): Promise<AutocannonResult> => (wrk ? wrkLoad(url, b, loadS, CONNECTIONS) : postLoad(url, b, loadS, CONNECTIONS, { workers: 1, pipelining: 1 }));
-    const daemonRun = await load(rpc, body('pending'));
+    const run = (url: string, b: string, seconds: number): Promise<AutocannonResult> =>
+      wrk ? wrkLoad(url, b, seconds, CONNECTIONS) : postLoad(url, b, seconds, CONNECTIONS, { workers: 1, pipelining: 1 });
+    // Each server is warmed up with WARM_S of the same load first (JIT, connection set-up), then measured.
+    const load = async (url: string, b: string): Promise<AutocannonResult> => {
+      await run(url, b, WARM_S);
+      return run(url, b, loadS);
+    };
+    const daemonRun = await load(childRpc, body('pending'));
     const fellBack = (await fallbacks()) - fb0;
     // The engine's counters follow its status on the feed's timer (250 ms).
     await sleep(600);
     const reads1 = await reads();
     const [inl, thr] = [reads1.inline - reads0.inline, reads1.threads - reads0.threads];
     const inlineShare = inl + thr === 0 ? 'no engine read counted' : `${fmt((inl / (inl + thr)) * 100)} % answered inline on the RPC thread (${inl} inline, ${thr} on the read threads)`;
-    const anvilRun = await load(devnet.anvilUrl, body('latest'));
-    const ours2 = await rpcCall<string>(rpc, 'eth_call', [call, 'pending']);
+    const ours2 = await rpcCall<string>(childRpc, 'eth_call', [call, 'pending']);
     const same = ours2 === ours ? 'the answer was unchanged after the load' : `**the answer changed during the load** (${ours} → ${ours2})`;
+    child.send({ stop: true });
+    await waitExit(child);
+    child = null;
+    const anvilRun = await load(devnet.anvilUrl, body('latest'));
+    ceiling = forkTs('daemon-child.ts', ['--static']);
+    const c = await request<{ rpcPort: number }>(ceiling, { constant: answerBytes }, 'ready', 30_000);
+    const ceilingRun = await load(`http://127.0.0.1:${c.rpcPort}/`, body('pending'));
 
     const [r50, r99, n50, n99] = [percentile(viaDaemon.ms, 50), percentile(viaDaemon.ms, 99), percentile(viaNode.ms, 50), percentile(viaNode.ms, 99)];
     const lost = `${viaDaemon.missing} of ${sentAt.size} never seen on the daemon, ${viaNode.missing} on the node`;
@@ -148,6 +186,13 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
         unit: 'req/s',
         baseline: { label: "anvil's own eth_call at latest (the devnet's node, same state)", value: anvilRun.requests.average },
         verdict: `${fmt(daemonRun.requests.average / anvilRun.requests.average)}× anvil (target ≥ 3×); ${fellBack} answered as latest (engine unavailable); ${inlineShare}`,
+      },
+      {
+        name: 'uWS constant response (the daemon\'s answer bytes, no work) req/s, same generator: the ceiling here',
+        value: ceilingRun.requests.average,
+        unit: 'req/s',
+        baseline: { label: "anvil's own eth_call at latest", value: anvilRun.requests.average },
+        verdict: `${fmt(ceilingRun.requests.average / anvilRun.requests.average)}× anvil; flashblocksd reaches ${fmt((daemonRun.requests.average / ceilingRun.requests.average) * 100)} % of it; ${lat(ceilingRun)}`,
       },
       {
         name: 'pending eth_call p99 under that load, flashblocksd',
@@ -185,14 +230,24 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
       `**(b) The daemon on the devnet.** devnet sequencer (2 s blocks, 10 flashblocks), the daemon in process (native engine) on ` +
       `the post-Azul stream (?azul=1). ${trafficS} s of traffic at ${TX_PER_S} tx/s (all devnet tx types) sent through the daemon; receipts polled ` +
       `every ${POLL_MS} ms on the daemon and on the node (batched; latency from submission to the poll answer that held it). Then eth_call ` +
-      `of a contract returning a traffic sender's balance: ${generator}, ${CONNECTIONS} connections, pipelining 1, ${loadS} s each, first at \`pending\` ` +
-      `through the daemon, then at \`latest\` on anvil (the devnet's node, direct); both answers equal before the load, ${same}. The daemon adds ` +
+      `of a contract returning a traffic sender's balance: ${generator}, ${CONNECTIONS} connections, pipelining 1, ${loadS} s each after ${WARM_S} s of the same load to warm up, first at \`pending\` ` +
+      `through a fresh daemon in its own process (bench/daemon-child.ts, as in production: the daemon above shares this process with the devnet's ` +
+      `sequencer), then at \`latest\` on anvil (the devnet's node, direct), then a bare uWS app answering the daemon's own answer bytes (the ` +
+      `ceiling of this generator on this machine); both answers equal before the load, ${same}. The daemon adds ` +
       `its RPC hop and the pending block env to every call; the stream goes on during the load (empty flashblocks, executed by the engine). ` +
       `A call the engine can answer from memory within --execution-inline-read-us (500 µs) runs at once on the RPC thread; the others on ` +
       `its read threads (flashblocksd_execution_reads_total{thread}). The generator shares the 2 cores.`;
     return { rows, notes };
   } finally {
     await d?.stop();
+    if (child !== null) {
+      child.send({ stop: true });
+      await waitExit(child);
+    }
+    if (ceiling !== null) {
+      ceiling.send({ stop: true });
+      await waitExit(ceiling);
+    }
     await devnet.stop();
   }
 }

@@ -13,8 +13,8 @@ const SUITES = ['ingest', 'keccak', 'recover', 'rpc', 'pinning', 'fanout', 'comb
 
 /** DESIGN §9, in order; each suite tags its rows with one of these (by prefix) in `design`. */
 const DESIGN_ROWS = [
-  'parse + apply of a 150 KB / 200-tx flashblock ≤ 1.5× bare JSON.parse',
-  'parse + apply of a 150 KB / 200-tx flashblock: p99 < 5 ms',
+  'parse + apply of a 150 KB / 200-tx flashblock ≤ 1.0× bare JSON.parse',
+  'parse + apply of a 150 KB / 200-tx flashblock: p99 < 3 ms',
   'frame arrival → receipt visible over RPC',
   'frame arrival → executed state visible (eth_call pending), 200-tx flashblock',
   'pending receipt lookups ≥ 80 % of a uWS static response',
