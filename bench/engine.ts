@@ -2,7 +2,8 @@
 // plain transfers, ERC-20 transfers and a swap-like contract next to Base's published 0.035 ms; (2) node reads per
 // block with the cache warm next to the old per-block fork; (3) event-loop lag of the RPC thread while 200-tx
 // flashblocks execute next to the same replay with execution off; (4, 5) the daemon on the devnet (bench/engine-devnet.ts):
-// send → preconfirmed receipt with execution on vs off, and a soak. Measures; changes nothing in src/.
+// send → preconfirmed receipt with execution on vs off, and a soak; (6) senders recovered once: the engine given
+// ingest's senders vs recovering them itself (bench/engine-senders.ts). Measures; changes nothing in src/.
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { startAnvil, type Anvil } from '../scripts/devnet/anvil.js';
 import { BlockFactory, type BuiltBlock } from '../scripts/devnet/exec-blocks.js';
@@ -10,6 +11,7 @@ import type { FlashblockWork } from '../src/exec/engine.js';
 import { RevmEngine } from '../src/exec/revm.js';
 import { COST_KINDS, KindBlockFactory, type CostKind, type KindBlock } from './engine-blocks.js';
 import { measureDevnet } from './engine-devnet.js';
+import { measureSenders } from './engine-senders.js';
 import { fmt, percentile, runStandalone, sleep, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
 
 const PER_BLOCK = 10;
@@ -227,6 +229,7 @@ export async function run(o: BenchOptions): Promise<BenchResult> {
   const cost = await measureCost(o);
   const loop = await measureLoop(o, cost.warmReads);
   const dev = await measureDevnet(o);
+  const senders = await measureSenders(o);
   const notes =
     `**(1) Cost per transaction.** One anvil node (gas limit 2e9, ${ACCOUNTS} senders); per kind, ${o.quick ? 2 : 4} blocks of ${PER_BLOCK} flashblocks × ${o.quick ? 100 : 200} txs ` +
     `of that kind only (index 0 also carries one L1-info-style system deposit) mined first (the truth), then replayed back to back into a fresh ` +
@@ -242,8 +245,8 @@ export async function run(o: BenchOptions): Promise<BenchResult> {
     `**(3) Event-loop delay** = perf_hooks.monitorEventLoopDelay (1 ms resolution) of the bench's thread (where the daemon's RPC runs) during ` +
     `a replay of mixed 200-tx flashblocks (BlockFactory: deposits with mint, env probe, refund, SINK payment, transfers) at one per ` +
     `${FLASHBLOCK_MS} ms, next to the same pacing loop with nothing applied.\n\n` +
-    '```\n' + [...cost.lines, ...loop.lines].join('\n') + '\n```\n\n' + dev.notes;
-  return { title: 'Native engine: cost per transaction, node reads, event-loop lag, execution on vs off, soak', rows: [...cost.rows, ...loop.rows, ...dev.rows], notes };
+    '```\n' + [...cost.lines, ...loop.lines].join('\n') + '\n```\n\n' + dev.notes + '\n\n' + senders.notes;
+  return { title: 'Native engine: cost per transaction, node reads, event-loop lag, execution on vs off, soak', rows: [...cost.rows, ...loop.rows, ...dev.rows, ...senders.rows], notes };
 }
 
 runStandalone(import.meta.url, run);

@@ -163,8 +163,9 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   logChain(log, chain, timing);
   const metrics = createMetrics({ version: opts.version ?? '0.0.0', commit: opts.commit ?? 'unknown', upstreamCount, streamThreads, flashblockIntervalMs: timing.flashblockIntervalMs });
   const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });
-  // Sender recovery (~50 µs a transaction) on a worker thread; with the JS fallback it stays on the event loop.
-  const recoveryWorker = native.secp256k1 ? RecoveryWorker.start(log) : null;
+  // Sender recovery (~50 µs a transaction) of frames the JS decoder handled, on a worker thread started by the first
+  // such frame (natively decoded frames are recovered by the native core); with the JS fallback it stays on the event loop.
+  const recoveryWorker = native.secp256k1 ? RecoveryWorker.lazy(log) : null;
   // Is the node on the stream's chain? One error line when it is not, a metric per flashblock, a /readyz reason.
   const chainMatch = new ChainMatch(CHAIN_MATCH_DEFAULTS, {
     mismatch: (m) =>
@@ -218,6 +219,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
             engine: makeEngine(config, engineNode, log, choicePreset(chain)),
             view: state,
             events,
+            senders: pipeline.senders,
             metrics,
             log,
             canonicalHead: async () => Number(await node.call<string>('eth_blockNumber', [])),

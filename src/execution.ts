@@ -3,7 +3,9 @@
 // records each outcome (metrics, cross-checks against the stream's receipts), tells it about settled canonical
 // blocks, and answers "may a read use executed state as of flashblock (n, i)?" for the RPC handlers. Where the
 // stream carries access lists (X Layer), each executed flashblock's listed post-values are compared with the
-// engine's state. Engine failures are values here: they never reach the pipeline and never crash the daemon.
+// engine's state. Each flashblock's work carries the senders ingest recovered (the engine recovers only the others),
+// and the engine waits for that frame's recovery in flight rather than run a second one on the same cores.
+// Engine failures are values here: they never reach the pipeline and never crash the daemon.
 import { performance } from 'node:perf_hooks';
 import { applyAccessList, postDiffers, type AccountChanges, type AccountPost } from './chain/access-list.js';
 import type { ApplyFailure, ExecutionEngine, FlashblockWork } from './exec/engine.js';
@@ -11,7 +13,21 @@ import type { ExecutedReceipt } from './exec/receipts.js';
 import type { Logger } from './log.js';
 import type { ExecutionOutcome, Metrics } from './metrics/metrics.js';
 import type { StateEvents } from './state/events.js';
-import type { BlockView, PendingView } from './state/view.js';
+import type { BlockView, PendingView, TxView } from './state/view.js';
+
+/** How long the engine waits for ingest's recovery of a flashblock's senders before recovering the rest itself. */
+const SENDER_WAIT_MS = 100;
+
+/**
+ * The senders ingest recovered (src/state/senders.ts SenderRecovery): what the feed hands the engine with each
+ * flashblock so that it does not recover them a second time.
+ */
+export interface RecoveredSenders {
+  /** `tx`'s sender when the native core or the recovery worker recovered it from its own bytes, else null. */
+  recoveredSender(tx: TxView['tx']): string | null;
+  /** Settles when the recovery of flashblock `index` of `block` started at its arrival has answered; null: none in flight. */
+  recovering(block: BlockView, index: number): Promise<void> | null;
+}
 
 /** The engine's lifecycle as /readyz shows it. */
 export type ExecutionPhase = 'off' | 'starting' | 'up' | 'restarting' | 'down';
@@ -23,12 +39,20 @@ export interface ExecutionFeedOptions {
   startRetryMs?: number;
   /** /readyz reports the engine lagging (not ready) beyond this many flashblocks in flight (default 5). */
   maxLagFlashblocks?: number;
+  /**
+   * Senders not recovered yet when a flashblock is handed over: the engine waits (up to 100 ms) for the frame's
+   * recovery started at its arrival ('ingest', default), or recovers them itself at once ('engine'; for
+   * bench/engine-senders.ts, which measures both).
+   */
+  senderRecovery?: 'ingest' | 'engine';
 }
 
 export interface ExecutionFeedDeps {
   engine: ExecutionEngine;
   view: PendingView;
   events: StateEvents;
+  /** Senders ingest recovered; absent: the engine recovers every sender. */
+  senders?: RecoveredSenders;
   metrics: Metrics;
   log: Logger;
   /** The node's canonical head (eth_blockNumber). */
@@ -70,6 +94,19 @@ function streamDiffers(rec: BlockView['txs'][number], ex: ExecutedReceipt): { fi
     }
   }
   return null;
+}
+
+/** Settles when `p` settles or after `ms`, whichever comes first; never rejects. */
+function settleWithin(p: Promise<void>, ms: number): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    timer.unref();
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve();
+    };
+    p.then(done, done);
+  });
 }
 
 /** Feeds the engine and gates reads on it. One per daemon; `start` once, `stop` once. */
@@ -217,6 +254,19 @@ export class ExecutionFeed {
     const txs: string[] = [];
     for (let i = from; i < to; i++) txs.push(b.txs[i]!.tx.raw);
     const base = b.base;
+    const src = this.d.senders;
+    let senders: (string | null)[] | undefined;
+    let sendersRecovered: Promise<void> | null = null;
+    if (src !== undefined) {
+      const known = new Array<string | null>(to - from);
+      const fill = (): void => {
+        for (let i = from; i < to; i++) known[i - from] = src.recoveredSender(b.txs[i]!.tx);
+      };
+      fill();
+      senders = known;
+      const inFlight = this.o.senderRecovery === 'engine' ? null : src.recovering(b, index);
+      if (inFlight !== null) sendersRecovered = settleWithin(inFlight, SENDER_WAIT_MS).then(fill);
+    }
     const work: FlashblockWork = {
       blockNumber: b.number,
       index,
@@ -232,6 +282,8 @@ export class ExecutionFeed {
       },
       txs,
       receiptsRoot: b.diffs[index]?.receiptsRoot ?? null,
+      senders,
+      sendersRecovered,
     };
     const entry = { number: b.number, index, appliedMs: performance.now() };
     this.inflight.push(entry);

@@ -201,12 +201,36 @@ pub(crate) fn recover(sig: &alloy_primitives::Signature, hash: B256) -> Result<A
     Ok(Address::from_word(word))
 }
 
-/// Decodes one EIP-2718 transaction and recovers its sender. Type 0x7D (post-exec) is not executed (`tx: None`), as
-/// op-reth's executor short-circuits it before the EVM.
-pub fn prepare(raw: &[u8], base_fee: u64) -> Result<Prepared, EngineError> {
+/// What `recover` rejects without the curve arithmetic: r and s in [1, n), s ≤ n/2 (EIP-2). A signature passing this
+/// may still not recover; a sender given to `prepare` comes from a recovery of the same bytes that succeeded.
+fn check_signature(sig: &alloy_primitives::Signature) -> Result<(), alloy_primitives::SignatureError> {
+    const N: U256 = U256::from_be_bytes(alloy_primitives::hex!("fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141"));
+    if sig.r().is_zero() || sig.r() >= N || sig.s().is_zero() {
+        return Err(alloy_primitives::SignatureError::FromBytes("r or s out of range"));
+    }
+    if sig.normalize_s().is_some() {
+        return Err(alloy_primitives::SignatureError::FromBytes("high s"));
+    }
+    Ok(())
+}
+
+/// Decodes one EIP-2718 transaction and recovers its sender, or takes `sender` when given (recovered at ingest from
+/// these same bytes by `frame::recover_all`, or the JS worker): then no ecrecover runs, but the transaction is still
+/// decoded and a malformed one or an out-of-range signature is still rejected. A deposit's sender is always its own
+/// `from` (a given one is ignored). Type 0x7D (post-exec) is not executed (`tx: None`), as op-reth's executor
+/// short-circuits it before the EVM.
+pub fn prepare(raw: &[u8], base_fee: u64, sender: Option<Address>) -> Result<Prepared, EngineError> {
     let hash = keccak256(raw);
-    let env = OpTxEnvelope::decode_2718(&mut &raw[..]).map_err(|e| EngineError::new("E_TX", format!("undecodable transaction {hash:#x}: {e}")))?;
+    let mut rest = raw;
+    let env = OpTxEnvelope::decode_2718(&mut rest).map_err(|e| EngineError::new("E_TX", format!("undecodable transaction {hash:#x}: {e}")))?;
+    if !rest.is_empty() {
+        return Err(EngineError::new("E_TX", format!("undecodable transaction {hash:#x}: {} bytes after its encoding", rest.len())));
+    }
     let bad_sig = |e: alloy_primitives::SignatureError| EngineError::new("E_TX", format!("transaction {hash:#x}: bad signature ({e})"));
+    let signer = |sig: &alloy_primitives::Signature, signing_hash: B256| match sender {
+        Some(a) => check_signature(sig).map(|()| a),
+        None => recover(sig, signing_hash),
+    };
     let enveloped = Some(Bytes::copy_from_slice(raw));
     let mut b = TxEnv::default();
     let mut deposit = op_revm::transaction::deposit::DepositTransactionParts::default();
@@ -215,14 +239,14 @@ pub fn prepare(raw: &[u8], base_fee: u64) -> Result<Prepared, EngineError> {
     let from: Address;
     match &env {
         OpTxEnvelope::Legacy(s) => {
-            from = recover(s.signature(), s.signature_hash()).map_err(bad_sig)?;
+            from = signer(s.signature(), s.signature_hash()).map_err(bad_sig)?;
             let t = s.tx();
             ty = 0;
             b.gas_price = t.gas_price;
             b.chain_id = t.chain_id;
         }
         OpTxEnvelope::Eip2930(s) => {
-            from = recover(s.signature(), s.signature_hash()).map_err(bad_sig)?;
+            from = signer(s.signature(), s.signature_hash()).map_err(bad_sig)?;
             let t = s.tx();
             ty = 1;
             b.gas_price = t.gas_price;
@@ -230,7 +254,7 @@ pub fn prepare(raw: &[u8], base_fee: u64) -> Result<Prepared, EngineError> {
             b.access_list = t.access_list.clone();
         }
         OpTxEnvelope::Eip1559(s) => {
-            from = recover(s.signature(), s.signature_hash()).map_err(bad_sig)?;
+            from = signer(s.signature(), s.signature_hash()).map_err(bad_sig)?;
             let t = s.tx();
             ty = 2;
             b.gas_price = t.max_fee_per_gas;
@@ -239,7 +263,7 @@ pub fn prepare(raw: &[u8], base_fee: u64) -> Result<Prepared, EngineError> {
             b.access_list = t.access_list.clone();
         }
         OpTxEnvelope::Eip7702(s) => {
-            from = recover(s.signature(), s.signature_hash()).map_err(bad_sig)?;
+            from = signer(s.signature(), s.signature_hash()).map_err(bad_sig)?;
             let t = s.tx();
             ty = 4;
             b.gas_price = t.max_fee_per_gas;
@@ -360,11 +384,12 @@ fn system_calls(shared: &Shared, below: &[Arc<Layer>], spec: &BlockSpec, layer: 
     Ok(())
 }
 
-/// Executes one flashblock's new transactions on `block`. Returns the receipts (JSON) and the new layer; `block` is
-/// not modified (the caller publishes the layer only when everything succeeded).
-pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>]) -> Result<(Layer, Vec<Value>, u64), EngineError> {
+/// Executes one flashblock's new transactions on `block` (`senders`: per transaction, its sender when recovered
+/// already, see `prepare`; may be empty). Returns the receipts (JSON) and the new layer; `block` is not modified (the
+/// caller publishes the layer only when everything succeeded).
+pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>], senders: &[Option<Address>]) -> Result<(Layer, Vec<Value>, u64), EngineError> {
     let spec = &block.spec;
-    let prepared = prepare_all(raw_txs, spec.base_fee)?;
+    let prepared = prepare_all(raw_txs, senders, spec.base_fee)?;
     shared.prefetch(&prefetch_list(spec, &prepared), &l1_slots())?;
     let below = block.snapshot().layers;
     let mut layer = Layer::default();
@@ -411,16 +436,26 @@ pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>]
     Ok((layer, receipts, cumulative))
 }
 
-/// Decodes and recovers the senders of a flashblock's transactions, in parallel when there are many (recovery is
-/// ~50 µs each with libsecp256k1; a 200-tx flashblock splits across the cores).
-fn prepare_all(raw_txs: &[Vec<u8>], base_fee: u64) -> Result<Vec<Prepared>, EngineError> {
+/// Decodes a flashblock's transactions and recovers the senders not given in `senders` (one per transaction; an
+/// empty slice: none given). Recovery is ~50 µs a transaction with libsecp256k1: when many are left to recover, the
+/// work splits across the cores; decoding alone stays on this thread.
+fn prepare_all(raw_txs: &[Vec<u8>], senders: &[Option<Address>], base_fee: u64) -> Result<Vec<Prepared>, EngineError> {
+    let given = |i: usize| senders.get(i).copied().flatten();
+    let to_recover = (0..raw_txs.len()).filter(|&i| given(i).is_none()).count();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
-    if raw_txs.len() < 32 || threads < 2 {
-        return raw_txs.iter().map(|r| prepare(r, base_fee)).collect();
+    if to_recover < 32 || threads < 2 {
+        return raw_txs.iter().enumerate().map(|(i, r)| prepare(r, base_fee, given(i))).collect();
     }
     let chunk = raw_txs.len().div_ceil(threads);
     let parts: Vec<Result<Vec<Prepared>, EngineError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = raw_txs.chunks(chunk).map(|c| scope.spawn(move || c.iter().map(|r| prepare(r, base_fee)).collect::<Result<Vec<_>, _>>())).collect();
+        let handles: Vec<_> = raw_txs
+            .chunks(chunk)
+            .enumerate()
+            .map(|(c, part)| {
+                let first = c * chunk;
+                scope.spawn(move || part.iter().enumerate().map(|(k, r)| prepare(r, base_fee, given(first + k))).collect::<Result<Vec<_>, _>>())
+            })
+            .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(EngineError::new("E_TX", "sender recovery panicked")))).collect()
     });
     let mut out = Vec::with_capacity(raw_txs.len());
@@ -1000,5 +1035,63 @@ mod tests {
         let funded = AccountInfo { balance: U256::from(1), ..Default::default() };
         let shared = shared(sender, authority, Some(funded), &[addr(0x51)]);
         assert_eq!(run_all(&shared, vec![tx7702(sender, 0, addr(0x51), authority, 0)]), vec![36_800]);
+    }
+
+    // A signed EIP-1559 transaction (execution-apis chain-transactions.json, type 0x2).
+    const SIGNED_1559: &str = "02f8d7870c72dd9d5e883e819001843b9aca01830186a0947dcd17433742f4c0ca53122ab541d0ba67fc27df028c1ee8f6decf498faf656d6974f85bf859947dcd17433742f4c0ca53122ab541d0ba67fc27dff842a00000000000000000000000000000000000000000000000000000000000000000a013bd2394f758553be374ffa4a9455cdf5e6ef3d905acd02746df2d12361e1ace01a088bad2c994f3043a59072f6d16e0bf4fababbea1ebfbb4706fcc3066dc3b7733a02e1aa511f0d7eeebd17d63d3072aee3b02374238a54fd48b4786553f4e51113c";
+
+    /// `raw` re-signed with (r, n - s, !parity): the same signer, but a high s (EIP-2 rejects it).
+    fn with_high_s(raw: &[u8]) -> Vec<u8> {
+        use alloy_eips::eip2718::Encodable2718;
+        let OpTxEnvelope::Eip1559(signed) = OpTxEnvelope::decode_2718(&mut &raw[..]).unwrap() else { panic!("not 1559") };
+        let sig = signed.signature();
+        let n = U256::from_be_bytes(hex!("fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141"));
+        let high = alloy_primitives::Signature::new(sig.r(), n - sig.s(), !sig.v());
+        let tx = signed.tx().clone();
+        OpTxEnvelope::Eip1559(alloy_consensus::Signed::new_unhashed(tx, high)).encoded_2718()
+    }
+
+    #[test]
+    fn a_given_sender_is_taken_without_recovery() {
+        let raw = hex::decode(SIGNED_1559).unwrap();
+        let recovered = prepare(&raw, 1, None).expect("recovers").from;
+        assert_ne!(recovered, Address::ZERO);
+        // A sender given is used as is: no ecrecover ran (a recovery would have found `recovered`).
+        let given = prepare(&raw, 1, Some(addr(0x42))).expect("decodes");
+        assert_eq!(given.from, addr(0x42));
+        assert_eq!(given.tx.as_ref().map(|t| t.base.caller), Some(addr(0x42)));
+        assert_eq!(given.hash, keccak256(&raw));
+    }
+
+    #[test]
+    fn a_given_sender_does_not_save_a_malformed_transaction() {
+        let raw = hex::decode(SIGNED_1559).unwrap();
+        let sender = prepare(&raw, 1, None).unwrap().from;
+        let truncated = &raw[..raw.len() - 5];
+        assert_eq!(prepare(truncated, 1, Some(sender)).err().map(|e| e.code), Some("E_TX"));
+        let mut trailing = raw.clone();
+        trailing.push(0);
+        assert_eq!(prepare(&trailing, 1, Some(sender)).err().map(|e| e.code), Some("E_TX"));
+        let high = with_high_s(&raw);
+        assert!(prepare(&high, 1, None).is_err());
+        let e = prepare(&high, 1, Some(sender)).err().expect("high s rejected with a sender given");
+        assert!(e.message.contains("high s"), "{}", e.message);
+    }
+
+    #[test]
+    fn senders_absent_or_null_are_recovered_here_in_order() {
+        let raw = hex::decode(SIGNED_1559).unwrap();
+        let sender = prepare(&raw, 1, None).unwrap().from;
+        // 40 copies: enough to take the parallel path; every other one has its sender given (a wrong one, to tell them apart).
+        let txs = vec![raw.clone(); 40];
+        let senders: Vec<Option<Address>> = (0..40).map(|i| if i % 2 == 0 { Some(addr(0x42)) } else { None }).collect();
+        let out = prepare_all(&txs, &senders, 1).unwrap();
+        for (i, p) in out.iter().enumerate() {
+            assert_eq!(p.from, if i % 2 == 0 { addr(0x42) } else { sender }, "tx {i}");
+        }
+        let none = prepare_all(&txs, &[], 1).unwrap();
+        assert!(none.iter().all(|p| p.from == sender));
+        let all_nulls = prepare_all(&txs, &[None; 40], 1).unwrap();
+        assert!(all_nulls.iter().all(|p| p.from == sender));
     }
 }

@@ -234,6 +234,24 @@ fn u64_of(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
 
+/// The work's `senders`: absent or null (none given), or one entry per transaction, each a 0x address recovered at
+/// ingest or null (the engine recovers that one).
+fn senders_of(v: &Value, txs: usize) -> std::result::Result<Vec<Option<alloy_primitives::Address>>, EngineError> {
+    let Some(list) = v.as_array() else {
+        return if v.is_null() { Ok(Vec::new()) } else { Err(EngineError::new("E_INPUT", "senders: not a list")) };
+    };
+    if list.len() != txs {
+        return Err(EngineError::new("E_INPUT", format!("senders: {} entries for {txs} transactions", list.len())));
+    }
+    list.iter()
+        .map(|s| match s {
+            Value::Null => Ok(None),
+            Value::String(a) if a.len() == 42 => a.parse::<alloy_primitives::Address>().map(Some).map_err(|_| EngineError::new("E_INPUT", "senders: bad address")),
+            _ => Err(EngineError::new("E_INPUT", "senders: not an address or null")),
+        })
+        .collect()
+}
+
 fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> {
     if inner.poisoned.load(Ordering::SeqCst) {
         return Err(EngineError::new("E_POISONED", "engine state lost after a panic; restart it"));
@@ -250,6 +268,7 @@ fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> 
         .iter()
         .map(|t| alloy_primitives::hex::decode(t.as_str().unwrap_or("")).map_err(|_| EngineError::new("E_INPUT", "txs: bad hex")))
         .collect::<std::result::Result<_, _>>()?;
+    let senders = senders_of(&w["senders"], txs.len())?;
     let mut blocks = lock(&inner.blocks);
     if index == 0 {
         let spec = exec::block_spec(&w)?;
@@ -279,7 +298,7 @@ fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> 
     if block.next_index != index {
         return Err(EngineError::new("E_NOT_NEXT", format!("flashblock {number}/{index} out of order (expected index {})", block.next_index)));
     }
-    let (layer, receipts, cumulative) = match exec::apply(&inner.shared, block, index, &txs) {
+    let (layer, receipts, cumulative) = match exec::apply(&inner.shared, block, index, &txs, &senders) {
         Ok(v) => v,
         Err(e) => {
             // A failed index 0 leaves no open block behind.

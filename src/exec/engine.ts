@@ -61,6 +61,15 @@ export interface FlashblockWork {
   txs: readonly string[];
   /** The flashblock's cumulative `diff.receipts_root`; null when the stream gives none (then nothing is verified). */
   receiptsRoot: string | null;
+  /**
+   * Per transaction, its sender as ingest's recovery found it from these same bytes (the native core's, or the
+   * recovery worker's), else null: the engine then recovers that one itself. Never a guess and never a deposit's
+   * (the engine reads a deposit's `from` from the transaction). Absent: the engine recovers every sender. Read when
+   * the engine starts the flashblock, after `sendersRecovered` settled: the entries may be filled in meanwhile.
+   */
+  senders?: (string | null)[];
+  /** Settles when ingest's recovery of this flashblock's senders (started at its arrival) has answered; the engine waits for it rather than recover them again. */
+  sendersRecovered?: Promise<void> | null;
 }
 
 /**

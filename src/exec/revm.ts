@@ -167,10 +167,15 @@ export class RevmEngine implements ExecutionEngine {
       spec: this.o.specAt(e.timestamp),
       chainId: this.chainId,
       txs: fb.txs,
+      // Senders ingest recovered (prepare() in native/src/exec.rs skips ecrecover for those); null: recover all here.
+      senders: fb.senders ?? null,
     });
   }
 
   private async apply(fb: FlashblockWork): Promise<ApplyOutcome> {
+    // Ingest's recovery of these senders started when the frame arrived: on 2 cores, recovering them here too would
+    // compete with it for the same CPU (bench/engine-senders.ts measures both ways). It always settles.
+    if (fb.sendersRecovered != null) await fb.sendersRecovered;
     const t0 = performance.now();
     const native = this.native;
     if (native === null || this.stopped) return { ok: false, reason: 'engine_down', message: this.stopped ? 'execution engine stopped' : 'execution engine not started' };

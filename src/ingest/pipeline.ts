@@ -5,7 +5,7 @@ import type { Logger } from '../log.js';
 import type { PendingState } from '../state/pending.js';
 import type { PendingBlock, RawFrame } from '../state/block.js';
 import { StateEvents } from '../state/events.js';
-import type { RecoveryWorker } from '../state/recover-worker.js';
+import type { RecoveryThread } from '../state/recover-worker.js';
 import { SenderRecovery, type NativeSignedTxs } from '../state/senders.js';
 import type { Flashblock } from '../chain/flashblock.js';
 import type { ChainMatch } from './chain-match.js';
@@ -49,8 +49,11 @@ export interface PipelineOptions {
   gapTimeoutMs: number;
   /** Time slice for sender recovery between frames (when it runs on the event loop). */
   recoverSliceMs?: number;
-  /** Recovers senders off the event loop when given and usable; else recovery runs here in slices. */
-  recoveryWorker?: RecoveryWorker | null;
+  /**
+   * Recovers senders of frames the JS decoder handled off the event loop when given and usable (the daemon gives a
+   * lazily started one); else recovery runs here in slices.
+   */
+  recoveryWorker?: RecoveryThread | null;
   /**
    * L2 block time (default 2000): the unit of the far-ahead bound, and how long a held block may go without a
    * flashblock while a lower one keeps receiving them before it counts as abandoned.
@@ -295,8 +298,10 @@ export class IngestPipeline {
     this.view.lastApplied = block.number;
     if (this.state.highestNumber > block.number) this.dropAbandoned(block.number, frame.receivedAtMs);
     this.observer?.applied(fb, block, (performance.now() - t0) / 1000, frame.receivedAtMs);
-    this.events.emitApplied(block, fb, frame, this.onListenerError);
+    // Recovery first: a natively decoded frame's starts now on the native pool (nothing waits here), and the execution
+    // feed, an applied listener, finds it in flight (SenderRecovery.recovering) rather than recover the senders again.
     this.senders.added(block, fb.index, this.signedOf.get(fb) ?? null);
+    this.events.emitApplied(block, fb, frame, this.onListenerError);
   }
 
   /**

@@ -5,6 +5,8 @@
 // The worker is a small CommonJS program evaluated from a string, not a file: it must run the same way from
 // dist/, under tsx in tests, and inside the single binary. It loads the native secp256k1 binding by the path the
 // main thread resolved; where that is impossible, start() returns null and recovery stays on the event loop.
+// The daemon starts it lazily (RecoveryWorker.lazy): only frames the JS decoder handled need it, so a daemon whose
+// frames the native core decodes (and recovers) runs no such thread.
 import { createRequire } from 'node:module';
 import type { EventLoopUtilization } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
@@ -41,8 +43,16 @@ parentPort.on('message', (m) => {
 });
 `;
 
+/** What SenderRecovery needs of a recovery thread (a RecoveryWorker, or one started at its first batch). */
+export interface RecoveryThread {
+  /** False once the thread failed (or could not start); the caller then recovers on the event loop. */
+  readonly usable: boolean;
+  /** Recovers the 65-byte public key of each input (null where recovery fails). Rejects if the thread is gone. */
+  recover(inputs: RecoveryInput[]): Promise<(Uint8Array | null)[]>;
+}
+
 /** One worker thread recovering public keys for batches of transactions, one batch at a time, in order. */
-export class RecoveryWorker {
+export class RecoveryWorker implements RecoveryThread {
   private nextId = 1;
   private readonly waiting = new Map<number, { resolve(pubs: (Uint8Array | null)[]): void; reject(e: Error): void }>();
   private failed: Error | null = null;
@@ -93,6 +103,11 @@ export class RecoveryWorker {
     }
   }
 
+  /** A worker started at its first batch (see LazyRecoveryWorker); nothing runs until then. */
+  static lazy(log: Logger): LazyRecoveryWorker {
+    return new LazyRecoveryWorker(log);
+  }
+
   /** The thread's event-loop load since the previous call (null once it has exited). */
   loopLoad(): { utilization: number; lagP99Seconds: number; lagMaxSeconds: number } | null {
     if (this.exited) return null;
@@ -133,5 +148,54 @@ export class RecoveryWorker {
     const timer = setTimeout(() => void this.worker.terminate(), graceMs);
     await exited;
     clearTimeout(timer);
+  }
+}
+
+/**
+ * A RecoveryWorker started by the first batch it is given, not before: frames decoded natively have their senders
+ * recovered by the native core, so a daemon on such frames never starts the thread. A thread that cannot start
+ * (logged once by RecoveryWorker.start) leaves it unusable, and recovery stays on the event loop.
+ */
+export class LazyRecoveryWorker implements RecoveryThread {
+  private worker: RecoveryWorker | null = null;
+  private cannotStart = false;
+  private closed = false;
+
+  constructor(private readonly log: Logger) {}
+
+  /** Whether the thread has been started (by a first batch). */
+  get started(): boolean {
+    return this.worker !== null;
+  }
+
+  get usable(): boolean {
+    return !this.cannotStart && !this.closed && (this.worker === null || this.worker.usable);
+  }
+
+  /** Public keys recovered by the thread so far (0 before it started). */
+  get recovered(): number {
+    return this.worker?.recovered ?? 0;
+  }
+
+  /** See RecoveryWorker.recover; the first call starts the thread. */
+  recover(inputs: RecoveryInput[]): Promise<(Uint8Array | null)[]> {
+    if (this.closed) return Promise.reject(new Error('sender recovery worker closed'));
+    if (this.worker === null && !this.cannotStart) {
+      this.worker = RecoveryWorker.start(this.log);
+      this.cannotStart = this.worker === null;
+    }
+    if (this.worker === null) return Promise.reject(new Error('sender recovery worker could not start'));
+    return this.worker.recover(inputs);
+  }
+
+  /** See RecoveryWorker.loopLoad; null while the thread has not started. */
+  loopLoad(): { utilization: number; lagP99Seconds: number; lagMaxSeconds: number } | null {
+    return this.worker?.loopLoad() ?? null;
+  }
+
+  /** Stops the thread if it started (see RecoveryWorker.close); none starts afterwards. */
+  async close(graceMs?: number): Promise<void> {
+    this.closed = true;
+    await this.worker?.close(graceMs);
   }
 }

@@ -1,17 +1,21 @@
 // Sender recovery for pending transactions: the signed transactions whose sender is unknown, recovered by the native
 // core off the JS thread when the frame was decoded natively, else on the worker thread beside this file
 // (recover-worker.ts) or, without it, on the event loop in short slices. The only writer of `tx.from` and of the
-// sender nonce index after apply; readers ask it (SenderSource) and then read.
+// sender nonce index after apply; readers ask it (SenderSource) and then read. The execution engine takes the senders
+// the native core or the worker recovered (recoveredSender, recovering) instead of recovering them a second time.
 import { addressOfPublicKey, recoverSender, recoveryInput, type RecoveryInput } from '../chain/sender.js';
 import { TX_DEPOSIT, type DecodedTx } from '../chain/types.js';
 import type { PendingBlock, TxRecord } from './block.js';
 import type { PendingState } from './pending.js';
-import type { RecoveryWorker } from './recover-worker.js';
-import type { SenderSource, TxView } from './view.js';
+import type { RecoveryThread } from './recover-worker.js';
+import type { BlockView, SenderSource, TxView } from './view.js';
 
 export interface SenderRecoveryOptions {
-  /** Recovers off the event loop when given and usable; else recovery runs on the event loop in slices. */
-  worker?: RecoveryWorker | null;
+  /**
+   * Recovers off the event loop when given and usable; else recovery runs on the event loop in slices. Only frames the
+   * JS decoder handled need it (a lazily started thread, recover-worker.ts, starts at the first such batch).
+   */
+  worker?: RecoveryThread | null;
   /** Time slice for recovery on the event loop between frames. */
   sliceMs?: number;
   /**
@@ -31,6 +35,9 @@ export interface NativeSignedTxs {
 
 /** One flashblock's native recovery, waiting or in flight: its records in `signed` order, and its completion. */
 interface NativeBatch {
+  /** The flashblock (its block and index) whose signed transactions these are. */
+  block: PendingBlock;
+  index: number;
   recs: TxRecord[];
   txs: NativeSignedTxs;
   done: Promise<void>;
@@ -56,6 +63,11 @@ export class SenderRecovery implements SenderSource {
    */
   private readonly native = new Set<NativeBatch>();
   private nativeRunning: NativeBatch | null = null;
+  /**
+   * Transactions whose `from` was written from a recovery of their own bytes by the native core or the worker: the
+   * only senders the engine is given (recoveredSender). Keyed by the tx object, so it goes with its block.
+   */
+  private readonly offThread = new WeakSet<object>();
 
   constructor(
     private readonly state: PendingState,
@@ -70,7 +82,7 @@ export class SenderRecovery implements SenderSource {
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] as number);
     const to = block.txCountAt[index] as number;
     if (signed !== null && this.opts.native != null) {
-      this.recoverNatively(block, from, signed);
+      this.recoverNatively(block, index, from, signed);
       return;
     }
     for (let i = from; i < to; i++) {
@@ -91,7 +103,7 @@ export class SenderRecovery implements SenderSource {
    * Hands the signed transactions of one flashblock (its first at `first` in `block.txs`) to the native core; their
    * senders are written when it answers. What it leaves (status 2) or a failure goes to the queue.
    */
-  private recoverNatively(block: PendingBlock, first: number, txs: NativeSignedTxs): void {
+  private recoverNatively(block: PendingBlock, index: number, first: number, txs: NativeSignedTxs): void {
     const sig = txs.signed;
     const recs: TxRecord[] = new Array(sig.length / 3);
     if (recs.length === 0) return;
@@ -99,7 +111,7 @@ export class SenderRecovery implements SenderSource {
     let resolve: () => void = () => undefined;
     const done = new Promise<void>((r) => (resolve = r));
     for (const b of this.native) if (b !== this.nativeRunning && !this.state.holds(b.recs[0]!.block)) this.dropNative(b);
-    this.native.add({ recs, txs, done, resolve });
+    this.native.add({ block, index, recs, txs, done, resolve });
     this.startNative();
   }
 
@@ -128,7 +140,12 @@ export class SenderRecovery implements SenderSource {
               if (rec.tx.from === null && this.state.holds(rec.block)) this.queued.push(rec);
               continue;
             }
-            if (status === 1 && rec.tx.from === null) rec.tx.from = '0x' + out.toString('hex', 21 * k + 1, 21 * k + 21);
+            if (status === 1) {
+              const sender = '0x' + out.toString('hex', 21 * k + 1, 21 * k + 21);
+              rec.tx.from ??= sender;
+              // Recovered on this thread meanwhile (recoverQueued): the same address, or it is not handed on.
+              if (rec.tx.from === sender) this.offThread.add(rec.tx);
+            }
             // A block settled or replaced meanwhile no longer indexes its senders (noteSender checks).
             this.state.noteSender(rec);
           }
@@ -149,6 +166,24 @@ export class SenderRecovery implements SenderSource {
     this.startNative();
     if (this.queued.length > 0) this.schedule();
     else this.notifyIfDrained();
+  }
+
+  /**
+   * The sender of `tx` when the native core or the worker recovered it from the transaction's own bytes; null when it
+   * is not recovered (yet), does not recover, is a deposit (its `from` is part of it), or was recovered on this thread.
+   */
+  recoveredSender(tx: TxView['tx']): string | null {
+    return this.offThread.has(tx) ? tx.from : null;
+  }
+
+  /**
+   * Settles once the native core has answered for the signed transactions of flashblock `index` of `block` (their
+   * senders are written then, or left to this side); null when there is no such recovery waiting or in flight.
+   * Frames the JS decoder handled get null: their worker batches are not per flashblock.
+   */
+  recovering(block: BlockView, index: number): Promise<void> | null {
+    for (const b of this.native) if (b.block === block && b.index === index) return b.done;
+    return null;
   }
 
   /** Resolves once every sender queued so far has been recovered (or found unrecoverable): an event to wait on. */
@@ -232,7 +267,7 @@ export class SenderRecovery implements SenderSource {
    * this thread. One batch in flight; senders that arrive meanwhile go in the next one. A failed worker puts the
    * batch back and recovery continues on the event loop.
    */
-  private recoverOn(worker: RecoveryWorker): void {
+  private recoverOn(worker: RecoveryThread): void {
     if (this.inWorker.length > 0 || this.queued.length === 0) return;
     const batch = this.queued;
     const inputs: RecoveryInput[] = [];
@@ -260,7 +295,10 @@ export class SenderRecovery implements SenderSource {
           const rec = sent[i]!;
           const tx = rec.tx as DecodedTx;
           const pub = pubs[i];
-          if (tx.from === null && pub != null) tx.from = addressOfPublicKey(pub);
+          if (tx.from === null && pub != null) {
+            tx.from = addressOfPublicKey(pub);
+            if (tx.from !== null) this.offThread.add(tx);
+          }
           // A block settled or replaced meanwhile no longer indexes its senders (noteSender checks).
           this.state.noteSender(rec);
         }

@@ -76,3 +76,44 @@ t.test('a dead worker: the pipeline falls back to recovery on the event loop', a
   await pipeline.senders.drained();
   t.equal(pipeline.senders.unrecoveredCount, 0, 'senders recovered anyway');
 });
+
+t.test('a lazy worker starts at the first batch of a JS-decoded frame, not before, and recovers the same senders', async (t) => {
+  const lazy = RecoveryWorker.lazy(silentLogger);
+  t.teardown(() => lazy.close());
+  const workers = (): number => (process.report.getReport() as { workers: unknown[] }).workers.length;
+  const before = workers();
+  const state = new PendingState({ maxPendingBlocks: 8 });
+  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, nativeDecode: false, recoveryWorker: lazy }, silentLogger, null);
+  t.equal(lazy.started, false, 'not started with the pipeline');
+  t.equal(lazy.loopLoad(), null, 'no thread load to report before it starts');
+  for (const m of unichainMessages()) feed(pipeline, m);
+  await pipeline.senders.drained();
+  t.equal(lazy.started, true, 'started by the first batch');
+  t.equal(workers(), before + 1, 'one more worker thread');
+  const signed = (unichainRpcBlock() as { transactions: { type: string }[] }).transactions.filter((x) => x.type !== '0x7e').length;
+  t.equal(lazy.recovered, signed, `it recovered all ${signed} signed transactions' senders`);
+  const canonical = unichainRpcBlock() as { transactions: { hash: string; from: string }[] };
+  t.same(canonical.transactions.filter((x) => state.tx(x.hash)?.tx.from !== x.from.toLowerCase()).map((x) => x.hash), [], "each sender equals the canonical block's `from`");
+  const rec = state.tx(canonical.transactions.find((x) => x.from !== canonical.transactions[0]!.from)!.hash)!;
+  t.equal(pipeline.senders.recoveredSender(rec.tx), rec.tx.from, 'a sender the worker recovered is one the engine may be given');
+  await lazy.close();
+  t.equal(lazy.usable, false, 'closed: not usable, and no thread starts again');
+  await t.rejects(lazy.recover([]), { message: /closed/ }, 'a batch after close is refused');
+});
+
+t.test('a lazy worker never starts for natively decoded frames (the native core recovers them)', async (t) => {
+  const lazy = RecoveryWorker.lazy(silentLogger);
+  t.teardown(() => lazy.close());
+  const state = new PendingState({ maxPendingBlocks: 8 });
+  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: lazy }, silentLogger, null);
+  for (const m of unichainMessages()) feed(pipeline, m);
+  await pipeline.senders.drained();
+  t.equal(pipeline.senders.unrecoveredCount, 0, 'every sender recovered');
+  t.equal(lazy.started, false, 'the worker thread was never started');
+  const canonical = unichainRpcBlock() as { transactions: { hash: string; from: string; type: string }[] };
+  t.same(canonical.transactions.filter((x) => state.tx(x.hash)?.tx.from !== x.from.toLowerCase()).map((x) => x.hash), [], "each sender equals the canonical block's `from`");
+  const signed = canonical.transactions.filter((x) => x.type !== '0x7e');
+  const deposit = canonical.transactions.find((x) => x.type === '0x7e')!;
+  t.same(signed.filter((x) => pipeline.senders.recoveredSender(state.tx(x.hash)!.tx) !== x.from.toLowerCase()).map((x) => x.hash), [], 'each natively recovered sender may be handed to the engine');
+  t.equal(pipeline.senders.recoveredSender(state.tx(deposit.hash)!.tx), null, 'a deposit\'s is never (its from is in its bytes)');
+});
