@@ -77,6 +77,13 @@ fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
 
 /// Runs `f` on the thread behind `tx`, settling a Promise with its string or `CODE: message` error.
 fn submit(env: &Env, tx: &Mutex<Option<Sender<Job>>>, inner: Arc<Inner>, f: impl FnOnce(&Inner) -> std::result::Result<String, EngineError> + Send + 'static) -> Result<Object<'static>> {
+    // Refused before a deferred exists: a deferred dropped unsettled keeps its threadsafe function, and with it the
+    // Node event loop, alive for good (a process that never exits). `close` and `submit` both run on the JS thread,
+    // so the sender seen here is still there at the send below.
+    let guard = lock(tx);
+    let Some(sender) = guard.as_ref() else {
+        return Err(Error::new(Status::GenericFailure, "E_CLOSED: engine closed"));
+    };
     let (deferred, promise): (JsDeferred<String, Resolver>, Object<'_>) = env.create_deferred()?;
     let job: Job = Box::new(move || {
         let out = catch_unwind(AssertUnwindSafe(|| f(&inner)));
@@ -89,14 +96,10 @@ fn submit(env: &Env, tx: &Mutex<Option<Sender<Job>>>, inner: Arc<Inner>, f: impl
             }
         }
     });
-    let sent = lock(tx).as_ref().map(|s| s.send(job));
-    match sent {
-        Some(Ok(())) => {}
-        Some(Err(e)) => {
-            // The thread is gone: run the job here so its Promise settles (it only rejects or does little work).
-            (e.0)();
-        }
-        None => return Err(Error::new(Status::GenericFailure, "E_CLOSED: engine closed")),
+    if let Err(e) = sender.send(job) {
+        drop(guard);
+        // The thread is gone: run the job here so its Promise settles (it only rejects or does little work).
+        (e.0)();
     }
     // SAFETY of the lifetime: the promise object belongs to the current handle scope, which outlives this call.
     Ok(unsafe { std::mem::transmute::<Object<'_>, Object<'static>>(promise) })
