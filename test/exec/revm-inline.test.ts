@@ -6,23 +6,11 @@
 import t, { type Test } from 'tap';
 import { EngineUnavailableError, RpcReplyError, type NowRead } from '../../src/exec/engine.js';
 import { SINK } from '../../scripts/devnet/exec-blocks.js';
-import { DEFAULT_INLINE_READ_US, RevmEngine } from '../../src/exec/revm.js';
-import { net } from '../helpers/exec-net.js';
+import { DEFAULT_INLINE_READ_US, type RevmEngine } from '../../src/exec/revm.js';
+import { anvilEngine, net } from '../helpers/exec-net.js';
 import type { Anvil } from '../../scripts/devnet/anvil.js';
 
-function engine(t: Test, node: Anvil, inlineReadUs: number): RevmEngine {
-  const e = new RevmEngine({
-    nodePost: async (body) => {
-      const res = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-      return Buffer.from(await res.arrayBuffer());
-    },
-    specAt: () => 'isthmus',
-    nodeTimeoutMs: 3000,
-    inlineReadUs,
-  });
-  t.teardown(() => e.stop());
-  return e;
-}
+const engine = (t: Test, node: Anvil, inlineReadUs: number): RevmEngine => anvilEngine(t, node, { inlineReadUs });
 
 /** A read's outcome as comparable text: its result, or its JSON-RPC error. */
 async function outcome(p: Promise<unknown>): Promise<string> {

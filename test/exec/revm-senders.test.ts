@@ -7,21 +7,10 @@ import { keccak256, toHex, type Hex } from 'viem';
 import type { Anvil } from '../../scripts/devnet/anvil.js';
 import type { BuiltBlock } from '../../scripts/devnet/exec-blocks.js';
 import type { ApplyOutcome, FlashblockWork } from '../../src/exec/engine.js';
-import { RevmEngine } from '../../src/exec/revm.js';
-import { net } from '../helpers/exec-net.js';
+import type { RevmEngine } from '../../src/exec/revm.js';
+import { anvilEngine, net } from '../helpers/exec-net.js';
 
-function engineFor(t: Test, node: Anvil): RevmEngine {
-  const e = new RevmEngine({
-    nodePost: async (body) => {
-      const res = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-      return Buffer.from(await res.arrayBuffer());
-    },
-    specAt: () => 'isthmus',
-    nodeTimeoutMs: 3000,
-  });
-  t.teardown(() => e.stop());
-  return e;
-}
+const engineFor = (t: Test, node: Anvil): RevmEngine => anvilEngine(t, node);
 
 /** Each canonical transaction's sender by hash (the node's `from`). */
 async function sendersOf(node: Anvil, blocks: BuiltBlock[]): Promise<Map<string, string>> {

@@ -1,8 +1,10 @@
 // A real anvil node with the execution tests' contracts (env probe, refund, SINK reader) and canonical blocks of real
-// signed transactions cut into flashblocks, for the engines' unit tests (test/exec/). Test-only; owns no engine.
+// signed transactions cut into flashblocks, for the engines' unit tests (test/exec/); and a native engine reading such
+// a node directly. Test-only.
 import type { Test } from 'tap';
 import { startAnvil, type Anvil } from '../../scripts/devnet/anvil.js';
 import { BlockFactory, type BuiltBlock, type ExecContracts } from '../../scripts/devnet/exec-blocks.js';
+import { RevmEngine, type RevmEngineOptions } from '../../src/exec/revm.js';
 
 export interface Net {
   node: Anvil;
@@ -26,4 +28,19 @@ export async function net(t: Test, count: number, flashblocks: number, perFlashb
 export async function nodeCall(node: Anvil, method: string, params: unknown[]): Promise<string> {
   const r = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }) });
   return ((await r.json()) as { result: string }).result;
+}
+
+/** A native engine reading `node` directly (isthmus, 3 s node timeout), stopped at `t`'s teardown; `o` adds options. */
+export function anvilEngine(t: Test, node: Anvil, o: Partial<RevmEngineOptions> = {}): RevmEngine {
+  const e = new RevmEngine({
+    nodePost: async (body) => {
+      const res = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      return Buffer.from(await res.arrayBuffer());
+    },
+    specAt: () => 'isthmus',
+    nodeTimeoutMs: 3000,
+    ...o,
+  });
+  t.teardown(() => e.stop());
+  return e;
 }
