@@ -1,11 +1,12 @@
 // Ingest decoding (lazy fields) against the full decoder: same verdict, reason, hash and fields on every vector and
 // on systematic mutations of real transactions of every type; the WebAssembly keccak against the native one.
 import t from 'tap';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { decodeTransaction } from '../../src/chain/tx.js';
 import { ingestTransaction, LazyTx } from '../../src/chain/lazy-tx.js';
 import { keccak256Hex } from '../../src/chain/keccak.js';
+import { transactionTestBytes } from '../helpers/fixtures.js';
 import { keccakPool, keccakPoolHex } from '../../src/chain/keccak-wasm.js';
 import { recoverSender } from '../../src/chain/sender.js';
 import { encodeRlp } from '../../src/chain/rlp.js';
@@ -36,17 +37,7 @@ function disagreement(raw: string): string {
   return '';
 }
 
-function vectors(): string[] {
-  const out: string[] = [];
-  const root = fixtures + 'ethereum-tests/TransactionTests/';
-  for (const folder of readdirSync(root).sort()) {
-    for (const file of readdirSync(root + folder).sort()) {
-      const suite = JSON.parse(readFileSync(`${root}${folder}/${file}`, 'utf8')) as Record<string, any>;
-      for (const vec of Object.values(suite)) if (typeof vec.txbytes === 'string') out.push(vec.txbytes);
-    }
-  }
-  return out;
-}
+const vectors = transactionTestBytes;
 
 function realTransactions(): string[] {
   const chain = json('execution-apis-derived/chain-transactions.json');

@@ -1,5 +1,5 @@
 // Test fixture loading: the recorded flashblock captures under test/fixtures (see test/fixtures/SOURCES.md).
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 /** Absolute path of a file under test/fixtures. */
@@ -38,4 +38,17 @@ export function unichainAtHeight(n: number): Record<string, any>[] {
     if (c.base) c.base.block_number = '0x' + n.toString(16);
     return c;
   });
+}
+
+/** Every `txbytes` of the ethereum/tests TransactionTests vectors (valid and invalid), in file order. */
+export function transactionTestBytes(): string[] {
+  const out: string[] = [];
+  const root = fixturePath('ethereum-tests/TransactionTests/');
+  for (const folder of readdirSync(root).sort()) {
+    for (const file of readdirSync(`${root}/${folder}`).sort()) {
+      const suite = JSON.parse(readFileSync(`${root}/${folder}/${file}`, 'utf8')) as Record<string, { txbytes?: unknown }>;
+      for (const vec of Object.values(suite)) if (typeof vec.txbytes === 'string') out.push(vec.txbytes);
+    }
+  }
+  return out;
 }

@@ -2,7 +2,7 @@
 // transaction corpus and random mutation, decodeFrame gives the same verdict, reason and flashblock with either;
 // the native decoder takes every valid frame of the fixtures itself; recovered senders equal the JS ones.
 import t from 'tap';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { brotliCompressSync } from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { decodeFrame, type DecodeFrameResult } from '../../src/ingest/frame.js';
@@ -12,7 +12,7 @@ import { recoverSender } from '../../src/chain/sender.js';
 import type { DecodedTx } from '../../src/chain/types.js';
 import { generateFlashblocks } from '../../bench/flashblock-gen.js';
 import { asOpRbuilder, asSubblocks, asXLayer, postExecTx } from '../helpers/dialects.js';
-import { unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
+import { transactionTestBytes, unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
 
 const native = nativeDecoder();
@@ -144,17 +144,7 @@ function txFrame(txs: unknown[]): Buffer {
   return Buffer.from(JSON.stringify(m));
 }
 
-function txVectors(): string[] {
-  const out: string[] = [];
-  const root = fixtures + 'ethereum-tests/TransactionTests/';
-  for (const folder of readdirSync(root).sort()) {
-    for (const file of readdirSync(root + folder).sort()) {
-      const suite = JSON.parse(readFileSync(`${root}${folder}/${file}`, 'utf8')) as Record<string, any>;
-      for (const vec of Object.values(suite)) if (typeof vec.txbytes === 'string') out.push(vec.txbytes);
-    }
-  }
-  return out;
-}
+const txVectors = transactionTestBytes;
 
 function realTransactions(): string[] {
   const chain = json('execution-apis-derived/chain-transactions.json');
