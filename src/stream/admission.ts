@@ -3,8 +3,11 @@
 // with other instances through Redis leases. Owns the counts; knows nothing of sockets.
 import type { ConnectionLeases, LeaseVerdict } from '../limits/connections.js';
 
-/** Why a connection was not admitted (labels of flashblocksd_stream_refusals_total). */
-export type AdmissionRefusal = 'ip_limit' | 'key_limit' | 'global_limit';
+/**
+ * Why a connection was not admitted: a limit (labels of flashblocksd_stream_refusals_total), or `unavailable` when a
+ * stream thread's question got no answer from the main thread in time.
+ */
+export type AdmissionRefusal = 'ip_limit' | 'key_limit' | 'global_limit' | 'unavailable';
 
 /** A ticket (a positive integer, handed back to `release`) for an admitted connection, or why it was refused. */
 export type Admit = number | AdmissionRefusal;
@@ -110,4 +113,70 @@ export class LocalAdmission implements Admission {
       else this.perKey.set(h.key, k);
     }
   }
+}
+
+/**
+ * A stream thread asks the main thread and waits, blocked, for the answer: its upgrade handler then upgrades
+ * synchronously. (This uWS build closes a socket upgraded later, from `res.cork`, whenever the memory its old HTTP
+ * state occupied reads as "connection: close" — uNetworking/uWebSockets#1929: one subscriber in a few hundred.)
+ *
+ * The answer goes through shared memory: `[request, value]` as Int32. The thread writes a request id (> 0) and posts
+ * the question; the main thread claims the request (id → BUSY), writes the value, then publishes it (BUSY → −id) and
+ * wakes the thread. A thread that stops waiting takes the request back (id → 0) first, so a late answer finds it gone
+ * and releases what it admitted: a ticket is never lost and never handed to the wrong request.
+ */
+export const ADMISSION_SLOT_BYTES = 8;
+const REQ = 0;
+const VALUE = 1;
+const BUSY = 0x7fffffff;
+const IDS = 0x3fffffff;
+const REFUSALS: readonly AdmissionRefusal[] = ['ip_limit', 'key_limit', 'global_limit', 'unavailable'];
+const encode = (a: Admit): number => (typeof a === 'number' ? a : -1 - REFUSALS.indexOf(a));
+const decode = (v: number): Admit => (v > 0 ? v : REFUSALS[-1 - v]!);
+
+/** Thread side: asks and waits (a worker thread may block; the main thread never does). */
+export class AdmissionAsker {
+  private readonly slot: Int32Array;
+  private lastId = 0;
+  constructor(
+    shared: SharedArrayBuffer,
+    private readonly waitMs: number,
+  ) {
+    this.slot = new Int32Array(shared);
+  }
+
+  /** Posts the question (`post`, with its id) and returns the answer, or `unavailable` after `waitMs` without one. */
+  ask(post: (id: number) => void): Admit {
+    const id = (this.lastId % IDS) + 1;
+    this.lastId = id;
+    const slot = this.slot;
+    Atomics.store(slot, REQ, id);
+    post(id);
+    const deadline = performance.now() + this.waitMs;
+    for (;;) {
+      const now = Atomics.load(slot, REQ);
+      if (now === -id) return decode(Atomics.load(slot, VALUE));
+      if (now === id) {
+        const left = deadline - performance.now();
+        if (left <= 0 && Atomics.compareExchange(slot, REQ, id, 0) === id) return 'unavailable';
+        Atomics.wait(slot, REQ, id, Math.max(left, 0));
+      } else {
+        // BUSY: the main thread is between claiming and publishing (two stores); it is not waited on for long.
+        Atomics.wait(slot, REQ, now, 1);
+      }
+    }
+  }
+}
+
+/**
+ * Main side: publishes the answer to request `id` and returns true, or returns false when the thread stopped waiting
+ * for it (the caller then releases a ticket it holds).
+ */
+export function answerAdmission(shared: SharedArrayBuffer, id: number, a: Admit): boolean {
+  const slot = new Int32Array(shared);
+  if (Atomics.compareExchange(slot, REQ, id, BUSY) !== id) return false;
+  Atomics.store(slot, VALUE, encode(a));
+  Atomics.store(slot, REQ, -id);
+  Atomics.notify(slot, REQ);
+  return true;
 }

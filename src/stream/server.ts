@@ -182,7 +182,8 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   const refuseLimit = (res: HttpResponse, reason: Exclude<Admit, number>, ip: string): void => {
     if (reason === 'ip_limit') refuse(res, '429 Too Many Requests', `too many connections from ${ip} (limit ${config.streamMaxPerIp})`, 'ip_limit');
     else if (reason === 'key_limit') refuse(res, '429 Too Many Requests', `too many connections for this API key (limit ${config.streamMaxPerIp})`, 'key_limit');
-    else refuse(res, '429 Too Many Requests', `server is at its subscriber limit (${config.streamMaxSubscribers}); retry later`, 'global_limit');
+    else if (reason === 'global_limit') refuse(res, '429 Too Many Requests', `server is at its subscriber limit (${config.streamMaxSubscribers}); retry later`, 'global_limit');
+    else refuse(res, '503 Service Unavailable', 'connection admission timed out (the daemon is busy); retry', null);
   };
 
   const upgrade = (res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void => {
@@ -227,8 +228,11 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
       if (typeof verdict !== 'number') return refuseLimit(res, verdict, ip);
       return admit(verdict);
     }
-    // The answer waits for Redis or the main thread. Everything the upgrade needs was read above; after the await
-    // the response may have been aborted, and writes must be corked.
+    // The answer waits for Redis (shared limits, main thread only: a stream thread waits for its answer blocked). Everything
+    // the upgrade needs was read above; after the await the response may have been aborted, and writes must be corked.
+    // Known limit of this uWS build: an upgrade from res.cork after an await is closed at once (1006) when the memory
+    // of its old HTTP state happens to read as "connection: close" (uNetworking/uWebSockets#1929); rare, and the
+    // client reconnects. Stream threads avoid it by waiting for their answer (admission.ts).
     let aborted = false;
     res.onAborted(() => {
       aborted = true;

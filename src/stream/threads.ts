@@ -13,7 +13,7 @@ import type { CounterCell } from '../metrics/metrics.js';
 import type { ThreadLoad, ThreadLoadSource } from '../metrics/threads.js';
 import { listenExclusive, type loadUws } from '../native.js';
 import type { FanoutQueue } from '../state/events.js';
-import type { Admission, Admit } from './admission.js';
+import { ADMISSION_SLOT_BYTES, answerAdmission, type Admission, type Admit } from './admission.js';
 import { mountStream, type FrameSource, type MountedStream, type StreamOptions } from './server.js';
 import type { SinkDelta, StreamMetricsHub } from './sink.js';
 
@@ -26,12 +26,15 @@ export interface StreamThreadData {
   readonly options: StreamOptions;
   /** [lag p99 s, lag max s], written by the thread once a second. */
   readonly lag: SharedArrayBuffer;
+  /** Where the main thread answers the thread's admission requests (admission.ts, AdmissionAsker). */
+  readonly admission: SharedArrayBuffer;
+  /** How long an upgrade waits for that answer before it is refused (503). */
+  readonly admissionWaitMs: number;
 }
 
 /** Main thread → stream thread. */
 export type ToThread =
   | { t: 'frame'; data: SharedArrayBuffer; isBinary: boolean; blockNumber: number; index: number; receivedAtMs: number }
-  | { t: 'admit'; id: number; admit: Admit }
   | { t: 'stop' };
 
 /** Stream thread → main thread. */
@@ -54,6 +57,11 @@ export interface StreamPortOptions {
   readonly options: StreamOptions;
   /** How long stop() waits for a thread to exit before terminating it. */
   readonly stopTimeoutMs?: number;
+  /**
+   * How long a thread's upgrade waits for the main thread's admission before it is refused with 503 (default 2 s;
+   * its other sockets wait meanwhile).
+   */
+  readonly admissionWaitMs?: number;
 }
 
 export interface StreamPortDeps {
@@ -98,6 +106,7 @@ class StreamThread {
   /** Admissions its connections hold: released when it exits, whatever way. */
   private readonly tickets = new Set<number>();
   private readonly lag: Float64Array;
+  private readonly admissionSlot = new SharedArrayBuffer(ADMISSION_SLOT_BYTES);
   private lastElu: EventLoopUtilization | null = null;
   running = true;
 
@@ -109,7 +118,7 @@ class StreamThread {
   ) {
     const lag = new SharedArrayBuffer(16);
     this.lag = new Float64Array(lag);
-    const data: StreamThreadData = { name, host: opts.host, port: opts.port, logLevel: opts.logLevel, options: opts.options, lag };
+    const data: StreamThreadData = { name, host: opts.host, port: opts.port, logLevel: opts.logLevel, options: opts.options, lag, admission: this.admissionSlot, admissionWaitMs: opts.admissionWaitMs ?? 2000 };
     const entry = workerEntry();
     this.worker = new Worker(entry.file, { eval: entry.eval, workerData: data, name });
     const log = deps.log.child({ thread: name });
@@ -153,13 +162,15 @@ class StreamThread {
     });
   }
 
+  /** Answers the thread, which waits blocked for it (or has stopped waiting: then the ticket goes back). */
   private acquire(id: number, ip: string, key: string | null): void {
     const answer = (a: Admit): void => {
-      if (typeof a === 'number') {
-        if (!this.running) return this.deps.admission.release(a);
-        this.tickets.add(a);
-      }
-      this.post({ t: 'admit', id, admit: a });
+      const admitted = typeof a === 'number';
+      if (admitted && !this.running) return this.deps.admission.release(a);
+      if (admitted) this.tickets.add(a);
+      if (answerAdmission(this.admissionSlot, id, a) || !admitted) return;
+      this.tickets.delete(a);
+      this.deps.admission.release(a);
     };
     const v = this.deps.admission.acquire(ip, key);
     if (v instanceof Promise) void v.then(answer);

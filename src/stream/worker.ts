@@ -1,13 +1,13 @@
 // A stream thread (--stream-port with --stream-threads ≥ 1): its own uWS app on the stream port running the same
 // stream server as the main port, fed by the frames the main thread posts. Limits are asked of the main thread (one
-// round trip per upgrade); metrics and logs go back to it. Holds no state but its replay ring and its sockets.
+// blocking round trip per upgrade, see admission.ts); metrics and logs go back to it. Holds no state but its replay ring and its sockets.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { createLogger } from '../log.js';
 import { loadUws } from '../native.js';
 import { FanoutQueue } from '../state/events.js';
 import type { RawFrameView } from '../state/view.js';
-import type { Admission, Admit } from './admission.js';
+import { AdmissionAsker, type Admission, type Admit } from './admission.js';
 import { mountStream } from './server.js';
 import { AccumulatingSink } from './sink.js';
 import type { FromThread, StreamThreadData, ToThread } from './threads.js';
@@ -17,23 +17,20 @@ const REPORT_INTERVAL_MS = 250;
 
 /** Admission decided by the main thread, which holds the counts of every place the stream is served. */
 class RemoteAdmission implements Admission {
-  private nextId = 0;
-  private readonly waiting = new Map<number, (a: Admit) => void>();
-  constructor(private readonly send: (m: FromThread) => void) {}
-  acquire(ip: string, key: string | null): Promise<Admit> {
-    const id = ++this.nextId;
-    return new Promise((resolve) => {
-      this.waiting.set(id, resolve);
-      this.send({ t: 'acquire', id, ip, key });
-    });
+  private readonly asker: AdmissionAsker;
+  constructor(
+    private readonly send: (m: FromThread) => void,
+    shared: SharedArrayBuffer,
+    waitMs: number,
+  ) {
+    // The main thread answers at its next turn (milliseconds), or after Redis with shared limits.
+    this.asker = new AdmissionAsker(shared, waitMs);
+  }
+  acquire(ip: string, key: string | null): Admit {
+    return this.asker.ask((id) => this.send({ t: 'acquire', id, ip, key }));
   }
   release(ticket: number): void {
     this.send({ t: 'release', ticket });
-  }
-  answer(id: number, a: Admit): void {
-    const w = this.waiting.get(id);
-    this.waiting.delete(id);
-    w?.(a);
   }
 }
 
@@ -53,7 +50,7 @@ function run(port: MessagePort, data: StreamThreadData): void {
   const fanout = new FanoutQueue();
   fanout.onError = (e) => log.error('stream fan-out step failed', { error: String(e) });
   const sink = new AccumulatingSink();
-  const admission = new RemoteAdmission(send);
+  const admission = new RemoteAdmission(send, data.admission, data.admissionWaitMs);
   const listeners = new Set<(f: RawFrameView) => void>();
   const app = uWS.App();
   const stream = mountStream(app, {
@@ -115,8 +112,7 @@ function run(port: MessagePort, data: StreamThreadData): void {
     if (m.t === 'frame') {
       const frame: RawFrameView = { data: Buffer.from(m.data), isBinary: m.isBinary, blockNumber: m.blockNumber, index: m.index, receivedAtMs: m.receivedAtMs };
       for (const fn of listeners) fn(frame);
-    } else if (m.t === 'admit') admission.answer(m.id, m.admit);
-    else shutdown();
+    } else shutdown();
   });
 }
 

@@ -46,7 +46,7 @@ interface PortHarness {
 }
 
 /** The main port's stream (main thread) and a stream port on `threads` threads, sharing counts and metrics. */
-async function startPorts(over: Partial<Config> = {}, threads = 2, redisUrl = ''): Promise<PortHarness> {
+async function startPorts(over: Partial<Config> = {}, threads = 2, redisUrl = '', admissionWaitMs?: number): Promise<PortHarness> {
   const config: Config = { ...loadConfig([], {}), ...over };
   const { pipeline } = makePipeline();
   const metrics = createMetrics({ version: 'test', commit: 'test', streamThreads: threads });
@@ -62,7 +62,7 @@ async function startPorts(over: Partial<Config> = {}, threads = 2, redisUrl = ''
   });
   const streamPort = await freePort();
   const port = await startStreamPort(
-    { host: '127.0.0.1', port: streamPort, threads, logLevel: 'info', options: config },
+    { host: '127.0.0.1', port: streamPort, threads, logLevel: 'info', options: config, admissionWaitMs },
     { uWS, frames: main.frames, fanout: pipeline.events.fanout, admission: main.admission, hub: main.hub, crashes: metrics.streamThreadCrashes, log },
   );
   return {
@@ -206,6 +206,75 @@ t.test('per-IP and global limits count the main port and the stream port togethe
   t.match(rs.body, /subscriber limit \(2\)/);
   t.ok(await until(() => g.metrics.streamRefusals.global_limit.value === 2));
   await closeAll(subs);
+});
+
+/**
+ * A WebSocket handshake written by hand, with `Connection: <connection>`; resolves with the response head and the
+ * socket once the head has arrived (the socket is left open).
+ */
+function rawUpgrade(port: number, connection: string, afterWrite = (): void => undefined): Promise<{ head: string; socket: net.Socket; frames: () => number; closed: () => boolean }> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let buf = Buffer.alloc(0);
+    let head = '';
+    let closed = false;
+    socket.on('error', reject);
+    socket.on('close', () => (closed = true));
+    socket.on('connect', () => {
+      socket.write(
+        `GET /flashblocks HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: ${connection}\r\n` +
+          'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+      );
+      afterWrite();
+    });
+    socket.on('data', (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      const end = buf.indexOf('\r\n\r\n');
+      if (head === '' && end >= 0) {
+        head = buf.subarray(0, end).toString('latin1');
+        buf = buf.subarray(end + 4);
+        resolve({ head, socket, frames: () => buf.length, closed: () => closed });
+      }
+    });
+  });
+}
+
+t.test('an upgrade on a stream thread is not closed after its 101 (the async-upgrade close of this uWS build)', async (t) => {
+  // With "Connection: close" the old HTTP state reads as close on every upgrade made later from res.cork: before the
+  // thread waited for its admission, every one of these was closed right after its 101.
+  const h = await startPorts({ streamMaxPerIp: 100 });
+  t.teardown(() => h.close());
+  const port = Number(new URL(h.url).port);
+  const socks: Awaited<ReturnType<typeof rawUpgrade>>[] = [];
+  for (let i = 0; i < 10; i++) socks.push(await rawUpgrade(port, 'close'));
+  t.ok(socks.every((s) => s.head.startsWith('HTTP/1.1 101')), 'every handshake is answered 101');
+  t.ok(await until(() => h.metrics.streamSubscribers.value === 10), 'all ten are counted as subscribers');
+  const frame = Buffer.from(JSON.stringify(unichainMessages()[0]));
+  feed(h.pipeline, frame);
+  t.ok(await until(() => socks.every((s) => s.frames() > frame.length)), 'and each receives the next frame');
+  t.ok(socks.every((s) => !s.closed()), 'none was closed');
+  for (const s of socks) s.socket.destroy();
+  t.ok(await until(() => h.main.admission.count === 0), 'their admissions are released when they go');
+});
+
+t.test('a stream thread whose admission gets no answer in time refuses with 503; the late answer is released', async (t) => {
+  const h = await startPorts({ streamMaxPerIp: 1 }, 1, '', 200);
+  t.teardown(() => h.close());
+  const port = Number(new URL(h.url).port);
+  // The handshake is written; then this (main) thread, which answers admissions, stays busy far past the thread's
+  // 200 ms wait.
+  const refused = await rawUpgrade(port, 'Upgrade', () => {
+    const busyUntil = Date.now() + 3000;
+    while (Date.now() < busyUntil);
+  });
+  t.match(refused.head, /^HTTP\/1\.1 503/, 'refused with 503');
+  refused.socket.destroy();
+  t.ok(await until(() => h.main.admission.count === 0), 'the ticket the main thread granted too late went back');
+  t.equal(h.metrics.streamSubscribers.value, 0, 'no subscriber was counted');
+  const ok = connect(`${h.url}/flashblocks`);
+  await ok.opened;
+  t.pass('the one connection this IP may hold is admitted next');
+  await closeAll([ok]);
 });
 
 t.test('with Redis, the per-IP limit holds across the main port, the stream threads and another instance', async (t) => {
