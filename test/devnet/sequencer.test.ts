@@ -51,11 +51,16 @@ t.test('flashblocks equal the canonical blocks anvil seals', async (t) => {
 
   const traffic = await startTraffic({ rpcUrl: devnet.nodeRpcUrl, chainId: devnet.chainId, accounts: devnet.accounts.slice(0, 5), txPerSec: 60 });
   t.teardown(() => traffic.stop());
-  // Three full blocks after the first index 0 we saw: enough for traffic of every kind to land.
-  const deadline = Date.now() + 15_000;
-  while (completeBlocks(plain.frames.map((f) => JSON.parse(f.text))).size < 3 && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  // At least three full blocks after the first index 0 we saw, holding more than 20 transactions of every kind
+  // (however slowly a busy machine lets the traffic land).
+  const landed = (): boolean => {
+    const blocks = completeBlocks(plain.frames.map((f) => JSON.parse(f.text)));
+    const fbs = [...blocks.values()].flat();
+    const kinds = new Set(fbs.flatMap((f) => Object.values<Record<string, unknown>>(f.metadata.receipts ?? {}).map((r) => Object.keys(r)[0])));
+    return blocks.size >= 3 && fbs.reduce((n, f) => n + f.diff.transactions.length, 0) > 20 && kinds.size >= 5;
+  };
+  const deadline = Date.now() + 90_000;
+  while (!landed() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   await traffic.stop();
   const blocks = completeBlocks(plain.frames.map((f) => JSON.parse(f.text)));
   t.ok(blocks.size >= 3, `saw ${blocks.size} complete blocks`);
