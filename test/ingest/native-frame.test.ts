@@ -104,6 +104,32 @@ t.test('every fixture frame decodes identically, text and brotli, and the native
   t.equal(tl.native, tl.accepted, `${tl.accepted} valid frames, all taken natively`);
 });
 
+t.test('read first, a transaction\'s nonce and a receipt\'s logs equal the JS decoder\'s (they are read from the layout alone)', async (t) => {
+  let nonces = 0;
+  let logs = 0;
+  for (const { name, frames } of corpus()) {
+    for (const [i, m] of frames.entries()) {
+      const data = Buffer.from(JSON.stringify(m));
+      const js = decodeFrame(data, MAX, false, null);
+      const nat = decodeFrame(data, MAX, false, native);
+      if (!js.ok || !nat.ok) continue;
+      for (const [k, tx] of nat.fb.txs.entries()) {
+        if (tx.type === 0x7e) continue;
+        t.equal(tx.nonce, js.fb.txs[k]!.nonce, `${name}[${i}] tx ${k} nonce`);
+        nonces++;
+      }
+      for (const [hash, r] of nat.fb.receipts ?? []) {
+        const want = js.fb.receipts!.get(hash)!;
+        t.equal(r.logCount, want.logs.length, `${name}[${i}] ${hash} log count`);
+        t.same(r.logs, want.logs, `${name}[${i}] ${hash} logs`);
+        t.equal(r.logs, r.logs, 'built once');
+        logs += r.logs.length;
+      }
+    }
+  }
+  t.ok(nonces > 50 && logs > 50, `${nonces} nonces, ${logs} logs compared`);
+});
+
 t.test('rare shapes (post-exec, withdrawals, X Layer access lists, escapes, duplicate keys) decode identically', async (t) => {
   const tl = tally();
   const uni = unichain();
