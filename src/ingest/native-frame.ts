@@ -53,6 +53,15 @@ class LayoutReader {
     const a = this.u[this.i++] as number;
     return this.s.substring(a, this.u[this.i++] as number);
   }
+  /**
+   * A string that does not keep the layout's text alive: V8 holds a substring of 13+ characters as a slice of its
+   * parent, so a payload id kept in the hedge memory (4,096 frames) kept each frame's whole text (~90 KB for 200 txs)
+   * that long. For the frame's own fields, which outlive its transactions' block in places; per-transaction strings
+   * (hashes, balance keys, logs) live as long as the block and stay slices.
+   */
+  own(): string {
+    return (' ' + this.str()).slice(1);
+  }
   num(): number {
     const hi = this.u[this.i++] as number;
     return hi * TWO_32 + (this.u[this.i++] as number);
@@ -129,7 +138,7 @@ function readReceipt(r: LayoutReader): FlashReceipt {
 export function flashblockOfLayout(l: AddonFrameLayout): { fb: Flashblock; senders: NativeSenders | null } | null {
   const r = new LayoutReader(l.u, l.s, l.q);
   const index = r.num();
-  const payloadId = r.str();
+  const payloadId = r.own();
   const blockNumber = r.num();
   const prevBlockNumber = r.num() - 1;
   const prevIndex = r.num() - 1;
@@ -160,24 +169,24 @@ export function flashblockOfLayout(l: AddonFrameLayout): { fb: Flashblock; sende
   let base: FlashblockBase | null = null;
   if (r.next() === 1) {
     base = {
-      parentBeaconBlockRoot: r.str(),
-      parentHash: r.str(),
-      feeRecipient: r.str(),
-      prevRandao: r.str(),
+      parentBeaconBlockRoot: r.own(),
+      parentHash: r.own(),
+      feeRecipient: r.own(),
+      prevRandao: r.own(),
       blockNumber: r.num(),
       gasLimit: r.qty(),
       timestamp: r.num(),
-      extraData: r.str(),
+      extraData: r.own(),
       baseFeePerGas: r.qty(),
     };
   }
-  const stateRoot = r.str();
-  const receiptsRoot = r.str();
-  const logsBloom = r.str();
+  const stateRoot = r.own();
+  const receiptsRoot = r.own();
+  const logsBloom = r.own();
   const gasUsed = r.qty();
-  const blockHash = r.str();
+  const blockHash = r.own();
   const blobGasUsed = r.next() === 1 ? r.qty() : null;
-  const withdrawalsRoot = r.next() === 1 ? r.str() : null;
+  const withdrawalsRoot = r.next() === 1 ? r.own() : null;
   let postExecTx: DecodedTx | null = null;
   if (r.next() === 1) {
     const d = decodeTransaction(r.str());
