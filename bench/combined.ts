@@ -251,6 +251,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     }).filter((x) => x !== '');
     const daemonView = {
       gc: gcKinds.join(', '),
+      majorGcs: loadedHist.get('flashblocksd_nodejs_gc_duration_seconds_count{kind="major"}') ?? 0,
       visibleP50: promHistogramPercentile(loadedHist, 'flashblocksd_flashblock_visible_seconds', 50) * 1000,
       visibleP99: promHistogramPercentile(loadedHist, 'flashblocksd_flashblock_visible_seconds', 99) * 1000,
       fanoutP50: promHistogramPercentile(loadedHist, 'flashblocksd_stream_fanout_seconds', 50) * 1000,
@@ -297,7 +298,7 @@ interface Collected {
   loadStartT: number;
   slowCloses: number;
   framesDropped: number;
-  daemonView: { gc: string; visibleP50: number; visibleP99: number; fanoutP50: number; fanoutP99: number };
+  daemonView: { gc: string; majorGcs: number; visibleP50: number; visibleP99: number; fanoutP50: number; fanoutP99: number };
   jsonBytes: number;
   txs: number;
   frames: number;
@@ -371,6 +372,14 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
       unit: 'ms',
       display: `${fmt(c.daemonView.visibleP50)} / ${fmt(c.daemonView.visibleP99)} ms; fan-out ${fmt(c.daemonView.fanoutP50)} / ${fmt(c.daemonView.fanoutP99)} ms (all stream threads, idle ones included)`,
       verdict: c.daemonView.gc === '' ? '' : `daemon GC during the loaded phase (count × mean pause): ${c.daemonView.gc}`,
+    },
+    {
+      name: `daemon major GCs (mark-compact, event-loop thread) during the ${c.loadSeconds} s loaded phase`,
+      value: c.daemonView.majorGcs,
+      unit: '',
+      display: `${fmt(c.daemonView.majorGcs)} in ${c.loadSeconds} s`,
+      verdict: `target 0 (issue 24: a block's life must not promote and free thousands of objects)${c.daemonView.gc === '' ? '' : `; all kinds: ${c.daemonView.gc}`}`,
+      met: c.daemonView.majorGcs === 0,
     },
     { name: 'daemon CPU, average under load', value: c.loadCpu, unit: '% of a core', verdict: `subscriber processes: ${fmt(loaded.subscriberCpuPct)} % of a core` },
     { name: 'daemon RSS, peak', value: c.proc.peakRssMiB, unit: 'MiB', verdict: `last ${fmt(c.proc.lastRssMiB)} MiB` },

@@ -11,7 +11,7 @@ import { nativeDecoder } from '../src/ingest/native-frame.js';
 import { PendingState } from '../src/state/pending.js';
 import { silentLogger } from '../src/log.js';
 import { generateFlashblocks } from './flashblock-gen.js';
-import { describeTop, fmt, percentile, sampleMicros, topSelfTime, writePlot, type BenchOptions, type BenchResult, type CpuProfile, runStandalone } from './lib.js';
+import { describeTop, fmt, GcTally, percentile, sampleMicros, topSelfTime, writePlot, type BenchOptions, type BenchResult, type CpuProfile, runStandalone } from './lib.js';
 import { cdfChart, cdfPoints } from './svg.js';
 
 /**
@@ -93,7 +93,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   const inflateUs = sampleMicros(() => void brotliDecompressSync(compressed), opts.quick ? 500 : 1500);
 
   /** Samples parse + apply through a pipeline with the JS or the native decoder (a fresh state each). */
-  const applySamples = (nativeDecode: boolean): { us: number[]; applyOne: () => void } => {
+  const applySamples = async (nativeDecode: boolean): Promise<{ us: number[]; applyOne: () => void; gc: GcTally }> => {
     const state = new PendingState({ maxPendingBlocks: 8 });
     const make = (): IngestPipeline =>
       new IngestPipeline(state, { maxFrameBytes: 1 << 26, gapWindowFrames: 16, gapTimeoutMs: 1000, nativeDecode }, silentLogger, null);
@@ -110,14 +110,16 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
       }
       pipeline.handleFrame({ data: frames[i & 63]!, isBinary: false, upstream: 0, receivedAtMs: performance.now() });
     };
+    const gc = new GcTally();
     const us = sampleMicros(applyOne, ms);
+    await gc.stop();
     // Drop what is held: the sender recoveries the loop queued then skip their records instead of running (they
     // would land in the next measurement, and in the CPU profile).
     state.settleCanonical(1_000_063, null);
-    return { us, applyOne };
+    return { us, applyOne, gc };
   };
-  const js = applySamples(false);
-  const nat = native === null ? null : applySamples(true);
+  const js = await applySamples(false);
+  const nat = native === null ? null : await applySamples(true);
   const applyUs = nat?.us ?? js.us;
   const top = opts.profile === true ? await profile((nat ?? js).applyOne, opts.quick ? 1500 : 4000) : [];
 
@@ -174,7 +176,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
         value: p99Apply,
         unit: 'µs',
         baseline: { label: 'JSON.parse p99', value: percentile(parseUs, 99) },
-        verdict: `target < 3 ms (JS decoder: ${fmt(percentile(js.us, 99))} µs)`,
+        verdict: `target < 3 ms (JS decoder: ${fmt(percentile(js.us, 99))} µs); GC while sampling: ${(nat ?? js).gc.describe()}`,
         met: p99Apply < 3000,
         design: 'parse + apply of a 150 KB / 200-tx flashblock: p99 < 3 ms',
         ...(p99Apply < 3000 ? {} : { bottleneck: `p99 / p50 = ${fmt(p99Apply / p50Apply)}: the tail is ${p99Apply > 3 * p50Apply ? 'GC pauses and scheduling (other processes share the 2 cores), not the work itself' : 'the work itself'}; ${profiled}.` }),

@@ -7,7 +7,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
-import { performance } from 'node:perf_hooks';
+import { constants as perfConstants, performance, PerformanceObserver, type PerformanceEntry } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { tiedCommand } from '../src/child.js';
 
@@ -109,6 +109,52 @@ export function fmt(n: number): string {
 export const absNow = (): number => performance.timeOrigin + performance.now();
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Pauses of one GC kind: count, total and longest, ms. */
+export interface GcKindTally {
+  n: number;
+  ms: number;
+  maxMs: number;
+}
+
+/**
+ * This process's GC pauses by kind (perf_hooks `gc` entries) from construction to `stop()`: scavenges (minor) and
+ * mark-compacts (major) — what a benchmark's tail is made of when blocks of objects are promoted and then freed.
+ */
+export class GcTally {
+  readonly minor: GcKindTally = { n: 0, ms: 0, maxMs: 0 };
+  readonly major: GcKindTally = { n: 0, ms: 0, maxMs: 0 };
+  private readonly obs: PerformanceObserver;
+
+  constructor() {
+    this.obs = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) this.count(e);
+    });
+    this.obs.observe({ entryTypes: ['gc'] });
+  }
+
+  private count(e: PerformanceEntry): void {
+    const kind = ((e as PerformanceEntry & { detail?: { kind?: number } | null }).detail)?.kind;
+    const t = kind === perfConstants.NODE_PERFORMANCE_GC_MINOR ? this.minor : kind === perfConstants.NODE_PERFORMANCE_GC_MAJOR ? this.major : null;
+    if (t === null) return;
+    t.n++;
+    t.ms += e.duration;
+    if (e.duration > t.maxMs) t.maxMs = e.duration;
+  }
+
+  /** Stops counting once the entries of pauses so far are delivered (they arrive after the synchronous code ran). */
+  async stop(): Promise<this> {
+    await sleep(20);
+    this.obs.disconnect();
+    return this;
+  }
+
+  /** "scavenges 12 × 1.10 ms (max 3.20), mark-compacts 1 × 6.00 ms (max 6.00)" */
+  describe(): string {
+    const one = (name: string, k: GcKindTally): string => `${name} ${k.n}${k.n === 0 ? '' : ` × ${fmt(k.ms / k.n)} ms (max ${fmt(k.maxMs)})`}`;
+    return `${one('scavenges', this.minor)}, ${one('mark-compacts', this.major)}`;
+  }
+}
 
 // ── Latency histogram ────────────────────────────────────────────────────────────────────────────────────────────
 

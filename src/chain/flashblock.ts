@@ -46,6 +46,8 @@ export interface FlashReceipt {
   status: number | null;
   cumulativeGasUsed: bigint | null;
   logs: FlashLog[];
+  /** `logs.length`, when the receipt can tell it without building its logs (the native decoder's receipts). */
+  readonly logCount?: number;
   depositNonce: bigint | null;
   depositReceiptVersion: bigint | null;
 }

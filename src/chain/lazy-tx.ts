@@ -183,6 +183,8 @@ export class LazyTx implements DecodedTx {
   private full: DecodedTx | null = null;
   private rawLower: string | null;
   private sender: string | null;
+  /** The nonce read alone (nonceOf), before any full decode; -1n while not read. */
+  private nonceOnly = -1n;
 
   constructor(
     readonly type: number,
@@ -236,7 +238,16 @@ export class LazyTx implements DecodedTx {
     return this.decoded().chainId;
   }
   get nonce(): bigint {
-    return this.decoded().nonce;
+    // The sender nonce index reads every transaction's nonce once its sender is known: read it alone, so a held
+    // transaction is not fully decoded (a dozen bigints, strings and a signing-hash buffer kept for the block's life,
+    // promoted and freed per block — bench/combined.ts GC counts) unless a reader asks for more.
+    if (this.full !== null) return this.full.nonce;
+    if (this.nonceOnly < 0n) {
+      const n = this.rawBytes !== null ? nonceOf(this.rawBytes, this.rawStart, this.rawEnd) : nonceOfHex(this.rawText as string);
+      if (n === null) return this.decoded().nonce;
+      this.nonceOnly = n;
+    }
+    return this.nonceOnly;
   }
   get gasPrice(): bigint | null {
     return this.decoded().gasPrice;
@@ -296,6 +307,40 @@ export class LazyTx implements DecodedTx {
   get executes(): boolean {
     return true;
   }
+}
+
+/**
+ * The nonce of the signed transaction at `b[pos, end)` (legacy or typed 0x01–0x04, already accepted by the ingest
+ * walk), read without decoding the rest; null for other types (deposits, post-exec), which the full decoder reads.
+ */
+function nonceOf(b: Buffer, pos: number, end: number): bigint | null {
+  const first = b[pos] as number;
+  let p = pos;
+  if (first < 0xc0) {
+    if (FIELD_COUNT[first] === undefined) return null;
+    p++;
+  }
+  const h = b[p] as number;
+  if (h < 0xc0) return null;
+  p += h <= 0xf7 ? 1 : 1 + (h - 0xf7); // the list header; its length was checked at ingest
+  if (first < 0xc0) {
+    if (readRlpItem(b, p, end) !== RLP_OK) return null; // chainId
+    p = rlpItem.end;
+  }
+  if (readRlpItem(b, p, end) !== RLP_OK || rlpItem.isList) return null;
+  const len = rlpItem.end - rlpItem.start;
+  if (len === 0) return 0n;
+  if (len <= 6) return BigInt(b.readUIntBE(rlpItem.start, len));
+  return BigInt('0x' + b.toString('hex', rlpItem.start, rlpItem.end));
+}
+
+/** Bytes enough for a nonce: type, a list header of ≤ 9 bytes, chainId and nonce of ≤ 9 bytes each. */
+const NONCE_PREFIX_BYTES = 28;
+
+/** `nonceOf` for a transaction held as hex text (the JS decoder's form): only its first bytes are decoded. */
+function nonceOfHex(rawHex: string): bigint | null {
+  const b = Buffer.from(rawHex.slice(2, 2 + 2 * NONCE_PREFIX_BYTES), 'hex');
+  return nonceOf(b, 0, b.length);
 }
 
 /** Runs the checks on `b[0, end)`; on success returns the LazyTx (hashing with `hash`), else null. */

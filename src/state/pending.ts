@@ -99,7 +99,7 @@ export class PendingState implements PendingView {
       if (gasUsed === null) block.receiptsComplete = false;
       const firstLogIndex = block.logsKnown ? block.logCount : -1;
       if (receipt === null) block.logsKnown = false;
-      else block.logCount += receipt.logs.length;
+      else block.logCount += receipt.logCount ?? receipt.logs.length;
       const rec = new TxRecord(tx, block, block.txs.length, fb.index, receipt, firstLogIndex, gasUsed);
       block.txs.push(rec);
       this.txByHash.set(tx.hash, rec);

@@ -71,6 +71,22 @@ t.test('real transactions of every type decode identically; fields are decoded o
   t.ok(r.ok && recoverSender(r.tx) === recoverSender((decodeTransaction(raws[0] as string) as { tx: DecodedTx }).tx));
 });
 
+t.test('a nonce read first (before any other field) equals the full decoder\'s, from hex text and from bytes', async (t) => {
+  let n = 0;
+  for (const raw of [...realTransactions(), ...vectors()]) {
+    const full = decodeTransaction(raw);
+    const lazy = ingestTransaction(raw);
+    if (!full.ok || !lazy.ok || !(lazy.tx instanceof LazyTx) || full.tx.type === 0x7e) continue;
+    t.equal(lazy.tx.nonce, full.tx.nonce, raw.slice(0, 20));
+    const bytes = Buffer.concat([Buffer.from([0xaa, 0xbb]), Buffer.from(raw.slice(2), 'hex'), Buffer.from([0xcc])]);
+    const fromBytes = new LazyTx(full.tx.type, full.tx.hash, null, null, bytes, 2, bytes.length - 1);
+    t.equal(fromBytes.nonce, full.tx.nonce, `${raw.slice(0, 20)} (bytes)`);
+    t.equal(fromBytes.raw, full.tx.raw, 'the same transaction');
+    n++;
+  }
+  t.ok(n > 100, `${n} transactions`);
+});
+
 t.test('single-byte changes, truncations and extensions of real transactions: the same verdict and reason', async (t) => {
   const raws = realTransactions();
   const byType = new Map<string, string>();
