@@ -112,7 +112,10 @@ export async function measureDevnet(o: BenchOptions): Promise<{ rows: BenchRow[]
   const windowS = o.quick ? 15 : 30;
   const soakEnv = Number(process.env.BENCH_SOAK_MIN);
   const soakMin = Number.isFinite(soakEnv) && soakEnv > 0 ? soakEnv : o.quick ? 2 : 15;
-  const devnet = await startDevnet({ blockTimeMs: 2000, flashblockMs: 200, anvil: { accounts: 10 } });
+  // Gas limit 60M (anvil's default is 30M): the traffic's ~7M gas a block stays under the OP gas target (limit / 6).
+  // Above it (5M at 30M) the base fee rose ~0.3 % a block, from 1 to 2 gwei in ~13 min, and from there anvil refused
+  // the generator's 2 gwei legacy txs (traffic errors, a different mix for the rest of the soak).
+  const devnet = await startDevnet({ blockTimeMs: 2000, flashblockMs: 200, anvil: { accounts: 10, extraArgs: ['--gas-limit', '60000000'] } });
   let off: Phase | null = null;
   let on: Phase | null = null;
   let offStopped = false;
