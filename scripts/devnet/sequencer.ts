@@ -26,7 +26,11 @@ const DEVNET = presetByName('devnet') as ChainPreset;
  *   NOT give mined txs back to the pool (pooled-but-unmined ones stay), so the block's raw txs are re-submitted
  *   right after the revert, in block order.
  * - evm_revert does not restore anvil's base-fee tracker, so every mine of a block is given the block's base fee
- *   (read once, at block start, from eth_feeHistory) via anvil_setNextBlockBaseFeePerGas.
+ *   (read once, at block start, from eth_feeHistory) via anvil_setNextBlockBaseFeePerGas, and so is every revert:
+ *   anvil's pool admits a tx only if its max fee covers the tracker's base fee, which a reverted mine above the gas
+ *   target left higher than the block's. Without it, a tx priced between the two (the traffic's 2 gwei legacy txs
+ *   once the base fee nears 2 gwei) was refused on re-submission and missing from the next re-mine: that flashblock
+ *   and the sealed block then lacked a tx an earlier flashblock had emitted (issue 22's soak divergence).
  * - the canonical seal is one more evm_mine with the same timestamp: its hash equals the last flashblock's.
  * - timestamps are those of an OP-stack chain: a block with timestamp T is built during [T − blockTime, T], so its
  *   flashblock k is due at T − blockTime + k × flashblockMs (the daemon's lateness formula). Blocks start on the
@@ -570,6 +574,8 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       }
     } finally {
       await rpcCall(url, 'evm_revert', [snap]);
+      // The pool checks fees against anvil's base-fee tracker, which the reverted mine moved: back to this block's.
+      await rpcCall(url, 'anvil_setNextBlockBaseFeePerGas', [toHex(b.baseFee)]);
       // The mined txs left the pool with the revert: put the block's txs back, earlier ones first.
       // In batches of at most RESUBMIT_BATCH, one after another: anvil 1.7 does not keep the order of a larger
       // JSON-RPC batch, which reordered blocks of more than 64 txs (the canonical block then differed).

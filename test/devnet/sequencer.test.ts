@@ -230,3 +230,62 @@ t.test('a held seal waits for its holder: reads are answered, submissions go to 
   await devnet.stop();
   t.pass('stop() returned during a hold');
 });
+
+t.test('a tx priced between the block base fee and the base fee a re-mine above the gas target leaves stays in the block (issue 22 soak divergence)', async (t) => {
+  // 3 s blocks: room for three flashblocks of the same block after its index 0 on a busy machine.
+  const devnet = await startDevnet({ blockTimeMs: 3000, flashblockMs: 200 });
+  t.teardown(() => devnet.stop());
+  const seen: BuiltFlashblock[] = [];
+  const arrived = new Set<() => void>();
+  devnet.onFlashblock((fb) => {
+    seen.push(fb);
+    for (const fn of arrived) fn();
+  });
+  const next = (pred: (fb: BuiltFlashblock) => boolean): Promise<BuiltFlashblock> =>
+    new Promise((resolve) => {
+      const from = seen.length;
+      const check = (): void => {
+        const fb = seen.slice(from).find(pred);
+        if (fb === undefined) return;
+        arrived.delete(check);
+        resolve(fb);
+      };
+      arrived.add(check);
+    });
+
+  const payer = privateKeyToAccount(devnet.accounts[8]!.privateKey);
+  const burner = privateKeyToAccount(devnet.accounts[9]!.privateKey);
+  const first = await next((fb) => fb.index === 0);
+  const n = first.blockNumber;
+  const baseFee = BigInt(first.base!.base_fee_per_gas!);
+  const nonceOf = async (a: string): Promise<number> => Number(await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionCount', [a, 'pending']));
+  // A legacy tx paying just the block's base fee (the soak's 2 gwei legacy txs once the base fee had climbed to
+  // 1.997 gwei), then one that burns 8M gas (the gas target is 5M): the re-mine of that flashblock raises anvil's
+  // base-fee tracker above the legacy tx's price, and the revert does not lower it again.
+  const legacy = await payer.signTransaction({ chainId: devnet.chainId, nonce: await nonceOf(payer.address), type: 'legacy', gasPrice: baseFee + 1n, gas: 21_000n, to: burner.address, value: 1n });
+  // Init code JUMPDEST PUSH1 0 JUMP: loops until its gas is gone.
+  const heavy = await burner.signTransaction({ chainId: devnet.chainId, nonce: await nonceOf(burner.address), type: 'eip1559', maxFeePerGas: 10n * baseFee, maxPriorityFeePerGas: 1n, gas: 8_000_000n, data: '0x5b600056' });
+  const legacyHash = await rpcCall<string>(devnet.nodeRpcUrl, 'eth_sendRawTransaction', [legacy]);
+  const heavyHash = await rpcCall<string>(devnet.nodeRpcUrl, 'eth_sendRawTransaction', [heavy]);
+  const emitted = await next((fb) => fb.receipts.some((r) => r.hash === heavyHash));
+  t.equal(emitted.blockNumber, n, `both txs emitted in block ${n}`);
+  t.ok(seen.some((fb) => fb.blockNumber === n && fb.receipts.some((r) => r.hash === legacyHash)), 'the legacy tx was emitted');
+  t.ok(BigInt(emitted.diff.gas_used) > 5_000_000n, 'the block so far is above the gas target');
+  // A later flashblock of the same block re-mines it: a tx sent now makes the builder do so. (Before the fix the
+  // refused legacy tx left the pool as many txs as the builder had emitted, so it did not rebuild, and the seal
+  // mined a block without the legacy tx: a canonical block that differed from its last flashblock.)
+  const other = privateKeyToAccount(devnet.accounts[7]!.privateKey);
+  const later = await other.signTransaction({ chainId: devnet.chainId, nonce: await nonceOf(other.address), type: 'eip1559', maxFeePerGas: 10n * baseFee, maxPriorityFeePerGas: 1n, gas: 21_000n, to: burner.address, value: 1n });
+  const laterHash = await rpcCall<string>(devnet.nodeRpcUrl, 'eth_sendRawTransaction', [later]);
+  const after = await next((fb) => fb.blockNumber > n || fb.receipts.some((r) => r.hash === laterHash));
+  t.equal(after.blockNumber, n, `the later tx landed in block ${n} too`);
+  const last = (await next((fb) => fb.blockNumber === n + 1)) && seen.filter((fb) => fb.blockNumber === n).at(-1)!;
+  const sealed = await rpcCall(devnet.nodeRpcUrl, 'eth_getBlockByNumber', [toHex(n), false]);
+  t.ok((sealed.transactions as string[]).includes(legacyHash), `the sealed block ${n} holds the legacy tx`);
+  t.equal(sealed.receiptsRoot, last.diff.receipts_root, 'and its receipts root is the last flashblock\'s');
+  t.equal(sealed.hash, last.diff.block_hash, 'and its hash');
+  const st = devnet.stats();
+  t.equal(st.resendErrors, 0, 'every re-submission after a revert was accepted');
+  t.equal(st.prefixViolations, 0, 'every re-mine started with the emitted txs');
+  t.equal(st.hashMismatches, 0, 'every sealed block equals its last flashblock');
+});
