@@ -310,7 +310,19 @@ export class ExecutionFeed {
         m.executionDivergences.receipts_root.inc();
         const cur = this.fed.get(b.number);
         if (cur?.view === b) cur.diverged = true;
-        this.d.log.warn('execution engine: executed receipts root differs from the flashblock; its block\'s executed receipts are not served', { block: b.number, index });
+        // What the operator can compare: the stream's root and gas against execution's cumulative gas, and which
+        // positions this flashblock added (the stream-receipt check below names the first differing one, where the
+        // stream carries receipts).
+        const diff = b.diffs[index];
+        const lastReceipt = out.receipts[out.receipts.length - 1];
+        this.d.log.warn('execution engine: executed receipts root differs from the flashblock; its block\'s executed receipts are not served', {
+          block: b.number,
+          index,
+          positions: to > from ? `${from}-${to - 1}` : 'none',
+          streamReceiptsRoot: diff?.receiptsRoot ?? null,
+          streamGasUsed: diff === undefined ? null : String(diff.gasUsed),
+          executedGasUsed: lastReceipt === undefined ? null : String(lastReceipt.cumulativeGasUsed),
+        });
       }
       m.executionVerifiedRatio.set(this.verifiedCount / this.handed);
       // Cross-check the stream's receipts (where it carried them) against execution.

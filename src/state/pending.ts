@@ -91,7 +91,8 @@ export class PendingState implements PendingView {
       let gasUsed: bigint | null = null;
       if (receipt !== null) {
         const cumulative = receipt.cumulativeGasUsed as bigint;
-        if (block.lastCumulativeGas !== null) gasUsed = cumulative - block.lastCumulativeGas;
+        // A cumulative gas below the previous one is a stream fault: no gasUsed from it (never a negative one).
+        if (block.lastCumulativeGas !== null && cumulative >= block.lastCumulativeGas) gasUsed = cumulative - block.lastCumulativeGas;
         block.lastCumulativeGas = cumulative;
       } else {
         block.lastCumulativeGas = null;

@@ -418,7 +418,9 @@ t.test("a stream receipt and a receipts_root that disagree with execution: both 
   await until(async () => metric(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="receipts_root"}') >= 1, 20_000, 'the receipts_root divergence');
   const after = await scrape(daemon);
   t.ok(withheld.length > 0 && withheld.every(Boolean), `the falsified block's executed receipts are withheld from its diverged flashblock on (${withheld.length} flashblocks)`);
-  t.ok(logs.some((l) => l.includes('receipts root differs') && l.includes(`"block":${badRootBlock}`)), `the divergence is logged with its block (${badRootBlock}) and index`);
+  const rootLine = logs.find((l) => l.includes('receipts root differs') && l.includes(`"block":${badRootBlock}`));
+  t.ok(rootLine !== undefined, `the divergence is logged with its block (${badRootBlock}) and index`);
+  t.match(JSON.parse(rootLine ?? '{}'), { index: 2, streamReceiptsRoot: '0x' + 'ab'.repeat(32), positions: String, streamGasUsed: String, executedGasUsed: String }, "with the stream's root, its gas and execution's, and the positions the flashblock added");
   t.ok(metric(after, 'flashblocksd_execution_verified_total') > 0, 'the other flashblocks still verify');
   await traffic.stop();
 });

@@ -40,3 +40,18 @@ t.test('without new_account_balances (post-Azul) every nonce query recovers firs
   t.equal(state.nextNonce('0x000000000000000000000000000000000000dead'), null);
   t.equal(senders.unrecoveredCount, 0, 'no balances to rule the address out: senders recovered');
 });
+
+t.test("a stream receipt whose cumulative gas goes down gives no gasUsed (never a negative one); execution completes it", async (t) => {
+  for (const broken of [false, true]) {
+    const { state, pipeline } = makePipeline({ nativeDecode: false });
+    const msgs = unichainMessages().map((m) => structuredClone(m)) as { metadata: { receipts: Record<string, Record<string, { cumulativeGasUsed: string }>> } }[];
+    const [hash, tagged] = Object.entries(msgs[1]!.metadata.receipts)[0]!;
+    if (broken) Object.values(tagged)[0]!.cumulativeGasUsed = '0x1';
+    feed(pipeline, msgs[0]!);
+    feed(pipeline, msgs[1]!);
+    const rec = state.tx(hash);
+    t.ok(rec !== undefined, 'the transaction is held');
+    if (broken) t.equal(rec!.gasUsed, null, 'below the previous cumulative gas: gasUsed unknown');
+    else t.ok(rec!.gasUsed !== null && rec!.gasUsed > 0n, `consistent: gasUsed ${rec!.gasUsed} from the cumulative gas`);
+  }
+});
