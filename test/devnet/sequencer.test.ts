@@ -6,7 +6,7 @@ import { toHex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import WebSocket from 'ws';
 import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
-import { startDevnet, type BuiltFlashblock } from '../../scripts/devnet/sequencer.js';
+import { startDevnet, type BuiltFlashblock, type Devnet } from '../../scripts/devnet/sequencer.js';
 import { startTraffic } from '../../scripts/devnet/traffic.js';
 import { encodeDepositFromRpc } from '../../scripts/devnet/deposit.js';
 
@@ -35,6 +35,31 @@ function completeBlocks(msgs: any[]): Map<number, any[]> {
   const last = Math.max(...out.keys());
   out.delete(last);
   return out;
+}
+
+/**
+ * Records every flashblock the devnet publishes from now on; `next(pred)` resolves with the first one published after
+ * the call that satisfies `pred`.
+ */
+function watchFlashblocks(devnet: Devnet): { seen: BuiltFlashblock[]; next: (pred: (fb: BuiltFlashblock) => boolean) => Promise<BuiltFlashblock> } {
+  const seen: BuiltFlashblock[] = [];
+  const arrived = new Set<() => void>();
+  devnet.onFlashblock((fb) => {
+    seen.push(fb);
+    for (const fn of arrived) fn();
+  });
+  const next = (pred: (fb: BuiltFlashblock) => boolean): Promise<BuiltFlashblock> =>
+    new Promise((resolve) => {
+      const from = seen.length;
+      const check = (): void => {
+        const fb = seen.slice(from).find(pred);
+        if (fb === undefined) return;
+        arrived.delete(check);
+        resolve(fb);
+      };
+      arrived.add(check);
+    });
+  return { seen, next };
 }
 
 t.test('flashblocks equal the canonical blocks anvil seals', async (t) => {
@@ -154,24 +179,7 @@ t.test('flashblocks equal the canonical blocks anvil seals', async (t) => {
 t.test('a held seal waits for its holder: reads are answered, submissions go to the next block, the seal equals the last flashblock', async (t) => {
   const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200 });
   t.teardown(() => devnet.stop());
-  const seen: BuiltFlashblock[] = [];
-  const arrived = new Set<() => void>();
-  devnet.onFlashblock((fb) => {
-    seen.push(fb);
-    for (const fn of arrived) fn();
-  });
-  /** The first flashblock published from now on that satisfies `pred`. */
-  const next = (pred: (fb: BuiltFlashblock) => boolean): Promise<BuiltFlashblock> =>
-    new Promise((resolve) => {
-      const from = seen.length;
-      const check = (): void => {
-        const fb = seen.slice(from).find(pred);
-        if (fb === undefined) return;
-        arrived.delete(check);
-        resolve(fb);
-      };
-      arrived.add(check);
-    });
+  const { seen, next } = watchFlashblocks(devnet);
 
   let release: () => void = () => undefined;
   let held: (last: BuiltFlashblock) => void = () => undefined;
@@ -235,23 +243,7 @@ t.test('a tx priced between the block base fee and the base fee a re-mine above 
   // 3 s blocks: room for three flashblocks of the same block after its index 0 on a busy machine.
   const devnet = await startDevnet({ blockTimeMs: 3000, flashblockMs: 200 });
   t.teardown(() => devnet.stop());
-  const seen: BuiltFlashblock[] = [];
-  const arrived = new Set<() => void>();
-  devnet.onFlashblock((fb) => {
-    seen.push(fb);
-    for (const fn of arrived) fn();
-  });
-  const next = (pred: (fb: BuiltFlashblock) => boolean): Promise<BuiltFlashblock> =>
-    new Promise((resolve) => {
-      const from = seen.length;
-      const check = (): void => {
-        const fb = seen.slice(from).find(pred);
-        if (fb === undefined) return;
-        arrived.delete(check);
-        resolve(fb);
-      };
-      arrived.add(check);
-    });
+  const { seen, next } = watchFlashblocks(devnet);
 
   const payer = privateKeyToAccount(devnet.accounts[8]!.privateKey);
   const burner = privateKeyToAccount(devnet.accounts[9]!.privateKey);
