@@ -1,6 +1,7 @@
 // A stream thread (--stream-port with --stream-threads ≥ 1): its own uWS app on the stream port running the same
 // stream server as the main port, fed by the frames the main thread posts. Limits are asked of the main thread (one
-// blocking round trip per upgrade, see admission.ts); metrics and logs go back to it. Holds no state but its replay ring and its sockets.
+// blocking round trip per upgrade, see admission.ts); metrics and logs go back to it. Holds no state but its replay
+// ring and its sockets.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { createLogger } from '../log.js';

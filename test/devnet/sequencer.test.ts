@@ -84,7 +84,7 @@ t.test('flashblocks equal the canonical blocks anvil seals', async (t) => {
     const kinds = new Set(fbs.flatMap((f) => Object.values<Record<string, unknown>>(f.metadata.receipts ?? {}).map((r) => Object.keys(r)[0])));
     return blocks.size >= 3 && fbs.reduce((n, f) => n + f.diff.transactions.length, 0) > 20 && kinds.size >= 5;
   };
-  const deadline = Date.now() + 90_000;
+  const deadline = Date.now() + 60_000;
   while (!landed() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   await traffic.stop();
   const blocks = completeBlocks(plain.frames.map((f) => JSON.parse(f.text)));
