@@ -58,15 +58,20 @@ function connectStream(c: Cluster): Promise<{ ws: WebSocket | null; status: numb
 }
 
 /** Opens `n` connections one after the other (HAProxy's round-robin puts consecutive ones on different instances). */
-async function connectMany(c: Cluster, n: number): Promise<{ open: WebSocket[]; statuses: number[] }> {
+async function connectMany(c: Cluster, n: number): Promise<{ open: WebSocket[]; statuses: number[]; dropped: () => number }> {
   const open: WebSocket[] = [];
   const statuses: number[] = [];
+  let dropped = 0;
   for (let k = 0; k < n; k++) {
     const r = await connectStream(c);
     statuses.push(r.status);
-    if (r.ws !== null) open.push(r.ws);
+    if (r.ws !== null) {
+      open.push(r.ws);
+      r.ws.once('close', () => dropped++);
+    }
   }
-  return { open, statuses };
+  // Closes seen before the caller closes them: the server's.
+  return { open, statuses, dropped: () => dropped };
 }
 
 /** Closes the sockets and waits until no instance counts a subscriber any more (limits released). */
@@ -151,9 +156,16 @@ t.test('three instances behind HAProxy with Redis: pinned reads, shared limits, 
       const first = await connectMany(c, MAX_PER_IP);
       // One more on each instance in turn (round-robin): every one of them must be refused. Depends on --redis-url.
       const more = await connectMany(c, c.instances.length);
+      // An instance closed one of the first connections right after its 101 and freed its slot: the async-upgrade
+      // close of this uWS build, which the main port keeps with --redis-url (docs/internals.md, "The stream port").
+      const droppedEarly = first.dropped();
       await closeAll(c, [...first.open, ...more.open]);
       if ((await fallbacks()) > before && attempt < 3) {
         t.comment(`attempt ${attempt}: Redis answered late (a local fallback was counted); again`);
+        continue;
+      }
+      if (droppedEarly > 0 && attempt < 3) {
+        t.comment(`attempt ${attempt}: ${droppedEarly} of the first connections was closed by its instance after its 101; again`);
         continue;
       }
       t.same(first.statuses, Array(MAX_PER_IP).fill(101), `${MAX_PER_IP} connections through HAProxy succeed`);
