@@ -1,5 +1,5 @@
 import t from 'tap';
-import { brotliCompressSync } from 'node:zlib';
+import { brotliCompressSync, brotliDecompressSync } from 'node:zlib';
 import { randomBytes } from 'node:crypto';
 import { makePipeline, feed } from '../helpers/ingest.js';
 import { baseSepoliaMessages, unichainMessages } from '../helpers/fixtures.js';
@@ -265,7 +265,10 @@ t.test('garbage is counted by reason and never changes state', async (t) => {
     return c;
   };
   feed(pipeline, Buffer.from('{"payload_id": "0x01", "index": '));
-  feed(pipeline, randomBytes(300), 0, true);
+  // Bytes that are not a brotli stream (4 % of random 300-byte buffers are one, decoding to something else).
+  const notBrotli = Buffer.from(Array.from({ length: 300 }, (_, i) => (i * 37 + 11) & 0xff));
+  t.throws(() => brotliDecompressSync(notBrotli), 'the binary garbage is not brotli');
+  feed(pipeline, notBrotli, 0, true);
   feed(pipeline, bad((c) => (c.index = '1')));
   feed(pipeline, bad((c) => (c.metadata.block_number = '0x1fe4052')));
   feed(pipeline, bad((c) => (c.diff.transactions = 'nope')));
