@@ -393,15 +393,25 @@ function wrkMs(v: string): number {
   return m[2] === 'us' ? n / 1000 : m[2] === 'ms' ? n : n * 1000;
 }
 
+/** In a {@link wrkLoad} body: replaced by each request's own number, so no two requests are the same. */
+export const WRK_COUNTER = '__WRK_N__';
+
 /**
  * POSTs JSON `body` for `seconds` over `connections` keep-alive connections with wrk in its own process (one thread,
- * no pipelining): the generator costs a fraction of autocannon's CPU, so on 2 cores the server is measured rather
- * than the generator. Same result shape as {@link postLoad} (latency in ms); throws on non-2xx or socket errors.
+ * no pipelining; a body holding WRK_COUNTER is made anew for every request): the generator costs a fraction of
+ * autocannon's CPU, so on 2 cores the server is measured rather than the generator. Same result shape as {@link postLoad} (latency in ms); throws on non-2xx or socket errors.
  */
 export async function wrkLoad(url: string, body: string, seconds: number, connections: number): Promise<AutocannonResult> {
   const dir = mkdtempSync(join(tmpdir(), 'fbd-wrk-'));
   const script = join(dir, 'post.lua');
-  writeFileSync(script, `wrk.method = "POST"\nwrk.headers["content-type"] = "application/json"\nwrk.body = ${JSON.stringify(body)}\n`);
+  let lua = `wrk.method = "POST"\nwrk.headers["content-type"] = "application/json"\nwrk.body = ${JSON.stringify(body)}\n`;
+  const at = body.indexOf(WRK_COUNTER);
+  if (at >= 0) {
+    // Every request its own body: the placeholder becomes the request's number (8 hex digits).
+    const [head, tail] = [body.slice(0, at), body.slice(at + WRK_COUNTER.length)];
+    lua += `local n = 0\nrequest = function()\n  n = n + 1\n  return wrk.format(nil, nil, nil, ${JSON.stringify(head)} .. string.format("%08x", n) .. ${JSON.stringify(tail)})\nend\n`;
+  }
+  writeFileSync(script, lua);
   try {
     const out = await new Promise<string>((resolve, reject) => {
       execFile('wrk', ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', '-s', script, url], { timeout: (seconds + 30) * 1000 }, (err, stdout, stderr) =>

@@ -92,6 +92,7 @@ export interface Config {
   executionCacheMb: number;
   /** A pending read answerable from memory within this many µs runs on the RPC thread; 0 = always on read threads. */
   executionInlineReadUs: number;
+  executionReadMemo: number;
   executionHardfork: ExecutionHardfork;
   executionWaitMs: number;
 }
@@ -171,6 +172,7 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'execution', key: 'execution', kind: 'bool', def: 'true', help: 'Execute every flashblock in the native engine (op-revm, in process), so pending state reads (eth_call, eth_getCode, …) answer from executed state; false = they answer as latest' },
   { flag: 'execution-cache-mb', key: 'executionCacheMb', kind: 'int', def: '512', min: 16, max: 65536, help: 'Bound of the native engine\'s cache of the node\'s state, MiB (dropped and read again above it)' },
   { flag: 'execution-inline-read-us', key: 'executionInlineReadUs', kind: 'int', def: '500', min: 0, max: 100000, help: 'A pending eth_call or state read that the engine can answer from memory within this many µs runs at once on the RPC thread (no thread hop); longer ones, or ones needing the node, go to the engine\'s read threads; 0 = always the read threads' },
+  { flag: 'execution-read-memo', key: 'executionReadMemo', kind: 'int', def: '1024', min: 0, max: 1000000, help: 'Distinct pending reads (eth_call, eth_getCode, …, same parameters) whose answers are kept until the next executed flashblock, so the same read asked again is not executed again; 0 = none' },
   { flag: 'execution-hardfork', key: 'executionHardfork', kind: 'enum', values: ['auto', ...OP_HARDFORKS], def: 'auto', help: "The EVM spec blocks are executed with: auto = the chain's own hardfork schedule by block timestamp (from its chain preset); a hardfork name = that spec for every block" },
   { flag: 'execution-wait-ms', key: 'executionWaitMs', kind: 'int', def: '1000', min: 0, max: 60000, help: 'How long a pending state read waits for the engine to execute the newest served flashblock before it answers as latest' },
   { flag: 'shutdown-grace-ms', key: 'shutdownGraceMs', kind: 'int', def: '5000', min: 0, max: 600000, help: 'In-flight requests get this long after SIGTERM' },

@@ -92,6 +92,7 @@ function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logge
     },
     cacheCapBytes: config.executionCacheMb * 1024 * 1024,
     inlineReadUs: config.executionInlineReadUs,
+    readMemoEntries: config.executionReadMemo,
     nodeTimeoutMs: config.nodeTimeoutMs,
     log: logTo,
   });

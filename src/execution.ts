@@ -124,7 +124,7 @@ export class ExecutionFeed {
   private stopped = false;
   private restartsSeen = 0;
   private nodeReadsSeen = 0;
-  private readsSeen = { inline: 0, threads: 0 };
+  private readsSeen = { inline: 0, threads: 0, memo: 0 };
   /** Flashblocks handed to the engine, and how many it verified (the verified share is their ratio). */
   private handed = 0;
   private verifiedCount = 0;
@@ -544,6 +544,7 @@ export class ExecutionFeed {
     if (st.reads !== undefined) {
       if (st.reads.inline > this.readsSeen.inline) m.executionReads.inline.inc(st.reads.inline - this.readsSeen.inline);
       if (st.reads.threads > this.readsSeen.threads) m.executionReads.threads.inc(st.reads.threads - this.readsSeen.threads);
+      if (st.reads.memo > this.readsSeen.memo) m.executionReads.memo.inc(st.reads.memo - this.readsSeen.memo);
       this.readsSeen = { ...st.reads };
     }
     if (st.cacheBytes != null) m.executionCacheBytes.set(st.cacheBytes);

@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use state::{Shared, Snapshot};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
@@ -38,6 +38,9 @@ struct Head {
     snap: Snapshot,
     number: u64,
     index: u64,
+    /// This engine's count of published heads when this one was: a head (re)executed at the same position has a
+    /// higher one, so JS can tell answers from two heads apart (its read memo, src/exec/memo.ts).
+    seq: u64,
 }
 
 struct Inner {
@@ -51,6 +54,8 @@ struct Inner {
     /// Open blocks, for stats (the JS thread must never wait on `blocks`: the apply thread holds it across node
     /// reads, which the JS thread itself proxies).
     open_blocks: AtomicUsize,
+    /// Heads published so far (Head::seq).
+    head_seq: AtomicU64,
 }
 
 /// The engine: `apply`, `settle`, `read` return Promises of JSON strings.
@@ -130,6 +135,7 @@ impl Engine {
             panic_next: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
             open_blocks: AtomicUsize::new(0),
+            head_seq: AtomicU64::new(0),
         });
         let (atx, arx) = channel::<Job>();
         spawn_worker("fbd-apply".into(), Arc::new(Mutex::new(arx)));
@@ -316,7 +322,8 @@ fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> 
     block.next_index = index + 1;
     block.cumulative_gas = cumulative;
     block.tx_count += txs.len() as u64;
-    let head = Arc::new(Head { spec: block.spec.clone(), snap: block.snapshot(), number, index });
+    let seq = inner.head_seq.fetch_add(1, Ordering::SeqCst) + 1;
+    let head = Arc::new(Head { spec: block.spec.clone(), snap: block.snapshot(), number, index, seq });
     {
         let mut h = inner.head.write().unwrap_or_else(|e| e.into_inner());
         if h.as_ref().is_none_or(|h| h.number <= number) {
@@ -412,8 +419,8 @@ fn read(inner: &Inner, req: &str) -> String {
 
 fn read_answer(r: std::result::Result<Value, exec::ReadError>, head: &Head) -> String {
     match r {
-        Ok(r) => json!({"result": r, "number": head.number, "index": head.index}).to_string(),
-        Err(e) => json!({"error": {"code": e.code, "message": e.message, "data": e.data}}).to_string(),
+        Ok(r) => json!({"result": r, "number": head.number, "index": head.index, "seq": head.seq}).to_string(),
+        Err(e) => json!({"error": {"code": e.code, "message": e.message, "data": e.data}, "seq": head.seq}).to_string(),
     }
 }
 

@@ -108,7 +108,7 @@ export interface EngineStatus {
   /** Bytes held by the engine's state cache, or null when unknown. */
   cacheBytes?: number | null;
   /** Reads answered where they ran: at once on the calling thread, or on the engine's read threads. */
-  reads?: { inline: number; threads: number };
+  reads?: { inline: number; threads: number; memo: number };
   lastError: string | null;
 }
 

@@ -19,6 +19,7 @@ import {
   type NowRead,
 } from './engine.js';
 import { ForkProxy, type NodePost } from './forkproxy.js';
+import { ReadMemo, type ReadAnswer } from './memo.js';
 import { receiptsRootOf, type ExecutedLog, type ExecutedReceipt } from './receipts.js';
 
 export interface RevmEngineOptions {
@@ -35,6 +36,10 @@ export interface RevmEngineOptions {
    * thread (no thread hop); anything longer, or needing the node, goes to the read threads. 0: always the threads.
    */
   inlineReadUs?: number;
+  /**
+   * Answers of pending reads kept for the flashblock they were read at (src/exec/memo.ts), at most this many; 0: none.
+   */
+  readMemoEntries?: number;
   /** Per node call timeout, ms. */
   nodeTimeoutMs?: number;
   log?: (msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error') => void;
@@ -68,6 +73,12 @@ const ZERO = 0n;
 
 /** See RevmEngineOptions.inlineReadUs. */
 export const DEFAULT_INLINE_READ_US = 500;
+/** See RevmEngineOptions.readMemoEntries. */
+export const DEFAULT_READ_MEMO_ENTRIES = 1024;
+/** The memo's bound on keys + answers, bytes. */
+const READ_MEMO_BYTES = 4 * 1024 * 1024;
+/** Reads longer than this (JSON) are not memoised. */
+const READ_MEMO_MAX_KEY = 4096;
 
 function toReceipt(w: WireReceipt): ExecutedReceipt {
   return {
@@ -104,6 +115,9 @@ export class RevmEngine implements ExecutionEngine {
   private ready = false;
   private readsInline = 0;
   private readsThreads = 0;
+  private readsMemo = 0;
+  /** Answers at the newest head, for the current native engine (a new one with each). */
+  private memo: ReadMemo;
   private last: { number: number; index: number } | null = null;
   private restarts = 0;
   private divergences = 0;
@@ -116,7 +130,13 @@ export class RevmEngine implements ExecutionEngine {
   private statsAtMs = -Infinity;
   private cacheBytes: number | null = null;
 
-  constructor(private readonly o: RevmEngineOptions) {}
+  constructor(private readonly o: RevmEngineOptions) {
+    this.memo = this.newMemo();
+  }
+
+  private newMemo(): ReadMemo {
+    return new ReadMemo(this.o.readMemoEntries ?? DEFAULT_READ_MEMO_ENTRIES, READ_MEMO_BYTES);
+  }
 
   private log(msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error' = 'warn'): void {
     if (!this.stopped) this.o.log?.(msg, fields, level);
@@ -129,6 +149,7 @@ export class RevmEngine implements ExecutionEngine {
     this.canonical = canonical;
     this.chainId = Number(await this.nodeCall<string>('eth_chainId', []));
     this.native = new addon.Engine(this.proxy.url, this.o.cacheCapBytes ?? 512 * 1024 * 1024, this.o.readThreads ?? 2, this.o.nodeTimeoutMs ?? 5000);
+    this.memo = this.newMemo();
     await this.native.reset(canonical);
     this.ready = true;
   }
@@ -191,6 +212,7 @@ export class RevmEngine implements ExecutionEngine {
     try {
       answer = await native.apply(this.workJson(fb));
     } catch (e) {
+      this.memo.clear();
       const { code, message } = codeOf(e);
       h.failed = true;
       this.lastError = message;
@@ -204,6 +226,8 @@ export class RevmEngine implements ExecutionEngine {
       if (code === 'E_NODE') return { ok: false, reason: 'node_error', message: `node read failed: ${message}` };
       return { ok: false, reason: code === 'E_TX' ? 'tx_rejected' : 'execution_error', message };
     }
+    // Before anyone is told this flashblock is executed: no memoised answer is older than what readers may ask for.
+    this.memo.clear();
     const wire = JSON.parse(answer) as { receipts: WireReceipt[] };
     const receipts = wire.receipts.map(toReceipt);
     h.works.push(fb);
@@ -239,6 +263,7 @@ export class RevmEngine implements ExecutionEngine {
     if (addon instanceof Error || this.proxy === null || this.stopped) return;
     try {
       this.native = new addon.Engine(this.proxy.url, this.o.cacheCapBytes ?? 512 * 1024 * 1024, this.o.readThreads ?? 2, this.o.nodeTimeoutMs ?? 5000);
+      this.memo = this.newMemo();
       await this.native.reset(this.canonical);
       for (const n of [...this.held.keys()].sort((a, b) => a - b)) {
         if (n >= failedBlock) continue;
@@ -261,13 +286,16 @@ export class RevmEngine implements ExecutionEngine {
     this.held.set(n, fresh);
     for (const fb of works) {
       try {
-        const wire = JSON.parse(await this.native.apply(this.workJson(fb))) as { receipts: WireReceipt[] };
+        const text = await this.native.apply(this.workJson(fb));
+        this.memo.clear();
+        const wire = JSON.parse(text) as { receipts: WireReceipt[] };
         fresh.works.push(fb);
         for (const r of wire.receipts.map(toReceipt)) {
           fresh.receipts.push(r);
           this.byHash.set(r.transactionHash, r);
         }
       } catch (e) {
+        this.memo.clear();
         fresh.failed = true;
         this.lastError = codeOf(e).message;
         return;
@@ -405,7 +433,7 @@ export class RevmEngine implements ExecutionEngine {
       applied: this.applied,
       nodeReads,
       cacheBytes,
-      reads: { inline: this.readsInline, threads: this.readsThreads },
+      reads: { inline: this.readsInline, threads: this.readsThreads, memo: this.readsMemo },
       lastError: this.lastError,
     };
   }
@@ -419,23 +447,26 @@ export class RevmEngine implements ExecutionEngine {
     const native = this.native;
     if (native === null || !this.ready) throw new EngineUnavailableError('execution engine not ready');
     const body = JSON.stringify({ method, ...req });
+    const memoised = req.at === undefined;
+    const hit = memoised ? this.memo.get(body) : undefined;
+    if (hit !== undefined) {
+      this.readsMemo++;
+      return this.outcome(method, hit);
+    }
     const budget = this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US;
     const now = budget > 0 ? native.readInline(body, budget) : null;
     if (now !== null) {
       this.readsInline++;
-      return this.answer(method, now);
+      const out = JSON.parse(now) as ReadAnswer;
+      if (memoised && body.length <= READ_MEMO_MAX_KEY) this.memo.put(body, out, now.length);
+      return this.outcome(method, out);
     }
     this.readsThreads++;
-    return this.answer(method, await native.read(body));
+    return this.outcome(method, JSON.parse(await native.read(body)) as ReadAnswer);
   }
 
   /** A native read's answer: its result, or the JSON-RPC error it carries thrown. */
-  private answer(method: string, text: string): unknown {
-    const out = JSON.parse(text) as {
-      result?: unknown;
-      error?: { code: number; message: string; data?: string | null };
-      unavailable?: true;
-    };
+  private outcome(method: string, out: ReadAnswer): unknown {
     if (out.unavailable === true) throw new EngineUnavailableError('nothing executed yet');
     if (out.error !== undefined) throw new RpcReplyError(`eth_${method}`, out.error.code, out.error.message, out.error.data ?? undefined);
     return out.result;
@@ -445,11 +476,18 @@ export class RevmEngine implements ExecutionEngine {
     const native = this.native;
     const budget = this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US;
     if (native === null || !this.ready || budget === 0) return undefined;
-    const text = native.readInline(JSON.stringify(read), budget);
-    if (text === null) return undefined;
-    this.readsInline++;
+    const key = JSON.stringify(read);
+    let out = this.memo.get(key);
+    if (out !== undefined) this.readsMemo++;
+    else {
+      const text = native.readInline(key, budget);
+      if (text === null) return undefined;
+      this.readsInline++;
+      out = JSON.parse(text) as ReadAnswer;
+      if (key.length <= READ_MEMO_MAX_KEY) this.memo.put(key, out, text.length);
+    }
     try {
-      return this.answer(read.method, text) as string;
+      return this.outcome(read.method, out) as string;
     } catch (e) {
       if (e instanceof EngineUnavailableError) return undefined;
       throw e;

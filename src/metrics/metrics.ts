@@ -34,7 +34,7 @@ export type PendingFallbackReason = (typeof PENDING_FALLBACK_REASONS)[number];
  * Where an executed answer disagreed with the builder: its diff.receipts_root, a receipt the stream carried, or a
  * post-value of the stream's access list (X Layer).
  */
-export const EXECUTION_READ_THREADS = ['inline', 'threads'] as const;
+export const EXECUTION_READ_THREADS = ['inline', 'threads', 'memo'] as const;
 export type ExecutionReadThread = (typeof EXECUTION_READ_THREADS)[number];
 export const EXECUTION_DIVERGENCE_SOURCES = ['receipts_root', 'stream_receipt', 'access_list'] as const;
 export type ExecutionDivergenceSource = (typeof EXECUTION_DIVERGENCE_SOURCES)[number];
@@ -530,7 +530,8 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   const execReadsF = counter('execution_reads_total',
     'Pending state reads the execution engine answered (eth_call, eth_estimateGas, eth_getCode, …), by where: ' +
     'thread=inline at once on the RPC thread (from memory, within --execution-inline-read-us), thread=threads on ' +
-    'the engine\'s read threads (longer, or needing the node).', ['thread']);
+    'the engine\'s read threads (longer, or needing the node), thread=memo from the answer of the same read at the ' +
+    'same flashblock (--execution-read-memo).', ['thread']);
 
   // RPC: every known method × source is resolved here; series appear on first use to keep the scrape small.
   const rpcCountF = counter('rpc_requests_total', 'JSON-RPC requests by method and where the answer came from.',

@@ -111,3 +111,30 @@ t.test('inline reads answer as the read threads do; what cannot be answered inli
   t.equal(nowOutcome(inline, modexp), undefined, 'a heavily funded precompile call is not answered inline');
   t.equal(await outcome(inline.call(modexp.tx)), await viaThreads(modexp), 'and is answered as the threads answer it');
 });
+
+t.test('the read memo answers a read asked again until the next flashblock is executed, never an older state', async (t) => {
+  const { node, c, blocks } = await net(t, 1, 3, 6);
+  const e = engine(t, node, DEFAULT_INLINE_READ_US);
+  const off = anvilEngine(t, node, { readMemoEntries: 0 });
+  const b = blocks[0]!;
+  t.ok(new Set(b.sinkBalances).size === b.sinkBalances.length, 'every flashblock changes what the reader returns');
+  const read: NowRead = { method: 'call', tx: { to: c.reader }, stateOverrides: null, blockOverrides: null };
+  const reverts: NowRead = { method: 'call', tx: { to: REVERTS }, stateOverrides: overrides, blockOverrides: null };
+  const memoReads = (x: RevmEngine): number => x.status().reads?.memo ?? 0;
+  for (const x of [e, off]) await x.start(b.number - 1);
+  for (const fb of b.flashblocks) {
+    for (const x of [e, off]) t.ok((await x.applyFlashblock(fb)).ok, `${b.number}/${fb.index} executed`);
+    const want = b.sinkBalances[fb.index]!;
+    // The first read of a flashblock may need the node (the threads); the next ones are answered in memory.
+    t.equal(BigInt(await e.call(read.tx)), want, `${fb.index}: the Promise form answers this flashblock's state`);
+    const before = memoReads(e);
+    for (let i = 0; i < 3; i++) t.equal(BigInt(e.readNow(read)!), want, `${fb.index}: readNow ${i} answers this flashblock's state`);
+    t.ok(memoReads(e) >= before + 2, `${fb.index}: the reads after the first came from the memo`);
+    t.equal(BigInt(await e.call(read.tx)), want, `${fb.index}: so does the Promise form`);
+    const first = nowOutcome(e, reverts) ?? (await outcome(e.call(reverts.tx, overrides)));
+    t.match(first, /^error 3 execution reverted: no/, `${fb.index}: a revert`);
+    t.equal(nowOutcome(e, reverts), first, `${fb.index}: a revert asked again is the same revert`);
+    t.equal(BigInt(await off.call(read.tx)), want, `${fb.index}: memo off: the same answer`);
+  }
+  t.equal(memoReads(off), 0, '--execution-read-memo 0: no read answered from the memo');
+});
