@@ -28,8 +28,19 @@ export function errorEnvelope(idJson: string, code: number, message: string, dat
   return PRE + idJson + MID_ERROR + errorBody(code, message, data) + '}';
 }
 
+/** How many times `c` occurs in `s`, counting no further than `limit + 1`. */
+function countUpTo(s: string, c: string, limit: number): number {
+  let n = 0;
+  for (let i = s.indexOf(c); i !== -1 && n <= limit; i = s.indexOf(c, i + 1)) n++;
+  return n;
+}
+
 /** True when `s` nests arrays/objects deeper than `max` (strings are skipped; a linear scan, no allocation). */
 export function nestedDeeperThan(s: string, max: number): boolean {
+  // Most bodies open fewer brackets than `max` in all: then no nesting can be deeper (found by the native indexOf,
+  // several times faster than the scan below).
+  const opens = countUpTo(s, '{', max);
+  if (opens <= max && opens + countUpTo(s, '[', max - opens) <= max) return false;
   let depth = 0;
   let inStr = false;
   for (let i = 0; i < s.length; i++) {

@@ -2,6 +2,7 @@
 // keeps serving. Real uWS, real anvil as the node.
 import t, { type Test } from 'tap';
 import { RpcCode } from '../../src/errors.js';
+import { nestedDeeperThan } from '../../src/rpc/dispatch.js';
 import { startAnvil, startRpc } from '../helpers/rpc-harness.js';
 
 const anvil = await startAnvil();
@@ -120,6 +121,16 @@ t.test('deeply nested JSON → -32700 without parsing', async (tt) => {
   const strings = JSON.stringify({ jsonrpc: '2.0', id: '[[[{{"\\'.repeat(50), method: 'web3_sha3', params: ['0x' + '00'.repeat(4)] });
   const r = JSON.parse((await h.post(strings)).text) as { result?: string };
   tt.type(r.result, 'string', 'brackets inside strings do not count');
+});
+
+t.test('nestedDeeperThan: the depth exactly, however many brackets and wherever they are', async (tt) => {
+  const nest = (n: number): string => '['.repeat(n) + ']'.repeat(n);
+  tt.equal(nestedDeeperThan(nest(64), 64), false, '64 levels: not deeper than 64');
+  tt.equal(nestedDeeperThan(nest(65), 64), true, '65 levels: deeper');
+  tt.equal(nestedDeeperThan('[' + Array(200).fill('{"a":[1]}').join(',') + ']', 64), false, '600 brackets, 3 levels: not deeper');
+  tt.equal(nestedDeeperThan('{"x":' + nest(64) + '}', 64), true, 'an object around 64 levels: 65');
+  tt.equal(nestedDeeperThan(JSON.stringify({ s: '['.repeat(100) }), 64), false, 'brackets inside a string do not count');
+  tt.equal(nestedDeeperThan(JSON.stringify({ s: '\\"' + '['.repeat(100) }) + nest(3), 64), false, 'nor after an escaped quote');
 });
 
 t.test('unknown method → -32601 from the node', async (tt) => {
