@@ -1,5 +1,6 @@
-// Shared limits benchmark: what --redis-url costs (a) per stream connection: upgrade → open with the per-IP lease
-// taken in Redis vs counted locally; (b) per JSON-RPC request under --rate-limit-rps (high enough never to refuse):
+// Shared limits benchmark: what --redis-url costs (a) per stream connection: upgrade → admitted (the server counts it
+// as a subscriber and sends it frames; with Redis the socket opens first and is admitted on Redis's answer) with the
+// per-IP lease taken in Redis vs counted locally; (b) per JSON-RPC request under --rate-limit-rps (high enough never to refuse):
 // quota in Redis (leased in chunks, the daemon's way), quota in Redis with one round trip per request (chunk 1),
 // quota in memory, and no quota. All in one run, against one real redis-server on loopback, interleaved in rounds.
 import { performance } from 'node:perf_hooks';
@@ -45,7 +46,10 @@ async function streamSubject(leases: ConnectionLeases | null): Promise<StreamSub
   };
 }
 
-/** Sequential connects: time from the client's upgrade request to `open`, then a close awaited on both sides. */
+/**
+ * Sequential connects: time from the client's upgrade request to its admission (open, and counted by the server as a
+ * subscriber: from then on it is sent frames), then a close awaited on both sides.
+ */
 async function connectMicros(s: StreamSubject, n: number): Promise<number[]> {
   const out: number[] = [];
   for (let i = 0; i < n; i++) {
@@ -55,6 +59,7 @@ async function connectMicros(s: StreamSubject, n: number): Promise<number[]> {
       ws.once('open', () => resolve());
       ws.once('error', reject);
     });
+    while (s.stream.subscriberCount() === 0) await new Promise((r) => setImmediate(r));
     out.push((performance.now() - t0) * 1000);
     const closed = new Promise<void>((r) => ws.once('close', () => r()));
     ws.close();
@@ -131,14 +136,14 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const offP50 = percentile(seq.get('no quota')!, 50);
     const rows: BenchRow[] = [
       {
-        name: 'stream upgrade → open p50, per-IP lease in Redis',
+        name: 'stream upgrade → admitted p50, per-IP lease in Redis',
         value: percentile(connShared, 50),
         unit: 'µs',
         baseline: { label: 'counted locally (no --redis-url)', value: percentile(connLocal, 50) },
         verdict: `${signed(percentile(connShared, 50) - percentile(connLocal, 50))} µs per connection (one MULTI round trip; release on close is not waited for)`,
       },
       {
-        name: 'stream upgrade → open p99, per-IP lease in Redis',
+        name: 'stream upgrade → admitted p99, per-IP lease in Redis',
         value: percentile(connShared, 99),
         unit: 'µs',
         baseline: { label: 'counted locally', value: percentile(connLocal, 99) },
@@ -158,7 +163,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
       rows,
       notes:
         `One redis-server 7 on loopback (no persistence), same 2 cores. Connections: ${nConn} sequential ws connects per subject in ${rounds} interleaved rounds ` +
-        `(50 warm-up), each closed before the next; time from the client's request to open. Requests: --rate-limit-rps ${fmt(RPS)} (never refuses), ` +
+        `(50 warm-up), each closed before the next; time from the client's request to its admission (open and counted as a subscriber). Requests: --rate-limit-rps ${fmt(RPS)} (never refuses), ` +
         `autocannon 32 connections, pipelining 1, ${seconds} s per variant in 2 interleaved rounds; p50 from ${nSeq} sequential keep-alive requests per variant. ` +
         'The daemon leases ⌈rps/20⌉ points per limiter call, so at this rps Redis is asked about once per window per client IP; ' +
         '"one round trip per request" is the same quota with a chunk of 1 (what every request would cost without leasing).',

@@ -11,6 +11,10 @@
 //
 // Acquire is one MULTI (drop expired, add self, count): atomic without a script. Two instances racing for the last
 // slot can both see limit + 1 and both refuse (one retry then succeeds); the limit is never exceeded.
+//
+// A member this instance no longer holds may still be in Redis: an acquire that timed out (a hung Redis runs it when
+// it wakes up), or a release made while Redis was unreachable. Those are removed as soon as Redis answers again, so
+// a client that went away during an outage does not count until its lease would have expired.
 import { createHash, randomBytes } from 'node:crypto';
 import type { RedisLink } from './redis.js';
 
@@ -18,6 +22,8 @@ import type { RedisLink } from './redis.js';
 export type LeaseVerdict = 'ok' | 'ip_limit' | 'key_limit' | 'local';
 
 const PREFIX = 'flashblocksd:conn:';
+/** Members kept for removal once Redis is back; past this many, the rest simply expire with their lease. */
+const MAX_STALE = 65_536;
 
 export interface ConnectionLeaseOptions {
   /** Connections allowed per IP and per API key across all instances (--stream-max-per-ip). */
@@ -40,6 +46,8 @@ export class ConnectionLeases {
   private seq = 0;
   /** Every open connection of this instance, shared or admitted locally while Redis was away: member → its keys. */
   private readonly held = new Map<string, readonly string[]>();
+  /** Members not held that Redis may still count (see the file comment): removed on the next exchange with Redis. */
+  private readonly stale = new Map<string, readonly string[]>();
   private readonly limit: number;
   private readonly leaseMs: number;
   private readonly timer: NodeJS.Timeout;
@@ -78,17 +86,20 @@ export class ConnectionLeases {
     if (!this.link.up) return 'local';
     const keys = this.keysFor(ip, apiKey);
     const now = Date.now();
-    const multi = this.link.client.multi();
-    for (const k of keys) multi.zremrangebyscore(k, '-inf', now).zadd(k, now + this.leaseMs, member).zcard(k).pexpire(k, 2 * this.leaseMs);
     let out: [Error | null, unknown][] | null;
     try {
+      const multi = this.link.client.multi();
+      for (const k of keys) multi.zremrangebyscore(k, '-inf', now).zadd(k, now + this.leaseMs, member).zcard(k).pexpire(k, 2 * this.leaseMs);
       out = await multi.exec();
     } catch (e) {
+      // Perhaps sent and run later (a hung Redis): removed once Redis answers again, unless hold() takes it.
+      this.forget(member, keys);
       this.link.failed(e);
       return 'local';
     }
     const failure = out === null ? new Error('MULTI aborted') : (out.find((r) => r[0] !== null)?.[0] ?? null);
     if (failure !== null) {
+      this.forget(member, keys);
       this.link.failed(failure);
       return 'local';
     }
@@ -107,18 +118,35 @@ export class ConnectionLeases {
 
   /** Records a connection admitted by local counts; the next renewal registers it in Redis. */
   hold(member: string, ip: string, apiKey: string | null): void {
+    this.stale.delete(member);
     this.held.set(member, this.keysFor(ip, apiKey));
   }
 
-  /** Drops the lease of a closed connection (a failed removal is left to expire). */
+  /** Drops the lease of a closed connection (removed from Redis now, or once it answers again). */
   release(member: string): void {
     const keys = this.held.get(member);
     if (keys === undefined) return;
     this.held.delete(member);
-    if (!this.link.up) return;
+    if (!this.link.up) return this.forget(member, keys);
     const p = this.link.client.pipeline();
     for (const k of keys) p.zrem(k, member);
-    p.exec().catch(() => undefined);
+    p.exec().then(
+      (out) => {
+        if (out?.some((r) => r[0] !== null) ?? true) this.forget(member, keys);
+      },
+      () => this.forget(member, keys),
+    );
+  }
+
+  /** Keeps `member` for removal once Redis answers again (bounded: past MAX_STALE it expires with its lease). */
+  private forget(member: string, keys: readonly string[]): void {
+    if (this.held.has(member) || this.stale.size >= MAX_STALE) return;
+    this.stale.set(member, keys);
+  }
+
+  /** Members kept for removal from Redis (released or lost while it was unreachable). */
+  staleCount(): number {
+    return this.stale.size;
   }
 
   /** Connections this instance holds (shared or local). */
@@ -126,26 +154,38 @@ export class ConnectionLeases {
     return this.held.size;
   }
 
-  /** Renews (or, after a Redis restart, re-creates) every lease this instance holds: one ZADD per key. */
+  /**
+   * Renews (or, after a Redis restart, re-creates) every lease this instance holds, one ZADD per key, and removes the
+   * stale members (ZREM). Runs on the heartbeat and whenever Redis is back.
+   */
   renew(): void {
-    if (!this.link.up || this.held.size === 0) return;
-    const exp = Date.now() + this.leaseMs;
-    const byKey = new Map<string, (string | number)[]>();
-    for (const [member, keys] of this.held) {
-      for (const k of keys) {
-        let args = byKey.get(k);
-        if (args === undefined) byKey.set(k, (args = []));
-        args.push(exp, member);
-      }
-    }
+    if (!this.link.up || (this.held.size === 0 && this.stale.size === 0)) return;
     const p = this.link.client.pipeline();
-    for (const [k, args] of byKey) p.zadd(k, ...args).pexpire(k, 2 * this.leaseMs);
+    if (this.held.size > 0) {
+      const exp = Date.now() + this.leaseMs;
+      const byKey = new Map<string, (string | number)[]>();
+      for (const [member, keys] of this.held) {
+        for (const k of keys) {
+          let args = byKey.get(k);
+          if (args === undefined) byKey.set(k, (args = []));
+          args.push(exp, member);
+        }
+      }
+      for (const [k, args] of byKey) p.zadd(k, ...args).pexpire(k, 2 * this.leaseMs);
+    }
+    const removed = [...this.stale];
+    this.stale.clear();
+    for (const [member, keys] of removed) for (const k of keys) p.zrem(k, member);
+    const failed = (e: unknown): void => {
+      for (const [member, keys] of removed) this.forget(member, keys);
+      this.link.failed(e);
+    };
     p.exec().then(
       (out) => {
         const err = out?.find((r) => r[0] !== null)?.[0];
-        if (err != null) this.link.failed(err);
+        if (err != null) failed(err);
       },
-      (e: unknown) => this.link.failed(e),
+      failed,
     );
   }
 

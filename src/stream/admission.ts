@@ -5,7 +5,7 @@ import type { ConnectionLeases, LeaseVerdict } from '../limits/connections.js';
 
 /**
  * Why a connection was not admitted: a limit (labels of flashblocksd_stream_refusals_total), or `unavailable` when a
- * stream thread's question got no answer from the main thread in time.
+ * stream thread's question got no answer from the main thread in time (or a shared acquire failed unexpectedly).
  */
 export type AdmissionRefusal = 'ip_limit' | 'key_limit' | 'global_limit' | 'unavailable';
 
@@ -14,7 +14,10 @@ export type Admit = number | AdmissionRefusal;
 
 /** What the stream server asks before it upgrades a connection, and tells when the connection has gone. */
 export interface Admission {
-  /** Admits one connection from `ip` (with API key `key`, null without keys); may wait for Redis or the main thread. */
+  /**
+   * Admits one connection from `ip` (with API key `key`, null without keys); may wait for Redis (a promise: the main
+   * thread's counts with `--redis-url` up) or the main thread (a stream thread, blocked). The promise never rejects.
+   */
   acquire(ip: string, key: string | null): Admit | Promise<Admit>;
   /** Ends the admission of `ticket` (a closed connection, or an upgrade that did not happen). */
   release(ticket: number): void;
@@ -43,6 +46,8 @@ export class LocalAdmission implements Admission {
   private readonly perIp = new Map<string, number>();
   private readonly perKey = new Map<string, number>();
   private readonly held = new Map<number, Held>();
+  /** Shared acquires waiting for Redis: they count against the cap, so that waiting connections are bounded too. */
+  private asking = 0;
   private nextTicket = 0;
 
   constructor(
@@ -55,8 +60,13 @@ export class LocalAdmission implements Admission {
     return this.held.size;
   }
 
+  /** Admissions waiting for Redis's answer. */
+  get asked(): number {
+    return this.asking;
+  }
+
   private verdict(ip: string, key: string | null): 'ok' | AdmissionRefusal {
-    if (this.held.size >= this.limits.streamMaxSubscribers) return 'global_limit';
+    if (this.held.size + this.asking >= this.limits.streamMaxSubscribers) return 'global_limit';
     if ((this.perIp.get(ip) ?? 0) >= this.limits.streamMaxPerIp) return 'ip_limit';
     if (key !== null && (this.perKey.get(key) ?? 0) >= this.limits.streamMaxPerIp) return 'key_limit';
     return 'ok';
@@ -82,7 +92,9 @@ export class LocalAdmission implements Admission {
       return this.take(ip, key, member);
     }
     const member = leases.member();
+    this.asking++;
     return leases.acquire(member, ip, key).then((v: LeaseVerdict): Admit => {
+      this.asking--;
       if (v === 'local') {
         // Redis failed during the call: this instance's counts decide, as when it is down.
         const again = this.verdict(ip, key);
@@ -96,6 +108,9 @@ export class LocalAdmission implements Admission {
         return 'global_limit';
       }
       return this.take(ip, key, member);
+    }, (): Admit => {
+      this.asking--;
+      return 'unavailable';
     });
   }
 

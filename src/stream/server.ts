@@ -20,12 +20,29 @@ import type { StreamSink } from './sink.js';
 export const CLOSE_RESUME_TOO_OLD = 4000;
 export const RESUME_TOO_OLD_REASON = 'resume point older than replay buffer';
 export const CLOSE_SHUTDOWN = 1001;
+/** Close codes of a connection the shared limits (Redis) refused after its handshake: a per-IP/per-key limit, the cap. */
+export const CLOSE_POLICY = 1008;
+export const CLOSE_TRY_LATER = 1013;
+/** A close frame's reason holds at most 123 bytes (RFC 6455 §5.5). */
+const MAX_CLOSE_REASON_BYTES = 123;
 
 // Quality 5: ~4× smaller than JSON at a fraction of quality 11's cost; once per frame, on the ingest thread.
 const BROTLI_OPTS = { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 5, [zlibConstants.BROTLI_PARAM_MODE]: zlibConstants.BROTLI_MODE_TEXT } };
 const MAX_CLIENT_MESSAGE_BYTES = 1024;
 
-/** Per-connection data, fixed at upgrade (but the backlog count). */
+/**
+ * A connection upgraded before its admission was decided (shared limits: Redis answers after the handshake). Set by
+ * the open and close handlers; read when the answer comes.
+ */
+class AdmissionWait {
+  ws: Sock | null = null;
+  gone = false;
+}
+
+/**
+ * Per-connection data, fixed at upgrade (but the backlog count, and the ticket of one that waited). uWS copies these
+ * fields onto the socket object: `getUserData()` is the socket itself, not this instance.
+ */
 class StreamUser {
   /** Frames sent to it since its send buffer was last seen empty: at most what a close would discard. */
   queuedFrames = 0;
@@ -40,8 +57,10 @@ class StreamUser {
     /** -1 when the subscriber did not ask to resume. */
     readonly resumeBlock: number,
     readonly resumeIndex: number,
-    /** Its admission (handed back on close). */
-    readonly ticket: number,
+    /** Its admission (handed back on close); 0 while it waits for the answer. */
+    public ticket: number,
+    /** Set while it waits for its admission (null once decided, or when it was admitted before the upgrade). */
+    public wait: AdmissionWait | null,
   ) {}
 }
 
@@ -81,8 +100,10 @@ export interface StreamDeps {
 export interface MountedStream {
   /** Stop accepting; close subscribers with 1001. */
   drain(graceMs: number): Promise<void>;
-  /** Open raw-stream connections. */
+  /** Open raw-stream connections (admitted; not those waiting for their admission). */
   subscriberCount(): number;
+  /** Connections upgraded and waiting for their shared-limit answer (Redis): sent nothing yet. */
+  admissionWaits(): number;
   /** The largest per-socket send buffer (bytes) seen before a live send; bounded by the cap plus one frame. */
   peakBufferedBytes(): number;
 }
@@ -122,6 +143,8 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   /** Open connections, and the subset receiving live frames (after any replay). */
   const connections = new Set<Sock>();
   const sockets = new Set<Sock>();
+  /** Upgraded connections waiting for their admission (not in `connections`: they receive nothing). */
+  const waiting = new Set<Sock>();
   /** Brotli copies of frames, made at most once per frame (live or on replay). */
   const brotliCopies = new WeakMap<RawFrame, Buffer>();
   let draining = false;
@@ -179,11 +202,28 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     return true;
   };
 
+  /** What a refusal says (the HTTP body before the upgrade, the close reason after it). */
+  const refusalText = (reason: Exclude<Admit, number>, ip: string): string => {
+    if (reason === 'ip_limit') return `too many connections from ${ip} (limit ${config.streamMaxPerIp})`;
+    if (reason === 'key_limit') return `too many connections for this API key (limit ${config.streamMaxPerIp})`;
+    if (reason === 'global_limit') return `server is at its subscriber limit (${config.streamMaxSubscribers}); retry later`;
+    return 'connection admission timed out (the daemon is busy); retry';
+  };
+
   const refuseLimit = (res: HttpResponse, reason: Exclude<Admit, number>, ip: string): void => {
-    if (reason === 'ip_limit') refuse(res, '429 Too Many Requests', `too many connections from ${ip} (limit ${config.streamMaxPerIp})`, 'ip_limit');
-    else if (reason === 'key_limit') refuse(res, '429 Too Many Requests', `too many connections for this API key (limit ${config.streamMaxPerIp})`, 'key_limit');
-    else if (reason === 'global_limit') refuse(res, '429 Too Many Requests', `server is at its subscriber limit (${config.streamMaxSubscribers}); retry later`, 'global_limit');
-    else refuse(res, '503 Service Unavailable', 'connection admission timed out (the daemon is busy); retry', null);
+    const status = reason === 'unavailable' ? '503 Service Unavailable' : '429 Too Many Requests';
+    refuse(res, status, refusalText(reason, ip), reason === 'unavailable' ? null : reason);
+  };
+
+  /**
+   * Closes an upgraded connection its shared-limit answer refused: 1008 for a per-IP or per-key limit, 1013 (try
+   * again later) for the subscriber cap or no answer, with the reason the HTTP refusal carries; counted the same.
+   */
+  const refuseUpgraded = (ws: Sock, reason: Exclude<Admit, number>): void => {
+    if (reason !== 'unavailable') sink.refusal(reason);
+    const code = reason === 'ip_limit' || reason === 'key_limit' ? CLOSE_POLICY : CLOSE_TRY_LATER;
+    const text = refusalText(reason, ws.getUserData().ip);
+    ws.cork(() => ws.end(code, Buffer.byteLength(text) <= MAX_CLOSE_REASON_BYTES ? text : text.slice(0, MAX_CLOSE_REASON_BYTES)));
   };
 
   const upgrade = (res: HttpResponse, req: HttpRequest, context: us_socket_context_t): void => {
@@ -220,35 +260,44 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     }
     const ip = clientIp(Buffer.from(res.getRemoteAddressAsText()).toString(), xff, trusted);
     const userKey = keys.size > 0 ? key : null;
-    const admit = (ticket: number): void => {
-      res.upgrade(new StreamUser(ip, encoding === 'brotli', replay === 'block', resumeBlock, resumeIndex, ticket), secKey, secProtocol, secExtensions, context);
-    };
     const verdict = admission.acquire(ip, userKey);
     if (!(verdict instanceof Promise)) {
       if (typeof verdict !== 'number') return refuseLimit(res, verdict, ip);
-      return admit(verdict);
+      res.upgrade(new StreamUser(ip, encoding === 'brotli', replay === 'block', resumeBlock, resumeIndex, verdict, null), secKey, secProtocol, secExtensions, context);
+      return;
     }
-    // The answer waits for Redis (shared limits, main thread only: a stream thread waits for its answer blocked). Everything
-    // the upgrade needs was read above; after the await the response may have been aborted, and writes must be corked.
-    // Known limit of this uWS build: an upgrade from res.cork after an await is closed at once (1006) when the memory
-    // of its old HTTP state happens to read as "connection: close" (uNetworking/uWebSockets#1929); rare, and the
-    // client reconnects. Stream threads avoid it by waiting for their answer (admission.ts).
-    let aborted = false;
-    res.onAborted(() => {
-      aborted = true;
-    });
-    void verdict.then((v: Admit) => {
-      if (typeof v !== 'number') {
-        if (!aborted) refuseLimit(res, v, ip);
-        return;
-      }
-      if (aborted) return admission.release(v);
-      if (draining) {
-        admission.release(v);
-        return refuse(res, '503 Service Unavailable', 'server shutting down', null);
-      }
-      res.cork(() => admit(v));
-    });
+    // The answer waits for Redis (shared limits; main thread only: a stream thread waits for its answer blocked). The
+    // socket is upgraded now: this uWS build closes a socket upgraded later from res.cork whenever the memory of its old
+    // HTTP state reads as "connection: close" (uNetworking/uWebSockets#1929; always with a `Connection: close`
+    // handshake). Until the answer it is sent nothing (no replay, no live frame); then it starts as if it had just
+    // opened, or is closed with the refusal (refuseUpgraded).
+    const wait = new AdmissionWait();
+    res.upgrade(new StreamUser(ip, encoding === 'brotli', replay === 'block', resumeBlock, resumeIndex, 0, wait), secKey, secProtocol, secExtensions, context);
+    void verdict.then(
+      (v) => settle(wait, v),
+      () => settle(wait, 'unavailable'),
+    );
+  };
+
+  /** The admission answer of a connection upgraded before it: start it, refuse it, or hand back a ticket it no longer needs. */
+  const settle = (wait: AdmissionWait, v: Admit): void => {
+    const ws = wait.ws;
+    if (ws === null || wait.gone) {
+      // Gone while it waited (or never opened): nothing is kept for it.
+      if (typeof v === 'number') admission.release(v);
+      return;
+    }
+    waiting.delete(ws);
+    const u = ws.getUserData();
+    u.wait = null;
+    if (typeof v !== 'number') return refuseUpgraded(ws, v);
+    u.ticket = v;
+    if (draining) {
+      // drain() ends waiters; kept for safety: the close handler releases the ticket.
+      ws.cork(() => ws.end(CLOSE_SHUTDOWN, 'server shutting down'));
+      return;
+    }
+    ws.cork(() => start(ws));
   };
 
   const sendReplay = (ws: Sock, frames: RawFrame[], brotli: boolean): boolean => {
@@ -264,7 +313,8 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     return ok;
   };
 
-  const open = (ws: Sock): void => {
+  /** An admitted connection starts: replay or resume, then live frames. */
+  const start = (ws: Sock): void => {
     const u = ws.getUserData();
     connections.add(ws);
     let frames: RawFrame[] | null = null;
@@ -290,9 +340,22 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     sink.subscribers(connections.size);
   };
 
+  const open = (ws: Sock): void => {
+    const u = ws.getUserData();
+    if (u.wait === null) return start(ws);
+    u.wait.ws = ws;
+    waiting.add(ws);
+  };
+
   const close = (ws: Sock): void => {
     const u = ws.getUserData();
     u.closed = true;
+    if (u.wait !== null) {
+      // Closed while waiting for its admission: the answer, when it comes, hands its ticket back.
+      u.wait.gone = true;
+      waiting.delete(ws);
+      return;
+    }
     if (!connections.delete(ws)) return;
     sockets.delete(ws);
     admission.release(u.ticket);
@@ -379,12 +442,14 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
 
   return {
     subscriberCount: () => connections.size,
+    admissionWaits: () => waiting.size,
     peakBufferedBytes: () => peakBuffered,
     drain(_graceMs: number): Promise<void> {
       draining = true;
       stopListening();
-      // end() calls the close handler synchronously, which removes the socket from the set.
-      for (const ws of [...connections]) ws.end(CLOSE_SHUTDOWN, 'server shutting down');
+      // end() calls the close handler synchronously, which removes the socket from its set (a waiter's ticket, if its
+      // answer admits it, goes back when that answer comes).
+      for (const ws of [...connections, ...waiting]) ws.end(CLOSE_SHUTDOWN, 'server shutting down');
       return Promise.resolve();
     },
   };

@@ -1,5 +1,6 @@
-// Raw-stream test helpers: a recording `ws` subscriber, refused-upgrade probes, frame digests, block rewriting. Shared
-// by the main-port tests (test/stream/stream.test.ts) and the stream-port tests (test/stream/threads.test.ts).
+// Raw-stream test helpers: a recording `ws` subscriber, refused-upgrade probes, hand-written handshakes, frame digests,
+// block rewriting. Shared by the main-port tests (test/stream/stream.test.ts, test/limits/upgrade.test.ts) and the
+// stream-port tests (test/stream/threads.test.ts).
 import { createHash } from 'node:crypto';
 import net from 'node:net';
 import WebSocket from 'ws';
@@ -58,6 +59,46 @@ export function refusal(url: string, headers: Record<string, string | string[]> 
       let body = '';
       res.on('data', (c: Buffer) => (body += c.toString()));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+  });
+}
+
+/** A hand-written WebSocket handshake (rawUpgrade): its response head and socket, left open. */
+export interface RawUpgrade {
+  head: string;
+  socket: net.Socket;
+  /** Bytes received after the response head (frames; a close frame too). */
+  frames: () => number;
+  closed: () => boolean;
+}
+
+/**
+ * A WebSocket handshake written by hand, with `Connection: <connection>` (e.g. `close`, which `ws` cannot send), to
+ * `path`; resolves with the response head and the socket once the head has arrived (the socket is left open).
+ */
+export function rawUpgrade(port: number, connection: string, afterWrite = (): void => undefined, path = '/flashblocks'): Promise<RawUpgrade> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    let buf = Buffer.alloc(0);
+    let head = '';
+    let closed = false;
+    socket.on('error', reject);
+    socket.on('close', () => (closed = true));
+    socket.on('connect', () => {
+      socket.write(
+        `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: ${connection}\r\n` +
+          'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+      );
+      afterWrite();
+    });
+    socket.on('data', (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      const end = buf.indexOf('\r\n\r\n');
+      if (head === '' && end >= 0) {
+        head = buf.subarray(0, end).toString('latin1');
+        buf = buf.subarray(end + 4);
+        resolve({ head, socket, frames: () => buf.length, closed: () => closed });
+      }
     });
   });
 }

@@ -1,6 +1,7 @@
 // Shared connection limits over a real redis-server: two raw-stream servers (each its own uWS app, Redis link and
 // leases, as two instances would have) share one Redis; per-IP and per-API-key limits hold across them, a dead
-// instance's leases expire, and Redis killed/restarted moves both to local limits and back.
+// instance's leases expire, and Redis killed/restarted moves both to local limits and back. A connection the shared
+// count refuses is closed after its handshake (1008 and the reason); one refused by local counts gets HTTP 429.
 import t from 'tap';
 import WebSocket from 'ws';
 import type { us_listen_socket } from 'uWebSockets.js';
@@ -24,6 +25,8 @@ interface Instance {
   link: RedisLink;
   leases: ConnectionLeases;
   subscribers(): number;
+  /** Connections upgraded and waiting for Redis's answer. */
+  waits(): number;
   close(): Promise<void>;
 }
 
@@ -42,6 +45,7 @@ async function instance(redisUrl: string, over: Partial<Config> = {}, lease = { 
     link,
     leases,
     subscribers: () => stream.subscriberCount(),
+    waits: () => stream.admissionWaits(),
     async close() {
       if (closed) return;
       closed = true;
@@ -53,11 +57,16 @@ async function instance(redisUrl: string, over: Partial<Config> = {}, lease = { 
   };
 }
 
-/** Opens a stream connection; resolves with the socket, or with the refusal's status and body. */
-function dial(url: string, headers: Record<string, string> = {}): Promise<{ ws: WebSocket } | { status: number; body: string }> {
+type Dialled = { ws: WebSocket } | { status: number; body: string } | { code: number; reason: string };
+
+/**
+ * Opens a stream connection on `inst`; resolves with the socket once admitted, with the HTTP refusal's status and body,
+ * or with the close code and reason of a connection refused after its handshake (by the shared count). Admitted is
+ * known without timing: once `inst` has answered every waiting connection, a ping's pong comes after any close frame.
+ */
+function dial(inst: Instance, path: string, headers: Record<string, string> = {}): Promise<Dialled> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { headers, perMessageDeflate: false });
-    ws.on('open', () => resolve({ ws }));
+    const ws = new WebSocket(`${inst.url}${path}`, { headers, perMessageDeflate: false });
     ws.on('error', (e) => {
       if (!/Unexpected server response/.test(String(e))) reject(e);
     });
@@ -66,13 +75,26 @@ function dial(url: string, headers: Record<string, string> = {}): Promise<{ ws: 
       res.on('data', (c: Buffer) => (body += c.toString()));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
     });
+    ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() }));
+    ws.once('open', () => {
+      void until(() => inst.waits() === 0, 10_000, 'admission decided').then(() => {
+        ws.once('pong', () => {
+          if (ws.readyState === WebSocket.OPEN) resolve({ ws });
+        });
+        ws.ping();
+      }, reject);
+    });
   });
 }
 
-async function open(url: string, headers: Record<string, string> = {}): Promise<WebSocket> {
-  const r = await dial(url, headers);
+/** The close code and reason of a connection refused after its handshake (undefined for any other outcome). */
+const closedWith = (r: Dialled): string | undefined => ('code' in r ? `${r.code} ${r.reason}` : undefined);
+const httpStatus = (r: Dialled): number | undefined => ('status' in r ? r.status : undefined);
+
+async function open(inst: Instance, path: string, headers: Record<string, string> = {}): Promise<WebSocket> {
+  const r = await dial(inst, path, headers);
   if ('ws' in r) return r.ws;
-  throw new Error(`expected ${url} to accept, got HTTP ${r.status}: ${r.body}`);
+  throw new Error(`expected ${inst.url}${path} to accept, got ${JSON.stringify(r)}`);
 }
 
 async function closeAll(socks: WebSocket[], insts: Instance[]): Promise<void> {
@@ -110,12 +132,11 @@ t.test('per-IP limit holds across two instances; killing Redis falls back to loc
   await until(() => a.link.up && b.link.up, 10_000, 'both links up');
   t.equal(a.metrics.redisUp.value, 1);
   const socks: WebSocket[] = [];
-  socks.push(await open(`${a.url}/flashblocks`), await open(`${b.url}/flashblocks`), await open(`${a.url}/ws`));
+  socks.push(await open(a, '/flashblocks'), await open(b, '/flashblocks'), await open(a, '/ws'));
   t.equal(await held(ipKey), LIMIT, 'three leases for 127.0.0.1 in Redis');
   for (const inst of [a, b]) {
-    const r = await dial(`${inst.url}/flashblocks`);
-    t.ok('status' in r && r.status === 429, 'the 4th connection is refused on either instance');
-    if ('status' in r) t.equal(r.body, `too many connections from 127.0.0.1 (limit ${LIMIT})\n`);
+    const r = await dial(inst, '/flashblocks');
+    t.equal(closedWith(r), `1008 too many connections from 127.0.0.1 (limit ${LIMIT})`, 'the 4th connection is closed after its handshake on either instance, with the reason');
     t.equal(inst.metrics.streamRefusals.ip_limit.value, 1);
   }
   t.equal(a.subscribers() + b.subscribers(), LIMIT);
@@ -123,7 +144,7 @@ t.test('per-IP limit holds across two instances; killing Redis falls back to loc
   // One closes on A: a slot frees on B.
   socks.shift()!.close();
   await until(async () => (await held(ipKey)) === LIMIT - 1, 10_000, 'lease released');
-  socks.push(await open(`${b.url}/flashblocks`));
+  socks.push(await open(b, '/flashblocks'));
   t.equal(b.subscribers(), 2);
   await closeAll(socks, [a, b]);
   await until(async () => (await held(ipKey)) === 0, 10_000, 'all leases released');
@@ -134,23 +155,23 @@ t.test('per-IP limit holds across two instances; killing Redis falls back to loc
   t.equal(a.metrics.redisUp.value, 0);
   t.equal(b.metrics.redisUp.value, 0);
   t.ok(a.metrics.redisFallbacks.value >= 1 && b.metrics.redisFallbacks.value >= 1, 'fallbacks counted');
-  for (const inst of [a, b]) for (let i = 0; i < LIMIT; i++) socks.push(await open(`${inst.url}/flashblocks`));
+  for (const inst of [a, b]) for (let i = 0; i < LIMIT; i++) socks.push(await open(inst, '/flashblocks'));
   t.equal(a.subscribers() + b.subscribers(), 2 * LIMIT, 'local limits: each instance admits its own three');
-  const local = await dial(`${a.url}/flashblocks`);
-  t.ok('status' in local && local.status === 429, 'the local limit still refuses the 4th on one instance');
+  const local = await dial(a, '/flashblocks');
+  t.equal(httpStatus(local), 429, 'the local limit still refuses the 4th on one instance, before the upgrade');
 
   // Redis returns (empty): both go back to shared limits and re-register the six they hold.
   await redis.restart();
   await until(() => a.link.up && b.link.up, 15_000, 'both links up again');
   t.equal(a.metrics.redisUp.value, 1);
   await until(async () => (await held(ipKey)) === 2 * LIMIT, 15_000, 'held connections re-registered');
-  const shared = await dial(`${b.url}/flashblocks`);
-  t.ok('status' in shared && shared.status === 429, 'shared again: six held, the next one is refused');
+  const shared = await dial(b, '/flashblocks');
+  t.equal(closedWith(shared), `1008 too many connections from 127.0.0.1 (limit ${LIMIT})`, 'shared again: six held, the next one is refused');
   await closeAll(socks, [a, b]);
   await until(async () => (await held(ipKey)) === 0, 10_000, 'released after the restart');
-  socks.push(await open(`${a.url}/flashblocks`), await open(`${a.url}/flashblocks`), await open(`${b.url}/flashblocks`));
-  const again = await dial(`${b.url}/flashblocks`);
-  t.ok('status' in again && again.status === 429, 'the N+1-th is refused across instances after recovery');
+  socks.push(await open(a, '/flashblocks'), await open(a, '/flashblocks'), await open(b, '/flashblocks'));
+  const again = await dial(b, '/flashblocks');
+  t.equal(closedWith(again), `1008 too many connections from 127.0.0.1 (limit ${LIMIT})`, 'the N+1-th is refused across instances after recovery');
   await closeAll(socks, [a, b]);
 });
 
@@ -161,14 +182,13 @@ t.test('per-API-key limit holds across instances, whatever the client IP', async
   t.teardown(() => Promise.all([a.close(), b.close()]).then(() => undefined));
   await until(() => a.link.up && b.link.up, 10_000, 'both links up');
   const socks: WebSocket[] = [];
-  for (let i = 0; i < LIMIT; i++) socks.push(await open(`${(i % 2 === 0 ? a : b).url}/flashblocks/k-one`, { 'x-forwarded-for': `10.0.0.${i + 1}` }));
+  for (let i = 0; i < LIMIT; i++) socks.push(await open(i % 2 === 0 ? a : b, '/flashblocks/k-one', { 'x-forwarded-for': `10.0.0.${i + 1}` }));
   for (const inst of [a, b]) {
-    const r = await dial(`${inst.url}/flashblocks/k-one`, { 'x-forwarded-for': '10.0.0.99' });
-    t.ok('status' in r && r.status === 429, 'a 4th connection with the same key is refused on either instance');
-    if ('status' in r) t.equal(r.body, `too many connections for this API key (limit ${LIMIT})\n`);
+    const r = await dial(inst, '/flashblocks/k-one', { 'x-forwarded-for': '10.0.0.99' });
+    t.equal(closedWith(r), `1008 too many connections for this API key (limit ${LIMIT})`, 'a 4th connection with the same key is refused on either instance');
     t.equal(inst.metrics.streamRefusals.key_limit.value, 1);
   }
-  socks.push(await open(`${b.url}/flashblocks/k-two`, { 'x-forwarded-for': '10.0.0.99' }));
+  socks.push(await open(b, '/flashblocks/k-two', { 'x-forwarded-for': '10.0.0.99' }));
   t.pass('another key is not affected');
   const keys = await probe.keys('flashblocksd:conn:key:*');
   t.equal(keys.length, 2);
@@ -183,15 +203,15 @@ t.test("a dead instance's connections stop counting once its leases expire", asy
   t.teardown(() => Promise.all([a.close(), b.close()]).then(() => undefined));
   await until(() => a.link.up && b.link.up, 10_000, 'both links up');
   const socks: WebSocket[] = [];
-  for (let i = 0; i < LIMIT; i++) socks.push(await open(`${a.url}/flashblocks`));
+  for (let i = 0; i < LIMIT; i++) socks.push(await open(a, '/flashblocks'));
   // Renewals keep them counted over several lease periods.
   await new Promise((r) => setTimeout(r, 1000));
-  const r = await dial(`${b.url}/flashblocks`);
-  t.ok('status' in r && r.status === 429, 'renewed leases still count');
+  const r = await dial(b, '/flashblocks');
+  t.equal(closedWith(r), `1008 too many connections from 127.0.0.1 (limit ${LIMIT})`, 'renewed leases still count');
   // A "dies": no more renewals, no releases (its sockets stay open, as if its host vanished).
   a.leases.close();
   await a.link.close();
-  await until(async () => 'ws' in (await dial(`${b.url}/flashblocks`).then((x) => ('ws' in x ? (socks.push(x.ws), x) : x))), 10_000, "B admits once A's leases expired");
+  await until(async () => 'ws' in (await dial(b, '/flashblocks').then((x) => ('ws' in x ? (socks.push(x.ws), x) : x))), 10_000, "B admits once A's leases expired");
   t.pass();
   await closeAll(socks, [a, b]);
 });
@@ -203,14 +223,15 @@ t.test('a hung Redis (stopped, connection open) costs a connection at most the c
   redis.pause();
   t.teardown(() => redis.resume());
   const socks: WebSocket[] = [];
-  // The first upgrade waits for Redis until the command timeout, then is decided locally and admitted.
-  socks.push(await open(`${a.url}/flashblocks`));
+  // The first connection waits for Redis (upgraded, sent nothing) until the command timeout, then is decided locally
+  // and admitted.
+  socks.push(await open(a, '/flashblocks'));
   t.notOk(a.link.up, 'the failed command moved the instance to local limits');
   t.equal(a.metrics.redisUp.value, 0);
   t.equal(a.metrics.redisFallbacks.value, 1);
-  for (let i = 1; i < LIMIT; i++) socks.push(await open(`${a.url}/flashblocks`));
-  const r = await dial(`${a.url}/flashblocks`);
-  t.ok('status' in r && r.status === 429, 'local limits refuse the 4th');
+  for (let i = 1; i < LIMIT; i++) socks.push(await open(a, '/flashblocks'));
+  const r = await dial(a, '/flashblocks');
+  t.equal(httpStatus(r), 429, 'local limits refuse the 4th');
   redis.resume();
   await until(() => a.link.up, 10_000, 'a PING answered: shared again');
   t.equal(a.metrics.redisUp.value, 1);

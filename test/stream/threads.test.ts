@@ -23,7 +23,7 @@ import { baseSepoliaMessages, unichainMessages } from '../helpers/fixtures.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
 import { startRedis } from '../helpers/redis.js';
 import { freePort } from '../helpers/rpc-harness.js';
-import { Sub, asBlock, asText, closeAll, connect, digest, fence, rawHttp, refusal } from '../helpers/stream.js';
+import { Sub, asBlock, asText, closeAll, connect, digest, fence, rawHttp, rawUpgrade, refusal } from '../helpers/stream.js';
 
 const uWS = loadUws();
 
@@ -207,37 +207,6 @@ t.test('per-IP and global limits count the main port and the stream port togethe
   t.ok(await until(() => g.metrics.streamRefusals.global_limit.value === 2));
   await closeAll(subs);
 });
-
-/**
- * A WebSocket handshake written by hand, with `Connection: <connection>`; resolves with the response head and the
- * socket once the head has arrived (the socket is left open).
- */
-function rawUpgrade(port: number, connection: string, afterWrite = (): void => undefined): Promise<{ head: string; socket: net.Socket; frames: () => number; closed: () => boolean }> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1');
-    let buf = Buffer.alloc(0);
-    let head = '';
-    let closed = false;
-    socket.on('error', reject);
-    socket.on('close', () => (closed = true));
-    socket.on('connect', () => {
-      socket.write(
-        `GET /flashblocks HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: ${connection}\r\n` +
-          'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
-      );
-      afterWrite();
-    });
-    socket.on('data', (d: Buffer) => {
-      buf = Buffer.concat([buf, d]);
-      const end = buf.indexOf('\r\n\r\n');
-      if (head === '' && end >= 0) {
-        head = buf.subarray(0, end).toString('latin1');
-        buf = buf.subarray(end + 4);
-        resolve({ head, socket, frames: () => buf.length, closed: () => closed });
-      }
-    });
-  });
-}
 
 t.test('an upgrade on a stream thread is not closed after its 101 (the async-upgrade close of this uWS build)', async (t) => {
   // With "Connection: close" the old HTTP state reads as close on every upgrade made later from res.cork: before the
