@@ -79,6 +79,7 @@ export interface Config {
   rateLimitRps: number;
   replayRingFrames: number;
   shutdownGraceMs: number;
+  heapGrowingPercent: number;
   /** 0 = the chain preset's (2000 without one). */
   blockTimeMs: number;
   /** 0 = the chain preset's (200 without one). */
@@ -176,6 +177,7 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'execution-hardfork', key: 'executionHardfork', kind: 'enum', values: ['auto', ...OP_HARDFORKS], def: 'auto', help: "The EVM spec blocks are executed with: auto = the chain's own hardfork schedule by block timestamp (from its chain preset); a hardfork name = that spec for every block" },
   { flag: 'execution-wait-ms', key: 'executionWaitMs', kind: 'int', def: '1000', min: 0, max: 60000, help: 'How long a pending state read waits for the engine to execute the newest served flashblock before it answers as latest' },
   { flag: 'shutdown-grace-ms', key: 'shutdownGraceMs', kind: 'int', def: '5000', min: 0, max: 600000, help: 'In-flight requests get this long after SIGTERM' },
+  { flag: 'heap-growing-percent', key: 'heapGrowingPercent', kind: 'int', def: '300', min: 0, max: 1000, help: "How far V8 lets the JS heap grow past what survived its last full collection before the next one, %: held blocks are promoted and freed block after block, and at V8's own setting that is a full collection every few seconds (pauses in the latency tail); 300 = one every ~25 s for a heap ~2× larger; 0 = V8's own" },
 ];
 
 /** The environment variable that twins a flag: `--node-rpc-url` → `NODE_RPC_URL`. */

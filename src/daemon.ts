@@ -1,6 +1,7 @@
 // Assembles the daemon: config → metrics, state, pipeline, node client → uWS app with rpc/ and stream/ mounted →
 // listeners → upstreams and canonical tracking. Owns start and stop order; holds no logic of its own.
 import { performance } from 'node:perf_hooks';
+import { setFlagsFromString } from 'node:v8';
 import type { Config } from './config.js';
 import { chainTiming, choicePreset, forkAt, PRESET_NAMES, presetByChainId, presetByName, utcMinute, type ChainChoice, type ChainPreset } from './chain/presets.js';
 import { StartupCode, StartupError } from './errors.js';
@@ -150,6 +151,9 @@ function logChain(log: Logger, choice: ChainChoice, timing: { blockTimeMs: numbe
 /** Starts the daemon. Throws StartupError (E_NATIVE, E_LISTEN) when it cannot. */
 export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions = {}): Promise<Daemon> {
   const log = opts.log ?? createLogger({ level: config.logLevel });
+  // Process-wide, read by V8 at each heap-limit update (so it takes effect after start-up; node refuses it in
+  // NODE_OPTIONS). Fewer, not shorter, full collections: see docs/internals.md "What a held block keeps".
+  if (config.heapGrowingPercent > 0) setFlagsFromString(`--heap-growing-percent=${config.heapGrowingPercent}`);
   const uWS = loadUws();
   const native = checkNative(uWS, log);
   const upstreamCount = Math.max(1, config.flashblocksUrls.length);
