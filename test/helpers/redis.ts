@@ -2,6 +2,8 @@
 // test; it can be killed and started again on the same port. Owns the process; knows nothing of what tests assert.
 import type { ChildProcess } from 'node:child_process';
 import { createConnection } from 'node:net';
+import { Redis } from 'ioredis';
+import type { Test } from 'tap';
 import { spawnTied } from '../../src/child.js';
 import { freePort } from './rpc-harness.js';
 
@@ -75,4 +77,26 @@ export async function until(cond: () => boolean | Promise<boolean>, ms = 10_000,
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 20));
   }
+}
+
+/** A test file's redis-server (started before its first test, stopped after its last) and a client to look into it. */
+export interface RedisFixture {
+  server: RedisServer;
+  probe: Redis;
+}
+
+/** Starts a {@link RedisFixture} for the file `tap` runs (filled in by its `before`). */
+export function redisForFile(tap: Pick<Test, 'before' | 'teardown'>): RedisFixture {
+  const fx = {} as RedisFixture;
+  tap.before(async () => {
+    fx.server = await startRedis();
+    fx.probe = new Redis(fx.server.url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 50 });
+    fx.probe.on('error', () => {});
+    await fx.probe.connect();
+  });
+  tap.teardown(async () => {
+    fx.probe.disconnect();
+    await fx.server.stop();
+  });
+  return fx;
 }

@@ -182,3 +182,25 @@ export async function rawHttp(port: number): Promise<{ post(body: string): Promi
     close: () => sock.destroy(),
   };
 }
+
+/** What a test's stream server on its own uWS app holds, in the order {@link closeOnce} ends it. */
+export interface StreamParts {
+  stream: { drain(graceMs: number): Promise<void> };
+  listen: unknown;
+  closeListen(listen: unknown): void;
+  leases: { close(): void } | null;
+  link: { close(): Promise<void> } | null;
+}
+
+/** The close of a test's stream server: drain at once, stop listening, end leases and the Redis link; idempotent. */
+export function closeOnce(p: StreamParts): () => Promise<void> {
+  let closed = false;
+  return async () => {
+    if (closed) return;
+    closed = true;
+    await p.stream.drain(0);
+    p.closeListen(p.listen);
+    p.leases?.close();
+    await p.link?.close();
+  };
+}

@@ -5,7 +5,6 @@
 import t from 'tap';
 import WebSocket from 'ws';
 import type { us_listen_socket } from 'uWebSockets.js';
-import { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../../src/config.js';
 import { ConnectionLeases } from '../../src/limits/connections.js';
 import { RedisLink } from '../../src/limits/redis.js';
@@ -14,7 +13,8 @@ import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
 import { loadUws } from '../../src/native.js';
 import { mountLocalStream as mountStream } from '../../src/stream/local.js';
 import { makePipeline } from '../helpers/ingest.js';
-import { startRedis, until, type RedisServer } from '../helpers/redis.js';
+import { redisForFile, until } from '../helpers/redis.js';
+import { closeOnce } from '../helpers/stream.js';
 
 const uWS = loadUws();
 const LIMIT = 3;
@@ -38,7 +38,6 @@ async function instance(redisUrl: string, over: Partial<Config> = {}, lease = { 
   const app = uWS.App();
   const stream = mountStream(app, { options: config, events: makePipeline().pipeline.events, metrics, log: silentLogger, leases });
   const listen = await new Promise<us_listen_socket>((resolve, reject) => app.listen('127.0.0.1', 0, (s) => (s === false ? reject(new Error('listen')) : resolve(s))));
-  let closed = false;
   return {
     url: `ws://127.0.0.1:${uWS.us_socket_local_port(listen)}`,
     metrics,
@@ -46,14 +45,7 @@ async function instance(redisUrl: string, over: Partial<Config> = {}, lease = { 
     leases,
     subscribers: () => stream.subscriberCount(),
     waits: () => stream.admissionWaits(),
-    async close() {
-      if (closed) return;
-      closed = true;
-      await stream.drain(0);
-      uWS.us_listen_socket_close(listen);
-      leases.close();
-      await link.close();
-    },
+    close: closeOnce({ stream, listen, closeListen: (l) => uWS.us_listen_socket_close(l as us_listen_socket), leases, link }),
   };
 }
 
@@ -103,31 +95,20 @@ async function closeAll(socks: WebSocket[], insts: Instance[]): Promise<void> {
 }
 
 
-let redis: RedisServer;
-let probe: Redis;
-t.before(async () => {
-  redis = await startRedis();
-  probe = new Redis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 50 });
-  probe.on('error', () => {});
-  await probe.connect();
-});
-t.teardown(async () => {
-  probe.disconnect();
-  await redis.stop();
-});
+const fx = redisForFile(t);
 
 const ipKey = 'flashblocksd:conn:ip:127.0.0.1';
 const held = async (key: string): Promise<number> => {
   try {
-    return await probe.zcard(key);
+    return await fx.probe.zcard(key);
   } catch {
     return -1;
   }
 };
 
 t.test('per-IP limit holds across two instances; killing Redis falls back to local limits; restarting it shares them again', async (t) => {
-  const a = await instance(redis.url);
-  const b = await instance(redis.url);
+  const a = await instance(fx.server.url);
+  const b = await instance(fx.server.url);
   t.teardown(() => Promise.all([a.close(), b.close()]).then(() => undefined));
   await until(() => a.link.up && b.link.up, 10_000, 'both links up');
   t.equal(a.metrics.redisUp.value, 1);
@@ -150,7 +131,7 @@ t.test('per-IP limit holds across two instances; killing Redis falls back to loc
   await until(async () => (await held(ipKey)) === 0, 10_000, 'all leases released');
 
   // Redis dies: each instance counts on its own and keeps serving.
-  await redis.kill();
+  await fx.server.kill();
   await until(() => !a.link.up && !b.link.up, 10_000, 'both links down');
   t.equal(a.metrics.redisUp.value, 0);
   t.equal(b.metrics.redisUp.value, 0);
@@ -161,7 +142,7 @@ t.test('per-IP limit holds across two instances; killing Redis falls back to loc
   t.equal(httpStatus(local), 429, 'the local limit still refuses the 4th on one instance, before the upgrade');
 
   // Redis returns (empty): both go back to shared limits and re-register the six they hold.
-  await redis.restart();
+  await fx.server.restart();
   await until(() => a.link.up && b.link.up, 15_000, 'both links up again');
   t.equal(a.metrics.redisUp.value, 1);
   await until(async () => (await held(ipKey)) === 2 * LIMIT, 15_000, 'held connections re-registered');
@@ -177,8 +158,8 @@ t.test('per-IP limit holds across two instances; killing Redis falls back to loc
 
 t.test('per-API-key limit holds across instances, whatever the client IP', async (t) => {
   const over = { apiKeys: ['k-one', 'k-two'], trustedProxies: ['127.0.0.1'], streamMaxPerIp: LIMIT };
-  const a = await instance(redis.url, over);
-  const b = await instance(redis.url, over);
+  const a = await instance(fx.server.url, over);
+  const b = await instance(fx.server.url, over);
   t.teardown(() => Promise.all([a.close(), b.close()]).then(() => undefined));
   await until(() => a.link.up && b.link.up, 10_000, 'both links up');
   const socks: WebSocket[] = [];
@@ -190,7 +171,7 @@ t.test('per-API-key limit holds across instances, whatever the client IP', async
   }
   socks.push(await open(b, '/flashblocks/k-two', { 'x-forwarded-for': '10.0.0.99' }));
   t.pass('another key is not affected');
-  const keys = await probe.keys('flashblocksd:conn:key:*');
+  const keys = await fx.probe.keys('flashblocksd:conn:key:*');
   t.equal(keys.length, 2);
   t.notOk(keys.some((k) => k.includes('k-one') || k.includes('k-two')), 'Redis holds hashes of the keys, never the keys');
   await closeAll(socks, [a, b]);
@@ -198,8 +179,8 @@ t.test('per-API-key limit holds across instances, whatever the client IP', async
 
 t.test("a dead instance's connections stop counting once its leases expire", async (t) => {
   const lease = { leaseMs: 400, heartbeatMs: 100 };
-  const a = await instance(redis.url, {}, lease);
-  const b = await instance(redis.url, {}, lease);
+  const a = await instance(fx.server.url, {}, lease);
+  const b = await instance(fx.server.url, {}, lease);
   t.teardown(() => Promise.all([a.close(), b.close()]).then(() => undefined));
   await until(() => a.link.up && b.link.up, 10_000, 'both links up');
   const socks: WebSocket[] = [];
@@ -217,11 +198,11 @@ t.test("a dead instance's connections stop counting once its leases expire", asy
 });
 
 t.test('a hung Redis (stopped, connection open) costs a connection at most the command timeout, then local limits', async (t) => {
-  const a = await instance(redis.url);
+  const a = await instance(fx.server.url);
   t.teardown(() => a.close());
   await until(() => a.link.up, 10_000, 'link up');
-  redis.pause();
-  t.teardown(() => redis.resume());
+  fx.server.pause();
+  t.teardown(() => fx.server.resume());
   const socks: WebSocket[] = [];
   // The first connection waits for Redis (upgraded, sent nothing) until the command timeout, then is decided locally
   // and admitted.
@@ -232,7 +213,7 @@ t.test('a hung Redis (stopped, connection open) costs a connection at most the c
   for (let i = 1; i < LIMIT; i++) socks.push(await open(a, '/flashblocks'));
   const r = await dial(a, '/flashblocks');
   t.equal(httpStatus(r), 429, 'local limits refuse the 4th');
-  redis.resume();
+  fx.server.resume();
   await until(() => a.link.up, 10_000, 'a PING answered: shared again');
   t.equal(a.metrics.redisUp.value, 1);
   await until(async () => (await held(ipKey)) === LIMIT, 10_000, 'the locally admitted connections registered in Redis');

@@ -5,7 +5,6 @@
 // gone while Redis is slow or hung, or a drain, leaves no ticket and no lease behind.
 import t from 'tap';
 import type { us_listen_socket } from 'uWebSockets.js';
-import { Redis } from 'ioredis';
 import { loadConfig, type Config } from '../../src/config.js';
 import { ConnectionLeases } from '../../src/limits/connections.js';
 import { RedisLink } from '../../src/limits/redis.js';
@@ -15,8 +14,8 @@ import { loadUws } from '../../src/native.js';
 import { mountLocalStream, type LocalStream } from '../../src/stream/local.js';
 import { unichainMessages } from '../helpers/fixtures.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
-import { startRedis, until, type RedisServer } from '../helpers/redis.js';
-import { asBlock, asText, closeAll, connect, digest, rawUpgrade, type RawUpgrade } from '../helpers/stream.js';
+import { redisForFile, until } from '../helpers/redis.js';
+import { asBlock, asText, closeAll, closeOnce, connect, digest, rawUpgrade, type RawUpgrade } from '../helpers/stream.js';
 
 const uWS = loadUws();
 const IP_KEY = 'flashblocksd:conn:ip:127.0.0.1';
@@ -44,7 +43,6 @@ async function instance(redisUrl: string, over: Partial<Config> = {}, commandTim
   const listen = await new Promise<us_listen_socket>((resolve, reject) => app.listen('127.0.0.1', 0, (s) => (s === false ? reject(new Error('listen')) : resolve(s))));
   await until(() => link.up, 10_000, 'link up');
   const port = uWS.us_socket_local_port(listen);
-  let closed = false;
   return {
     port,
     url: `ws://127.0.0.1:${port}`,
@@ -53,34 +51,16 @@ async function instance(redisUrl: string, over: Partial<Config> = {}, commandTim
     link,
     leases,
     pipeline,
-    async close() {
-      if (closed) return;
-      closed = true;
-      await stream.drain(0);
-      uWS.us_listen_socket_close(listen);
-      leases.close();
-      await link.close();
-    },
+    close: closeOnce({ stream, listen, closeListen: (l) => uWS.us_listen_socket_close(l as us_listen_socket), leases, link }),
   };
 }
 
-let redis: RedisServer;
-let probe: Redis;
-t.before(async () => {
-  redis = await startRedis();
-  probe = new Redis(redis.url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 50 });
-  probe.on('error', () => {});
-  await probe.connect();
-});
-t.teardown(async () => {
-  probe.disconnect();
-  await redis.stop();
-});
+const fx = redisForFile(t);
 
 /** Leases for 127.0.0.1 in Redis (-1 when it does not answer). */
 const leased = async (): Promise<number> => {
   try {
-    return await probe.zcard(IP_KEY);
+    return await fx.probe.zcard(IP_KEY);
   } catch {
     return -1;
   }
@@ -89,7 +69,7 @@ const leased = async (): Promise<number> => {
 const frameOf = (i: number): Buffer => Buffer.from(JSON.stringify(unichainMessages()[i]));
 
 t.test('20 handshakes sent with "Connection: close" stay open, are counted in Redis and receive frames', async (t) => {
-  const a = await instance(redis.url, { streamMaxPerIp: 100 });
+  const a = await instance(fx.server.url, { streamMaxPerIp: 100 });
   t.teardown(() => a.close());
   const socks: RawUpgrade[] = [];
   for (let i = 0; i < 20; i++) socks.push(await rawUpgrade(a.port, 'close'));
@@ -109,8 +89,8 @@ t.test('20 handshakes sent with "Connection: close" stay open, are counted in Re
 });
 
 t.test('over the shared limit the connection is closed after its handshake with 1008 and the reason, and counted', async (t) => {
-  const a = await instance(redis.url, { streamMaxPerIp: 2 });
-  const b = await instance(redis.url, { streamMaxPerIp: 2 });
+  const a = await instance(fx.server.url, { streamMaxPerIp: 2 });
+  const b = await instance(fx.server.url, { streamMaxPerIp: 2 });
   t.teardown(() => Promise.all([a.close(), b.close()]).then(() => undefined));
   const first = await rawUpgrade(a.port, 'close');
   const second = await rawUpgrade(b.port, 'close');
@@ -140,7 +120,7 @@ t.test('over the shared limit the connection is closed after its handshake with 
 });
 
 t.test('the per-key limit closes with 1008 and its text; the subscriber cap is still refused before the upgrade', async (t) => {
-  const a = await instance(redis.url, { apiKeys: ['k1'], streamMaxPerIp: 1, streamMaxSubscribers: 2, trustedProxies: ['127.0.0.1'] });
+  const a = await instance(fx.server.url, { apiKeys: ['k1'], streamMaxPerIp: 1, streamMaxSubscribers: 2, trustedProxies: ['127.0.0.1'] });
   t.teardown(() => a.close());
   const x = connect(`${a.url}/flashblocks/k1`, { 'x-forwarded-for': '10.1.0.1' });
   await x.opened;
@@ -156,13 +136,13 @@ t.test('the per-key limit closes with 1008 and its text; the subscriber cap is s
 
 t.test('a socket waiting for Redis gets nothing; once admitted, replay then live frames, no gap, no duplicate', async (t) => {
   // A command timeout far above the pause: the answer comes from Redis, after SIGCONT.
-  const a = await instance(redis.url, { streamMaxPerIp: 10 }, 10_000);
+  const a = await instance(fx.server.url, { streamMaxPerIp: 10 }, 10_000);
   t.teardown(() => a.close());
   const uni = unichainMessages();
   const block = asBlock(uni, 50_000_000).map((m) => Buffer.from(JSON.stringify(m)));
   feed(a.pipeline, block[0]!);
-  redis.pause();
-  t.teardown(() => redis.resume());
+  fx.server.pause();
+  t.teardown(() => fx.server.resume());
   const replay = connect(`${a.url}/flashblocks?replay=block`);
   const live = connect(`${a.url}/ws`);
   const raw = await rawUpgrade(a.port, 'close');
@@ -173,7 +153,7 @@ t.test('a socket waiting for Redis gets nothing; once admitted, replay then live
   await new Promise((r) => setTimeout(r, 100));
   t.equal(replay.frames.length + live.frames.length + raw.frames(), 0, 'nothing is sent while waiting');
   t.equal(a.stream.subscriberCount(), 0, 'and they are not counted as subscribers');
-  redis.resume();
+  fx.server.resume();
   await until(() => a.stream.subscriberCount() === 3, 10_000, 'admitted once Redis answers');
   t.equal(a.metrics.redisFallbacks.value, 0, 'decided by Redis, not by a fallback');
   feed(a.pipeline, block[3]!);
@@ -189,15 +169,15 @@ t.test('a socket waiting for Redis gets nothing; once admitted, replay then live
 });
 
 t.test('a client gone while Redis is slow leaves no ticket and no lease (Redis admits it after it left)', async (t) => {
-  const a = await instance(redis.url, { streamMaxPerIp: 2, streamMaxSubscribers: 2 }, 10_000);
+  const a = await instance(fx.server.url, { streamMaxPerIp: 2, streamMaxSubscribers: 2 }, 10_000);
   t.teardown(() => a.close());
-  redis.pause();
-  t.teardown(() => redis.resume());
+  fx.server.pause();
+  t.teardown(() => fx.server.resume());
   const gone = await rawUpgrade(a.port, 'close');
   await until(() => a.stream.admissionWaits() === 1, 10_000, 'waiting');
   gone.socket.destroy();
   await until(() => a.stream.admissionWaits() === 0, 10_000, 'its close seen');
-  redis.resume();
+  fx.server.resume();
   await until(() => a.stream.admission.asked === 0, 10_000, 'Redis answered');
   t.equal(a.metrics.redisFallbacks.value, 0, 'Redis answered (no fallback)');
   t.equal(a.stream.admission.count, 0, 'the ticket went back');
@@ -213,19 +193,19 @@ t.test('a client gone while Redis is slow leaves no ticket and no lease (Redis a
 });
 
 t.test('a client gone while Redis is hung past the command timeout leaves no lease once Redis is back', async (t) => {
-  const a = await instance(redis.url, { streamMaxPerIp: 2 });
+  const a = await instance(fx.server.url, { streamMaxPerIp: 2 });
   t.teardown(() => a.close());
   const kept = await rawUpgrade(a.port, 'close');
   await until(() => a.stream.subscriberCount() === 1, 10_000, 'one admitted by Redis');
-  redis.pause();
-  t.teardown(() => redis.resume());
+  fx.server.pause();
+  t.teardown(() => fx.server.resume());
   const gone = await rawUpgrade(a.port, 'close');
   gone.socket.destroy();
   // The command times out (250 ms): local limits admit it, and its ticket goes back at once since it is gone.
   await until(() => a.metrics.redisFallbacks.value === 1 && a.stream.admission.asked === 0, 10_000, 'the fallback');
   t.equal(a.stream.admission.count, 1, 'only the open connection holds a ticket');
   // Redis runs the timed-out MULTI when it wakes up (a lease for the gone client); it is removed once Redis answers.
-  redis.resume();
+  fx.server.resume();
   await until(() => a.link.up, 10_000, 'shared again');
   await until(async () => (await leased()) === 1 && a.leases.staleCount() === 0, 10_000, 'only the open connection leased');
   t.equal(a.leases.heldCount(), 1);
@@ -235,10 +215,10 @@ t.test('a client gone while Redis is hung past the command timeout leaves no lea
 });
 
 t.test('a drain closes the connections waiting for Redis with 1001; their late answer is handed back', async (t) => {
-  const a = await instance(redis.url, { streamMaxPerIp: 5 }, 10_000);
+  const a = await instance(fx.server.url, { streamMaxPerIp: 5 }, 10_000);
   t.teardown(() => a.close());
-  redis.pause();
-  t.teardown(() => redis.resume());
+  fx.server.pause();
+  t.teardown(() => fx.server.resume());
   const w = connect(`${a.url}/flashblocks`);
   await w.opened;
   await until(() => a.stream.admissionWaits() === 1, 10_000, 'waiting');
@@ -246,7 +226,7 @@ t.test('a drain closes the connections waiting for Redis with 1001; their late a
   await w.closed;
   t.equal(w.closeCode, 1001);
   t.equal(w.closeReason, 'server shutting down');
-  redis.resume();
+  fx.server.resume();
   await until(() => a.stream.admission.asked === 0, 10_000, 'Redis answered');
   t.equal(a.stream.admission.count, 0, 'no ticket kept');
   await until(async () => (await leased()) === 0, 10_000, 'no lease kept');
