@@ -102,7 +102,7 @@ impl OpenBlock {
     pub fn snapshot(&self) -> Snapshot {
         let mut layers: Vec<Arc<Layer>> = self.layers.iter().rev().cloned().collect();
         layers.extend(self.parent_layers.iter().cloned());
-        Snapshot { layers }
+        Snapshot { layers, l1: std::sync::OnceLock::new() }
     }
 }
 
@@ -590,13 +590,31 @@ pub(crate) struct CallSetup {
     pub(crate) tx: OpTransaction<TxEnv>,
     pub(crate) cfg: CfgEnv<OpSpecId>,
     pub(crate) block: BlockEnv,
+    /// The L1 block info it runs with (see call_chain).
+    pub(crate) chain: L1BlockInfo,
     /// The caller gave no gas limit: estimateGas searches up to this.
     gas_given: bool,
 }
 
-pub(crate) fn call_setup(db: &Db, spec: &BlockSpec, req: &Value, block_overrides: &Value) -> Result<CallSetup, ReadError> {
+/// The L1 block info a call at `block` runs with: `l1`'s (the snapshot's, read once) when the call sees the snapshot's
+/// own state at its own number, else none given (op-revm reads it from the state the call runs on).
+fn call_chain(db: &Db, spec: &BlockSpec, block: &BlockEnv, l1: Option<&std::sync::OnceLock<L1BlockInfo>>) -> Result<L1BlockInfo, ReadError> {
+    let Some(lock) = l1.filter(|_| block.number == U256::from(spec.number)) else { return Ok(L1BlockInfo::default()) };
+    if let Some(info) = lock.get() {
+        return Ok(info.clone());
+    }
+    let mut d = Db { top: db.top, below: db.below, shared: db.shared };
+    let info = L1BlockInfo::try_fetch(&mut d, block.number, spec.spec).map_err(|e| ReadError { code: -32000, message: e.to_string(), data: None })?;
+    let _ = lock.set(info.clone());
+    Ok(info)
+}
+
+/// A call's setup. `l1`: the snapshot's L1 block info cell, when the call runs on the snapshot's state unchanged (no
+/// state overrides).
+pub(crate) fn call_setup(db: &Db, spec: &BlockSpec, req: &Value, block_overrides: &Value, l1: Option<&std::sync::OnceLock<L1BlockInfo>>) -> Result<CallSetup, ReadError> {
     let mut block = spec.block_env();
     apply_block_overrides(&mut block, block_overrides)?;
+    let chain = call_chain(db, spec, &block, l1)?;
     let mut cfg = spec.cfg();
     let mut b = TxEnv {
         caller: match req.get("from").filter(|v| !v.is_null()) {
@@ -665,13 +683,14 @@ pub(crate) fn call_setup(db: &Db, spec: &BlockSpec, req: &Value, block_overrides
     // eth_call lets a contract be the caller (geth skips the EIP-3607 check).
     cfg.disable_eip3607 = true;
     let tx = OpTransaction { base: b, enveloped_tx: Some(Bytes::new()), deposit: Default::default() };
-    Ok(CallSetup { tx, cfg, block, gas_given })
+    Ok(CallSetup { tx, cfg, block, chain, gas_given })
 }
 
 fn run(db: Db, spec: &BlockSpec, s: &CallSetup, gas: u64) -> Result<(ExecutionResult<OpHaltReason>, EvmState), ReadError> {
     let mut tx = s.tx.clone();
     tx.base.gas_limit = gas;
-    let mut evm = build_evm(db, spec, s.cfg.clone(), s.block.clone());
+    let _ = spec;
+    let mut evm = Context::op().with_db(db).with_block(s.block.clone()).with_cfg(s.cfg.clone()).with_chain(s.chain.clone()).build_op();
     match evm.transact(tx) {
         Ok(r) => Ok((r.result, r.state)),
         Err(e) => Err(ReadError { code: -32000, message: e.to_string(), data: None }),
@@ -718,7 +737,7 @@ const OVER_BUDGET: i64 = i64::MIN;
 fn run_budgeted(db: Db, spec: &BlockSpec, s: &CallSetup, deadline: Instant) -> Result<ExecutionResult<OpHaltReason>, ReadError> {
     let _ = spec;
     let budget = Budget { deadline, steps: 0, over: false };
-    let mut evm = Context::op().with_db(db).with_block(s.block.clone()).with_cfg(s.cfg.clone()).with_chain(L1BlockInfo::default()).build_op_with_inspector(budget);
+    let mut evm = Context::op().with_db(db).with_block(s.block.clone()).with_cfg(s.cfg.clone()).with_chain(s.chain.clone()).build_op_with_inspector(budget);
     let out = evm.inspect_one_tx(s.tx.clone());
     if evm.0.inspector.over {
         return Err(ReadError { code: OVER_BUDGET, message: "over the inline budget".into(), data: None });
@@ -785,6 +804,8 @@ fn read_at(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value, dead
     let base = Db { top: None, below: &snap.layers, shared };
     let overrides = override_layer(&base, &req["stateOverrides"])?;
     let db = || Db { top: overrides.as_ref(), below: &snap.layers, shared };
+    // With state overrides the L1 block info may differ from the snapshot's: op-revm reads it then.
+    let l1 = if overrides.is_none() { Some(&snap.l1) } else { None };
     match method {
         "getBalance" => {
             let a: Address = parse(&req["address"], "address")?;
@@ -812,7 +833,7 @@ fn read_at(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value, dead
             Ok(json!(format!("{:#x}", B256::from(db().slot(a, k)?))))
         }
         "call" => {
-            let s = call_setup(&db(), spec, &req["tx"], &req["blockOverrides"])?;
+            let s = call_setup(&db(), spec, &req["tx"], &req["blockOverrides"], l1)?;
             let r = match deadline {
                 Some(d) => run_budgeted(db(), spec, &s, d)?,
                 None => run(db(), spec, &s, s.tx.base.gas_limit)?.0,
@@ -822,15 +843,15 @@ fn read_at(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value, dead
                 other => Err(failure(other)),
             }
         }
-        "estimateGas" => estimate(&db, spec, &req["tx"], &req["blockOverrides"]),
+        "estimateGas" => estimate(&db, spec, &req["tx"], &req["blockOverrides"], l1),
         "simulateV1" => crate::simulate::simulate(shared, spec, snap, &req["payload"]),
-        "createAccessList" => access_list(&db, spec, &req["tx"], &req["blockOverrides"]),
+        "createAccessList" => access_list(&db, spec, &req["tx"], &req["blockOverrides"], l1),
         _ => Err(ReadError { code: -32601, message: format!("engine read {method:?} not supported"), data: None }),
     }
 }
 
-fn estimate<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_overrides: &Value) -> Result<Value, ReadError> {
-    let s = call_setup(&db(), spec, tx, block_overrides)?;
+fn estimate<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_overrides: &Value, l1: Option<&std::sync::OnceLock<L1BlockInfo>>) -> Result<Value, ReadError> {
+    let s = call_setup(&db(), spec, tx, block_overrides, l1)?;
     let mut hi = s.tx.base.gas_limit;
     // With a fee, the caller's balance bounds the gas it can buy (geth does the same).
     if s.tx.base.gas_price > 0 {
@@ -870,8 +891,8 @@ fn estimate<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_ove
     Ok(json!(format!("0x{hi:x}")))
 }
 
-fn access_list<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_overrides: &Value) -> Result<Value, ReadError> {
-    let mut s = call_setup(&db(), spec, tx, block_overrides)?;
+fn access_list<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_overrides: &Value, l1: Option<&std::sync::OnceLock<L1BlockInfo>>) -> Result<Value, ReadError> {
+    let mut s = call_setup(&db(), spec, tx, block_overrides, l1)?;
     let from = s.tx.base.caller;
     let to = match s.tx.base.kind {
         TxKind::Call(a) => Some(a),

@@ -78,7 +78,7 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
         let calls = b.get("calls").and_then(|c| c.as_array()).unwrap_or(&empty);
         for (ci, call) in calls.iter().enumerate() {
             let db = Db { top: Some(&layer), below: &below, shared };
-            let mut s = call_setup(&db, spec, call, &Value::Null)?;
+            let mut s = call_setup(&db, spec, call, &Value::Null, None)?;
             s.block = env.clone();
             if !validation {
                 s.cfg.disable_base_fee = true;

@@ -378,6 +378,9 @@ pub fn data(v: &Value) -> Result<Vec<u8>, DbError> {
 #[derive(Clone, Default)]
 pub struct Snapshot {
     pub layers: Vec<Arc<Layer>>,
+    /// The L1 block info (L1Block contract) at this state, read by the first call that needs it: the same for every
+    /// read of the snapshot without state overrides, which op-revm would otherwise read again on each.
+    pub l1: std::sync::OnceLock<op_revm::L1BlockInfo>,
 }
 
 /// revm's database over an optional mutable top layer (the flashblock being executed), a snapshot, and the cache.
