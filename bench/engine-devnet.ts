@@ -242,14 +242,17 @@ export async function measureDevnet(o: BenchOptions): Promise<{ rows: BenchRow[]
       `(deltas over the soak). Node reads per block here are not the replay's 2–3: the generator sends to a fresh address in its ` +
       `legacy, 1559, 7702 and deposit txs and deploys a contract every 24 txs, and the engine reads each account it has never seen ` +
       `(balance, nonce and code: 3 calls in one batch); what matters is that the figure stays flat as the chain grows. ` +
-      `Where the lag exceeds 1: the devnet builds every flashblock, and the canonical seal, by re-mining the block on anvil while its ` +
-      `node proxy holds all reads (scripts/devnet/sequencer.ts), and the seal follows a block's last flashblock at once; that ` +
-      `flashblock's reads of new accounts wait for the seal (its apply ≈ 45–90 ms where the others take 2–9 ms, measured with per-apply ` +
-      `timing on this devnet), and the next block's index 0, sent after the seal, queues behind it. A node that serves reads while it ` +
-      `imports a block (op-reth, op-geth) does not hold the engine there. Tried (4-minute soaks back to back): letting the engine's reads of ` +
-      `the sealed head by number pass the proxy during builds brought the lag max to 1 and the oldest-unexecuted age to 0, but anvil ` +
-      `answered some of them with state of the block being simulated: 90 receipts-root divergences, against 0 with the lock; so the ` +
-      `devnet keeps it.`;
+      `Where the lag exceeds 1: the devnet builds every flashblock, and the canonical seal, by re-mining the block on anvil; its ` +
+      `node proxy holds ordinary calls for the whole build but not reads pinned to a sealed block (scripts/devnet/sequencer.ts): ` +
+      `below the sealed head they pass at once, at the sealed head they wait only while anvil runs evm_mine or evm_revert, the two ` +
+      `calls inside which anvil answers its best block from the live state being changed (reads at the head hammered during builds ` +
+      `at 100 tx/s, 30 s each: held during neither, 555 wrong answers; evm_mine only, 149; evm_revert only, 613; both, 0). The ` +
+      `engine's reads of accounts it has never seen are such reads (balance, nonce, code at the parent's number), so an apply waits ` +
+      `at most for one evm_mine or evm_revert; a block's last flashblock still waits for the seal's evm_mine when it reads a new account (anvil's ` +
+      `best block is its parent until then). Before, the proxy held those reads for whole builds (snapshot, re-mine, reads, revert, ` +
+      `re-submission of the block's txs), longer the later the flashblock: lag max 2–4 and 35–247 applies over 250 ms in 4- and ` +
+      `15-minute soaks; and letting reads of the sealed head pass for the whole build gave lag max 1 but 90 receipts-root ` +
+      `divergences (anvil answered some of them with state of the block being simulated).`;
     return { rows, notes };
   } finally {
     await on?.traffic.stop();
