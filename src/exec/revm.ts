@@ -447,22 +447,29 @@ export class RevmEngine implements ExecutionEngine {
     const native = this.native;
     if (native === null || !this.ready) throw new EngineUnavailableError('execution engine not ready');
     const body = JSON.stringify({ method, ...req });
-    const memoised = req.at === undefined;
-    const hit = memoised ? this.memo.get(body) : undefined;
-    if (hit !== undefined) {
-      this.readsMemo++;
-      return this.outcome(method, hit);
-    }
-    const budget = this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US;
-    const now = budget > 0 ? native.readInline(body, budget) : null;
-    if (now !== null) {
-      this.readsInline++;
-      const out = JSON.parse(now) as ReadAnswer;
-      if (memoised && body.length <= READ_MEMO_MAX_KEY) this.memo.put(body, out, now.length);
-      return this.outcome(method, out);
-    }
+    const now = this.fromMemory(native, body, req.at === undefined);
+    if (now !== null) return this.outcome(method, now);
     this.readsThreads++;
     return this.outcome(method, JSON.parse(await native.read(body)) as ReadAnswer);
+  }
+
+  /**
+   * The answer of read `key` without leaving this thread: the memo's (when `memoised`), else the engine's inline
+   * answer (stored in the memo); null when it needs the read threads (the node, or past the inline budget).
+   */
+  private fromMemory(native: AddonEngine, key: string, memoised: boolean): ReadAnswer | null {
+    const hit = memoised ? this.memo.get(key) : undefined;
+    if (hit !== undefined) {
+      this.readsMemo++;
+      return hit;
+    }
+    const budget = this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US;
+    const text = budget > 0 ? native.readInline(key, budget) : null;
+    if (text === null) return null;
+    this.readsInline++;
+    const out = JSON.parse(text) as ReadAnswer;
+    if (memoised && key.length <= READ_MEMO_MAX_KEY) this.memo.put(key, out, text.length);
+    return out;
   }
 
   /** A native read's answer: its result, or the JSON-RPC error it carries thrown. */
@@ -474,18 +481,9 @@ export class RevmEngine implements ExecutionEngine {
 
   readNow(read: NowRead): string | undefined {
     const native = this.native;
-    const budget = this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US;
-    if (native === null || !this.ready || budget === 0) return undefined;
-    const key = JSON.stringify(read);
-    let out = this.memo.get(key);
-    if (out !== undefined) this.readsMemo++;
-    else {
-      const text = native.readInline(key, budget);
-      if (text === null) return undefined;
-      this.readsInline++;
-      out = JSON.parse(text) as ReadAnswer;
-      if (key.length <= READ_MEMO_MAX_KEY) this.memo.put(key, out, text.length);
-    }
+    if (native === null || !this.ready || (this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US) === 0) return undefined;
+    const out = this.fromMemory(native, JSON.stringify(read), true);
+    if (out === null) return undefined;
     try {
       return this.outcome(read.method, out) as string;
     } catch (e) {
