@@ -695,13 +695,72 @@ fn frame(out: &mut Out, root: &Value) -> R<()> {
     diff(out, req(diff_v)?)
 }
 
+/// The layout's strings (ASCII: hex, "0x", digits), handed to JS as one V8 external one-byte string: its bytes stay
+/// in this Vec, freed when the string is collected. A held block's hashes and keys are slices of it, so the JS heap
+/// keeps a header per frame instead of a ~100 KB copy that every scavenge moves and that is promoted with the block.
+pub struct LayoutText(pub Vec<u8>);
+
+/// Below this a copy costs less than an external string's bookkeeping (V8 may copy short ones anyway).
+const EXTERNAL_TEXT_MIN: usize = 4096;
+
+extern "C" {
+    // Exported by Node since 20.4 (node_api.h, experimental there, Node-API 10 later); not enabled in napi-sys
+    // without the napi10 feature, which would also require Node 22.
+    fn node_api_create_external_string_latin1(
+        env: sys::napi_env,
+        str_: *const std::os::raw::c_char,
+        length: isize,
+        finalize_cb: sys::napi_finalize,
+        finalize_hint: *mut std::ffi::c_void,
+        result: *mut sys::napi_value,
+        copied: *mut bool,
+    ) -> sys::napi_status;
+}
+
+/// Frees the Vec of a `LayoutText` (its length and capacity are boxed in the hint).
+unsafe extern "C" fn free_layout_text(_env: sys::napi_env, data: *mut std::ffi::c_void, hint: *mut std::ffi::c_void) {
+    let (len, cap) = *Box::from_raw(hint.cast::<(usize, usize)>());
+    drop(Vec::from_raw_parts(data.cast::<u8>(), len, cap));
+}
+
+impl TypeName for LayoutText {
+    fn type_name() -> &'static str {
+        "String"
+    }
+    fn value_type() -> ValueType {
+        ValueType::String
+    }
+}
+
+impl ToNapiValue for LayoutText {
+    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
+        let mut result = std::ptr::null_mut();
+        if val.0.len() < EXTERNAL_TEXT_MIN {
+            check_status!(sys::napi_create_string_latin1(env, val.0.as_ptr().cast(), val.0.len() as isize, &mut result))?;
+            return Ok(result);
+        }
+        let mut v = std::mem::ManuallyDrop::new(val.0);
+        let (ptr, len, cap) = (v.as_mut_ptr(), v.len(), v.capacity());
+        let hint = Box::into_raw(Box::new((len, cap)));
+        let mut copied = false;
+        let status = node_api_create_external_string_latin1(env, ptr.cast(), len as isize, Some(free_layout_text), hint.cast(), &mut result, &mut copied);
+        // On success the finalizer owns the Vec (it already ran when V8 copied); on failure it never runs.
+        if status != sys::Status::napi_ok {
+            drop(Box::from_raw(hint));
+            drop(Vec::from_raw_parts(ptr, len, cap));
+            check_status!(status)?;
+        }
+        Ok(result)
+    }
+}
+
 /// The layout of one accepted frame (see the module comment), or the reason the JS decoder must decide.
-#[napi(object)]
+#[napi(object, object_from_js = false)]
 pub struct FrameLayout {
     /// Empty when accepted; else why the native decoder declined (the JS decoder then decides and words it).
     pub declined: String,
     pub u: Uint32Array,
-    pub s: String,
+    pub s: LayoutText,
     pub q: BigUint64Array,
     /// Every transaction's bytes back to back (the bounds are in `u`); `recoverSenders` reads the signed ones.
     pub tx_bytes: Buffer,
@@ -713,7 +772,7 @@ fn declined(why: &str) -> FrameLayout {
     FrameLayout {
         declined: why.to_string(),
         u: Uint32Array::new(Vec::new()),
-        s: String::new(),
+        s: LayoutText(Vec::new()),
         q: BigUint64Array::new(Vec::new()),
         tx_bytes: Vec::new().into(),
         signed: Uint32Array::new(Vec::new()),
@@ -735,11 +794,11 @@ pub fn decode_flashblock(json: &[u8]) -> FrameLayout {
     match catch_unwind(AssertUnwindSafe(|| decode(json))) {
         Err(_) => declined("native decoder panicked"),
         Ok(Err(why)) => declined(why),
-        // Every string in `s` is ASCII (hex and "0x"), so the bytes are valid UTF-8.
+        // Every string in `s` is ASCII (hex and "0x"), so its bytes read the same as Latin-1.
         Ok(Ok(o)) => FrameLayout {
             declined: String::new(),
             u: Uint32Array::new(o.u),
-            s: String::from_utf8(o.s).unwrap_or_default(),
+            s: LayoutText(o.s),
             q: BigUint64Array::new(o.q),
             tx_bytes: o.tx_bytes.into(),
             signed: Uint32Array::new(o.signed),

@@ -185,6 +185,12 @@ export class LazyTx implements DecodedTx {
   private sender: string | null;
   /** The nonce read alone (nonceOf), before any full decode; -1n while not read. */
   private nonceOnly = -1n;
+  /**
+   * True once `from` was written from a recovery of this transaction's own bytes off the JS thread (native core or
+   * worker; src/state/senders.ts): a flag on the object rather than a WeakSet entry per transaction, which grew an
+   * ephemeron table that was promoted and freed with every block.
+   */
+  senderRecoveredOffThread = false;
 
   constructor(
     readonly type: number,

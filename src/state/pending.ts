@@ -108,7 +108,8 @@ export class PendingState implements PendingView {
       if (tx.type === TX_DEPOSIT || (tx.from !== null && tx.executes)) this.noteNonce(rec);
     }
     if (fb.receipts === null) block.noMetadata = true;
-    if (fb.balances !== null) for (const [a, b] of fb.balances) block.balances.set(a, b);
+    // forEach: no [key, value] entry array per balance (an iterator's would be allocated for each).
+    if (fb.balances !== null) fb.balances.forEach((b, a) => block.balances.set(a, b));
     const al = fb.accessList;
     if (al !== null) {
       applyAccessList(block.accountPost, al);
@@ -225,7 +226,10 @@ export class PendingState implements PendingView {
     for (const d of b.diffs) if (this.byFlashblockHash.get(d.blockHash)?.block === b) this.byFlashblockHash.delete(d.blockHash);
     // The highest nonce of a sender lives in the newest block holding its txs, so dropping from the bottom only
     // removes entries whose newest tx was in the dropped block.
-    for (const [addr, e] of this.nonces) if (e.blockNumber === n) this.nonces.delete(addr);
+    // forEach (no entry array per sender); deleting the visited entry is allowed.
+    this.nonces.forEach((e, addr) => {
+      if (e.blockNumber === n) this.nonces.delete(addr);
+    });
     if (n === this.highest) {
       this.highest = -1;
       for (const k of this.blocks.keys()) if (k > this.highest) this.highest = k;

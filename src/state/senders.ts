@@ -5,6 +5,7 @@
 // the native core or the worker recovered (recoveredSender, recovering) instead of recovering them a second time.
 import { addressOfPublicKey, recoverSender, recoveryInput, type RecoveryInput } from '../chain/sender.js';
 import { TX_DEPOSIT, type DecodedTx } from '../chain/types.js';
+import { LazyTx } from '../chain/lazy-tx.js';
 import type { PendingBlock, TxRecord } from './block.js';
 import type { PendingState } from './pending.js';
 import type { RecoveryThread } from './recover-worker.js';
@@ -65,9 +66,15 @@ export class SenderRecovery implements SenderSource {
   private nativeRunning: NativeBatch | null = null;
   /**
    * Transactions whose `from` was written from a recovery of their own bytes by the native core or the worker: the
-   * only senders the engine is given (recoveredSender). Keyed by the tx object, so it goes with its block.
+   * only senders the engine is given (recoveredSender). Keyed by the tx object, so it goes with its block. Only for
+   * transaction objects other than LazyTx (both decoders make LazyTx, which carries the mark itself).
    */
   private readonly offThread = new WeakSet<object>();
+
+  private markOffThread(tx: DecodedTx): void {
+    if (tx instanceof LazyTx) tx.senderRecoveredOffThread = true;
+    else this.offThread.add(tx);
+  }
 
   constructor(
     private readonly state: PendingState,
@@ -144,7 +151,7 @@ export class SenderRecovery implements SenderSource {
               const sender = '0x' + out.toString('hex', 21 * k + 1, 21 * k + 21);
               rec.tx.from ??= sender;
               // Recovered on this thread meanwhile (recoverQueued): the same address, or it is not handed on.
-              if (rec.tx.from === sender) this.offThread.add(rec.tx);
+              if (rec.tx.from === sender) this.markOffThread(rec.tx);
             }
             // A block settled or replaced meanwhile no longer indexes its senders (noteSender checks).
             this.state.noteSender(rec);
@@ -173,7 +180,7 @@ export class SenderRecovery implements SenderSource {
    * is not recovered (yet), does not recover, is a deposit (its `from` is part of it), or was recovered on this thread.
    */
   recoveredSender(tx: TxView['tx']): string | null {
-    return this.offThread.has(tx) ? tx.from : null;
+    return (tx instanceof LazyTx ? tx.senderRecoveredOffThread : this.offThread.has(tx)) ? tx.from : null;
   }
 
   /**
@@ -297,7 +304,7 @@ export class SenderRecovery implements SenderSource {
           const pub = pubs[i];
           if (tx.from === null && pub != null) {
             tx.from = addressOfPublicKey(pub);
-            if (tx.from !== null) this.offThread.add(tx);
+            if (tx.from !== null) this.markOffThread(tx);
           }
           // A block settled or replaced meanwhile no longer indexes its senders (noteSender checks).
           this.state.noteSender(rec);
