@@ -97,6 +97,34 @@ export function sampleMicros(fn: () => void, ms: number, warmupMs = Math.min(200
   return out;
 }
 
+/**
+ * As `sampleMicros`, with one event-loop turn (setImmediate) between samples, untimed: each call runs as the daemon
+ * runs a frame, in a task of its own, so promise reactions, native completions and timers the previous one left run
+ * before the next (a synchronous loop would hold all of them, and what they retain, to the end of the loop). `between`,
+ * when given, is awaited after that turn, untimed too.
+ */
+export async function sampleMicrosTurns(fn: () => void, ms: number, warmupMs = Math.min(200, ms / 4), between?: () => Promise<void>): Promise<number[]> {
+  const immediate = (): Promise<void> => new Promise((r) => setImmediate(r));
+  const turn = between === undefined ? immediate : async (): Promise<void> => {
+    await immediate();
+    await between();
+  };
+  const warmEnd = performance.now() + warmupMs;
+  while (performance.now() < warmEnd) {
+    fn();
+    await turn();
+  }
+  const out: number[] = [];
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    const t0 = performance.now();
+    fn();
+    out.push((performance.now() - t0) * 1000);
+    await turn();
+  }
+  return out;
+}
+
 /** Formats a number with a sensible number of significant digits. */
 export function fmt(n: number): string {
   if (!Number.isFinite(n)) return String(n);
