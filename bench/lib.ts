@@ -83,44 +83,41 @@ export function percentile(values: number[], p: number): number {
   return values[idx] as number;
 }
 
+/** Calls `fn` once and appends its time in microseconds to `out`. */
+function timeOnce(fn: () => void, out: number[]): void {
+  const t0 = performance.now();
+  fn();
+  out.push((performance.now() - t0) * 1000);
+}
+
 /** Runs `fn` repeatedly for about `ms` milliseconds after a warm-up; returns per-call times in microseconds. */
 export function sampleMicros(fn: () => void, ms: number, warmupMs = Math.min(200, ms / 4)): number[] {
   const warmEnd = performance.now() + warmupMs;
   while (performance.now() < warmEnd) fn();
   const out: number[] = [];
   const end = performance.now() + ms;
-  while (performance.now() < end) {
-    const t0 = performance.now();
-    fn();
-    out.push((performance.now() - t0) * 1000);
-  }
+  while (performance.now() < end) timeOnce(fn, out);
   return out;
 }
 
 /**
- * As `sampleMicros`, with one event-loop turn (setImmediate) between samples, untimed: each call runs as the daemon
- * runs a frame, in a task of its own, so promise reactions, native completions and timers the previous one left run
- * before the next (a synchronous loop would hold all of them, and what they retain, to the end of the loop). `between`,
- * when given, is awaited after that turn, untimed too.
+ * As `sampleMicros`, with one event-loop turn (setImmediate) between calls, untimed, warm-up included: each call runs
+ * as the daemon runs a frame, in a task of its own, so promise reactions, native completions and timers the previous
+ * one left run before the next (a synchronous loop would hold all of them, and what they retain, to the end of the
+ * loop). `between`, when given, is awaited after that turn, untimed too.
  */
 export async function sampleMicrosTurns(fn: () => void, ms: number, warmupMs = Math.min(200, ms / 4), between?: () => Promise<void>): Promise<number[]> {
-  const immediate = (): Promise<void> => new Promise((r) => setImmediate(r));
-  const turn = between === undefined ? immediate : async (): Promise<void> => {
-    await immediate();
-    await between();
+  const turn = async (): Promise<void> => {
+    await new Promise((r) => setImmediate(r));
+    if (between !== undefined) await between();
   };
-  const warmEnd = performance.now() + warmupMs;
-  while (performance.now() < warmEnd) {
-    fn();
-    await turn();
-  }
   const out: number[] = [];
-  const end = performance.now() + ms;
+  const warmEnd = performance.now() + warmupMs;
+  const end = warmEnd + ms;
   while (performance.now() < end) {
-    const t0 = performance.now();
-    fn();
-    out.push((performance.now() - t0) * 1000);
+    timeOnce(fn, out);
     await turn();
+    if (performance.now() < warmEnd) out.length = 0;
   }
   return out;
 }
