@@ -297,6 +297,68 @@ t.test('replay=block sends the current block so far, then live frames, with no g
   await closeAll([r, live]);
 });
 
+t.test('subscribers that start between a frame\'s apply and its publish get every frame once: replay, resume, live, brotli', async (t) => {
+  const h = await startStream();
+  t.teardown(() => h.close());
+  const uni = unichainMessages();
+  const block = (n: number, pad = 0): Buffer[] => asBlock(uni, n, pad).map((m) => Buffer.from(JSON.stringify(m)));
+  const [a, b] = [block(35535701), block(35535702, 20 * 1024)]; // small frames, then frames published synchronously
+  for (const f of a.slice(0, 2)) feed(h.pipeline, f);
+  const fanout = h.pipeline.events.fanout;
+  await fanout.idle();
+  // Hold the fan-out queue: frames applied now wait for their publish while subscribers connect and start.
+  let release: () => void = () => undefined;
+  const gate = new Promise<void>((r) => (release = r));
+  let held = false;
+  fanout.push(() => (held ? true : ((held = true), gate))); // a step's promise: the queue calls the step again after it
+  for (const f of a.slice(2)) feed(h.pipeline, f);
+  const replay = connect(`${h.url}/flashblocks?replay=block`);
+  const resume = connect(`${h.url}/flashblocks?block_number=35535701&index=1`);
+  const upToDate = connect(`${h.url}/flashblocks?block_number=35535701&index=${a.length - 1}`);
+  const live = connect(`${h.url}/flashblocks`);
+  const br = connect(`${h.url}/flashblocks?encoding=brotli&replay=block`);
+  const subs = [replay, resume, upToDate, live, br];
+  await Promise.all(subs.map((s) => s.opened));
+  for (let i = 0; i < 1000 && h.stream.subscriberCount() < subs.length; i++) await tick(1); // all started
+  t.equal(fanout.pending > 1, true, 'the applied frames are still waiting for their publish');
+  feed(h.pipeline, b[0]!); // applied after they started: sent live
+  release();
+  for (const f of b.slice(1)) feed(h.pipeline, f);
+  const f = fence(h, uni, 35535703);
+  await Promise.all([replay.waitFor(a.length + b.length + 1), resume.waitFor(a.length - 2 + b.length + 1), upToDate.waitFor(b.length + 1), live.waitFor(b.length + 1), br.waitFor(a.length + b.length + 1)]);
+  t.equal(digest(replay.frames), digest(asText([...a, ...b, f])), 'replay=block: the block so far (applied, not yet published) once, then live');
+  t.equal(digest(resume.frames), digest(asText([...a.slice(2), ...b, f])), 'resume: the frames after the position once, then live');
+  t.equal(digest(upToDate.frames), digest(asText([...b, f])), 'resume at the newest applied frame: live only');
+  t.equal(digest(live.frames), digest(asText([...b, f])), 'no replay: frames applied after it started');
+  const { brotliDecompressSync } = await import('node:zlib');
+  t.equal(digest(br.frames.map((x) => ({ data: brotliDecompressSync(x.data), isBinary: false }))), digest(asText([...a, ...b, f])), 'brotli: the same frames once, compressed');
+  await closeAll(subs);
+});
+
+t.test('sockets that leave free their shard slots; later subscribers fill them and every one gets each frame once', async (t) => {
+  const h = await startStream({ streamMaxPerIp: 1000 });
+  t.teardown(() => h.close());
+  const first: Sub[] = [];
+  for (let i = 0; i < 150; i++) first.push(connect(`${h.url}/flashblocks`));
+  await Promise.all(first.map((s) => s.opened));
+  const leaving = first.filter((_, i) => i % 3 === 0);
+  await closeAll(leaving);
+  await subscribersDownTo(h.stream, first.length - leaving.length);
+  const later: Sub[] = [];
+  for (let i = 0; i < 60; i++) later.push(connect(`${h.url}/flashblocks`));
+  await Promise.all(later.map((s) => s.opened));
+  const staying = [...first.filter((_, i) => i % 3 !== 0), ...later];
+  const uni = unichainMessages();
+  const sent = [...asBlock(uni, 35535710), ...asBlock(uni, 35535711, 20 * 1024)].map((m) => Buffer.from(JSON.stringify(m)));
+  for (const b of sent) feed(h.pipeline, b);
+  const f = fence(h, uni, 35535712);
+  await Promise.all(staying.map((s) => s.waitFor(sent.length + 1)));
+  const want = digest(asText([...sent, f]));
+  t.equal(staying.filter((s) => digest(s.frames) === want).length, staying.length, `all ${staying.length} got each frame once, in order`);
+  t.equal(h.metrics.streamFramesSent.value, (sent.length + 1) * staying.length, 'deliveries counted');
+  await closeAll(staying);
+});
+
 t.test('resume after (block, index) returns exactly the missing frames; too old gets a close reason', async (t) => {
   const h = await startStream({ replayRingFrames: 8 });
   t.teardown(() => h.close());
