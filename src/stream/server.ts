@@ -42,12 +42,19 @@ class AdmissionWait {
 }
 
 /**
- * Per-connection data, fixed at upgrade (but the backlog count, and the ticket of one that waited). uWS copies these
- * fields onto the socket object: `getUserData()` is the socket itself, not this instance.
+ * Per-connection data, fixed at upgrade (but its join and backpressure bookkeeping, and the ticket of one that
+ * waited). uWS copies these fields onto the socket object: `getUserData()` is the socket itself, not this instance.
  */
 class StreamUser {
-  /** Frames sent to it since its send buffer was last seen empty: at most what a close would discard. */
-  queuedFrames = 0;
+  /**
+   * Offset (its topics' sentBytes) up to which it cannot be over the cap: its buffer when last read plus every byte
+   * published to it since stays within the cap until then, so its buffer is read again only past it.
+   */
+  checkAtBytes = 0;
+  /** Its topics' sentBytes and sentFrames when it joined, and the replay frames it was sent then. */
+  joinedBytes = 0;
+  joinedFrames = 0;
+  replayed = 0;
   /**
    * Sequence number of the newest frame applied when it started: it has everything up to that frame by replay (or
    * asked for nothing older), and joins the live topics once that frame has been published.
@@ -109,7 +116,7 @@ export interface MountedStream {
   subscriberCount(): number;
   /** Connections upgraded and waiting for their shared-limit answer (Redis): sent nothing yet. */
   admissionWaits(): number;
-  /** The largest per-socket send buffer (bytes) seen before a live send; bounded by the cap plus one frame. */
+  /** The largest per-socket send buffer (bytes) read before a publish; bounded by the cap plus one frame. */
   peakBufferedBytes(): number;
 }
 
@@ -190,25 +197,42 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   };
 
   /**
-   * Checked for each subscriber right before a publish reaches it. One whose send buffer is still over the cap would
-   * get the frame queued behind a backlog it is not reading (uWS would skip it silently further on: a gap); it is
-   * closed instead, and the frame plus the frames its discarded buffer may still hold (sent since the buffer was last
-   * seen empty) are counted as dropped. Returns whether the publish may reach it. One buffer read per subscriber and
-   * frame (tens of ns): this uWS build can neither say why a socket closed nor read its buffer in the close handler,
-   * so its own close-on-limit could not count what was dropped.
+   * Checked for each subscriber right before a publish reaches it (`before`: its topics' sentBytes before this frame).
+   * One whose send buffer is over the cap would get the frame queued behind a backlog it is not reading (uWS would
+   * skip it silently further on: a gap); it is closed instead, and the frame plus the frames its discarded buffer
+   * still holds are counted as dropped. The buffer is read only once the bytes published since the last read could
+   * have taken it over the cap (a healthy subscriber every ~cap bytes): a field compare per subscriber and frame. This
+   * uWS build can neither say why a socket closed nor read its buffer in the close handler, so its own close-on-limit
+   * could not count what was dropped.
    */
-  const admitLive = (ws: Sock): boolean => {
-    const u = ws.getUserData();
+  const admitLive = (ws: Sock, before: number): boolean => {
+    // The socket is its user data (see StreamUser): no native call for a subscriber whose buffer need not be read.
+    const u = ws as unknown as StreamUser;
+    if (before <= u.checkAtBytes) return true;
     const b = ws.getBufferedAmount();
     if (b > peakBuffered) peakBuffered = b;
-    if (b === 0) u.queuedFrames = 0;
-    else if (b > cap) {
-      sink.framesDropped(u.queuedFrames + 1);
+    if (b > cap) {
+      sink.framesDropped(framesBuffered(u, before, b) + 1);
       slowClose(ws, b);
       return false;
     }
-    u.queuedFrames++;
+    u.checkAtBytes = before + cap - b;
     return true;
+  };
+
+  /**
+   * Frames of which some byte is among the last `buffered` bytes sent to a subscriber (its discarded send buffer) —
+   * exact while they are live frames the topics remember; when the buffer reaches back into its replay, or past the
+   * frames remembered, every frame it was sent counts (an upper bound).
+   */
+  const framesBuffered = (u: StreamUser, before: number, buffered: number): number => {
+    const topics = u.brotli ? brotliTopics : rawTopics;
+    if (before - buffered >= u.joinedBytes) {
+      const n = topics.framesInTail(before, buffered);
+      if (n !== null) return n;
+    }
+    // sentFrames already counts the frame being published.
+    return topics.sentFrames - 1 - u.joinedFrames + u.replayed;
   };
 
   /** What a refusal says (the HTTP body before the upgrade, the close reason after it). */
@@ -361,10 +385,13 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
         slowClose(ws, ws.getBufferedAmount());
         return;
       }
-      // Replayed frames still in its send buffer are what a close would discard.
-      if (ws.getBufferedAmount() > 0) u.queuedFrames = frames.length;
+      u.replayed = frames.length;
     }
-    (u.brotli ? brotliTopics : rawTopics).add(ws);
+    const topics = u.brotli ? brotliTopics : rawTopics;
+    u.joinedBytes = topics.sentBytes;
+    u.joinedFrames = topics.sentFrames;
+    u.checkAtBytes = topics.sentBytes + cap - ws.getBufferedAmount();
+    topics.add(ws);
   };
 
   /** After the publication of frame `done`: the connections waiting for it join. */

@@ -19,11 +19,21 @@ export const PUBLISH_SYNC_BYTES = 16 * 1024;
  */
 export const SMALL_SENDS_PER_TURN = 128;
 
+/** Frames whose end offsets the shards keep, for counting what a closed subscriber's send buffer held. */
+export const SENT_HISTORY_FRAMES = 4096;
+
 /**
  * Decides, right before a publish that would reach `ws`, whether it still should: false when the socket was closed
- * meanwhile (for falling behind); its close handler has then removed it from its shard.
+ * meanwhile (for falling behind); its close handler has then removed it from its shard. `beforeBytes` is the
+ * shards' {@link TopicShards.sentBytes} before this frame: every frame published to the socket since it joined ends at
+ * or before it.
  */
-export type AdmitLive<S> = (ws: S) => boolean;
+export type AdmitLive<S> = (ws: S, beforeBytes: number) => boolean;
+
+/** Bytes a server frame of `payloadBytes` takes on the wire (unmasked, RFC 6455 §5.2). */
+export function wireBytes(payloadBytes: number): number {
+  return payloadBytes + (payloadBytes < 126 ? 2 : payloadBytes < 65536 ? 4 : 10);
+}
 
 /** One frame being published to every member of a {@link TopicShards}, slice by slice, in shard order. */
 export interface Publication {
@@ -45,6 +55,14 @@ export class TopicShards<S extends WebSocket<unknown>> {
   private readonly shardOf = new Map<S, number>();
   private readonly fineTopics: string[] = [];
   private readonly groupTopics: string[] = [];
+  /** Wire bytes of every frame published so far (each frame once, whoever it reached), and frames published. */
+  private bytes = 0;
+  private frames = 0;
+  /**
+   * Cumulative end offset of each of the last {@link SENT_HISTORY_FRAMES} frames and of the one before them (where the
+   * oldest starts); frame n at n % length.
+   */
+  private readonly ends = new Float64Array(SENT_HISTORY_FRAMES + 1);
 
   constructor(
     private readonly app: TemplatedApp,
@@ -55,6 +73,33 @@ export class TopicShards<S extends WebSocket<unknown>> {
   /** Sockets held. */
   get size(): number {
     return this.shardOf.size;
+  }
+
+  /** Wire bytes of the frames published so far: a subscriber that joins now gets the frames after this offset. */
+  get sentBytes(): number {
+    return this.bytes;
+  }
+
+  /** Frames published so far. */
+  get sentFrames(): number {
+    return this.frames;
+  }
+
+  /**
+   * Frames published before offset `beforeBytes` of which some byte lies in its last `bufferedBytes` — what a send
+   * buffer of that size still holds of them — or null when that reaches past the frames remembered.
+   */
+  framesInTail(beforeBytes: number, bufferedBytes: number): number | null {
+    const from = beforeBytes - bufferedBytes;
+    const ends = this.ends;
+    const oldest = Math.max(0, this.frames - SENT_HISTORY_FRAMES);
+    let n = 0;
+    for (let k = this.frames - 1; k >= oldest; k--) {
+      const end = ends[k % ends.length]!;
+      if (end <= from) return n;
+      if (end <= beforeBytes) n++;
+    }
+    return oldest === 0 || ends[(oldest - 1) % ends.length]! <= from ? n : null;
   }
 
   /** Adds an open socket to the first fine shard with room (shards emptied by closes are refilled first). */
@@ -91,6 +136,9 @@ export class TopicShards<S extends WebSocket<unknown>> {
     const shards = this.shards;
     const app = this.app;
     const small = message.length < PUBLISH_SYNC_BYTES;
+    const before = this.bytes;
+    this.bytes += wireBytes(message.length);
+    this.ends[this.frames++ % this.ends.length] = this.bytes;
     const topics = small ? this.groupTopics : this.fineTopics;
     const width = small ? GROUP_SHARDS : 1;
     /** Shards that exist now; later ones only hold sockets added after this publication (none, see the class). */
@@ -101,7 +149,7 @@ export class TopicShards<S extends WebSocket<unknown>> {
     const check = (from: number, to: number): number => {
       let n = 0;
       for (let i = from; i < to && i < shards.length; i++) {
-        for (const ws of shards[i]!) if (admit(ws)) n++;
+        for (const ws of shards[i]!) if (admit(ws, before)) n++;
       }
       return n;
     };
