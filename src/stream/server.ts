@@ -201,23 +201,22 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
    * One whose send buffer is over the cap would get the frame queued behind a backlog it is not reading (uWS would
    * skip it silently further on: a gap); it is closed instead, and the frame plus the frames its discarded buffer
    * still holds are counted as dropped. The buffer is read only once the bytes published since the last read could
-   * have taken it over the cap (a healthy subscriber every ~cap bytes): a field compare per subscriber and frame. This
+   * have taken it over the cap (a healthy subscriber every ~cap bytes; its shard is not even walked before). This
    * uWS build can neither say why a socket closed nor read its buffer in the close handler, so its own close-on-limit
    * could not count what was dropped.
    */
-  const admitLive = (ws: Sock, before: number): boolean => {
+  const admitLive = (ws: Sock, before: number): number => {
     // The socket is its user data (see StreamUser): no native call for a subscriber whose buffer need not be read.
     const u = ws as unknown as StreamUser;
-    if (before <= u.checkAtBytes) return true;
+    if (before <= u.checkAtBytes) return u.checkAtBytes;
     const b = ws.getBufferedAmount();
     if (b > peakBuffered) peakBuffered = b;
     if (b > cap) {
       sink.framesDropped(framesBuffered(u, before, b) + 1);
       slowClose(ws, b);
-      return false;
+      return -1;
     }
-    u.checkAtBytes = before + cap - b;
-    return true;
+    return (u.checkAtBytes = before + cap - b);
   };
 
   /**
@@ -391,7 +390,7 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     u.joinedBytes = topics.sentBytes;
     u.joinedFrames = topics.sentFrames;
     u.checkAtBytes = topics.sentBytes + cap - ws.getBufferedAmount();
-    topics.add(ws);
+    topics.add(ws, u.checkAtBytes);
   };
 
   /** After the publication of frame `done`: the connections waiting for it join. */

@@ -23,12 +23,12 @@ export const SMALL_SENDS_PER_TURN = 128;
 export const SENT_HISTORY_FRAMES = 4096;
 
 /**
- * Decides, right before a publish that would reach `ws`, whether it still should: false when the socket was closed
- * meanwhile (for falling behind); its close handler has then removed it from its shard. `beforeBytes` is the
- * shards' {@link TopicShards.sentBytes} before this frame: every frame published to the socket since it joined ends at
- * or before it.
+ * Decides, right before a publish that would reach `ws`, whether it still should: returns the offset (in
+ * {@link TopicShards.sentBytes}) up to which it need not be asked again, or −1 when the socket was closed (for falling
+ * behind; its close handler has then removed it from its shard). `beforeBytes` is the shards' sentBytes before this
+ * frame: every frame published to the socket since it joined ends at or before it.
  */
-export type AdmitLive<S> = (ws: S, beforeBytes: number) => boolean;
+export type AdmitLive<S> = (ws: S, beforeBytes: number) => number;
 
 /** Bytes a server frame of `payloadBytes` takes on the wire (unmasked, RFC 6455 §5.2). */
 export function wireBytes(payloadBytes: number): number {
@@ -52,6 +52,8 @@ export interface Publication {
  */
 export class TopicShards<S extends WebSocket<unknown>> {
   private readonly shards: Set<S>[] = [];
+  /** Per fine shard, the lowest offset its members asked to be checked again at: below it the shard is not walked. */
+  private readonly dueAt: number[] = [];
   private readonly shardOf = new Map<S, number>();
   private readonly fineTopics: string[] = [];
   private readonly groupTopics: string[] = [];
@@ -102,17 +104,22 @@ export class TopicShards<S extends WebSocket<unknown>> {
     return oldest === 0 || ends[(oldest - 1) % ends.length]! <= from ? n : null;
   }
 
-  /** Adds an open socket to the first fine shard with room (shards emptied by closes are refilled first). */
-  add(ws: S): void {
+  /**
+   * Adds an open socket to the first fine shard with room (shards emptied by closes are refilled first); it is asked
+   * (AdmitLive) before the first publish that starts past offset `dueAtBytes`.
+   */
+  add(ws: S, dueAtBytes: number): void {
     let i = 0;
     while (i < this.shards.length && this.shards[i]!.size >= SHARD_SUBSCRIBERS) i++;
     if (i === this.shards.length) {
       this.shards.push(new Set());
+      this.dueAt.push(Infinity);
       this.fineTopics.push(`${this.prefix}/f${i}`);
       if (i % GROUP_SHARDS === 0) this.groupTopics.push(`${this.prefix}/g${i / GROUP_SHARDS}`);
     }
     this.shards[i]!.add(ws);
     this.shardOf.set(ws, i);
+    if (dueAtBytes < this.dueAt[i]!) this.dueAt[i] = dueAtBytes;
     ws.subscribe(this.fineTopics[i]!);
     ws.subscribe(this.groupTopics[Math.floor(i / GROUP_SHARDS)]!);
   }
@@ -129,8 +136,8 @@ export class TopicShards<S extends WebSocket<unknown>> {
   /**
    * A publication of `message` to every current member: a message under {@link PUBLISH_SYNC_BYTES} by group, at most
    * about {@link SMALL_SENDS_PER_TURN} subscribers per step; a larger one by fine shard until the step's budget has
-   * passed (those sends happen inside the call, so they are timed). `admit` is asked for each member right before
-   * the call that would reach it.
+   * passed (those sends happen inside the call, so they are timed). `admit` is asked for each member that is due,
+   * right before the call that would reach it; a shard none of whose members is due is not walked at all.
    */
   publication(message: Buffer, isBinary: boolean, admit: AdmitLive<S>): Publication {
     const shards = this.shards;
@@ -145,11 +152,21 @@ export class TopicShards<S extends WebSocket<unknown>> {
     const units = topics.length;
     let unit = 0;
     let sent = 0;
-    /** Checks the members of shards [from, to) and returns how many are left to receive the publish. */
+    const dueAt = this.dueAt;
+    /** Checks the due members of shards [from, to) and returns how many are left to receive the publish. */
     const check = (from: number, to: number): number => {
       let n = 0;
       for (let i = from; i < to && i < shards.length; i++) {
-        for (const ws of shards[i]!) if (admit(ws, before)) n++;
+        const shard = shards[i]!;
+        if (before > dueAt[i]!) {
+          let next = Infinity;
+          for (const ws of shard) {
+            const due = admit(ws, before);
+            if (due >= 0 && due < next) next = due;
+          }
+          dueAt[i] = next;
+        }
+        n += shard.size;
       }
       return n;
     };
