@@ -448,21 +448,25 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   /**
    * Fan-out of applied frame number `frameSeq`: publishes it to the raw topics in slices, then its brotli copy
    * (compressed off the loop meanwhile) to the brotli topics when there are brotli subscribers; then the connections
-   * that started while it was pending join.
+   * that started while it was pending join. A step that throws (the queue reports it and ends the task) still lets
+   * them join, after the frames before it.
    */
   const fanOut = (frame: RawFrame, frameSeq: number, appliedAt: number): FanoutStep => {
     let raw: Publication | null = null;
     let brotli: Publication | null = null;
     let copy: Buffer | null = null;
     let compressing: Promise<void> | null = null;
+    const settle = (): void => {
+      published = frameSeq;
+      if (joiners.length > 0) joinAfter(frameSeq);
+    };
     const finish = (): true => {
       sink.framesSent(raw!.sent + (brotli?.sent ?? 0));
       sink.fanoutSeconds((performance.now() - appliedAt) / 1000);
-      published = frameSeq;
-      if (joiners.length > 0) joinAfter(frameSeq);
+      settle();
       return true;
     };
-    return () => {
+    const step = (): boolean | Promise<void> => {
       if (raw === null) {
         raw = rawTopics.publication(frame.data, frame.isBinary, admitLive);
         if (brotliTopics.size > 0) {
@@ -490,6 +494,14 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
         brotli = brotliTopics.publication(copy, true, admitLive);
       }
       return brotli.step(FANOUT_SLICE_MS) ? finish() : false;
+    };
+    return () => {
+      try {
+        return step();
+      } catch (e) {
+        settle();
+        throw e;
+      }
     };
   };
 
