@@ -260,7 +260,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
           verdict: `${less(userRatio)} (target ≥ 5× less)`,
           met: userRatio >= 5,
           design: 'fan-out to 1,000 subscribers: user-space CPU per frame ≥ 5× lower than a ws relay',
-          bottleneck: `${floorText}; flashblocksd's user time adds its upstream client, the decode and apply of every frame, sender recovery and the cap check of every subscriber; ${load}`,
+          bottleneck: `${floorText}; flashblocksd's user time adds its upstream client, the decode and apply of every frame (sender recovery included), its background timers (idle: ${fmt(ours.idleUsPerMs * intervalMs)} µs per ${intervalMs} ms) and a loop turn per 128 subscribers; ${load}`,
         },
         {
           name: 'floor: a bare uWS publish to one topic, upstream → last of 1,000, p99 / user CPU per frame',
