@@ -1,23 +1,119 @@
 // Load-generating child processes for the benchmarks (forked by bench/lib.ts, never run as a suite):
 //   --subscribers  a batch of WebSocket clients that time every frame they receive: raw-stream (/flashblocks)
-//                  subscribers keyed by frameKey, or `eth_subscribe newFlashblocks` subscribers keyed by block hash;
+//                  subscribers keyed by frameKey (`ws` clients, or bare TCP sockets reading the frames: `wire`), or
+//                  `eth_subscribe newFlashblocks` subscribers keyed by block hash;
 //   --rpc-mix      an open-loop JSON-RPC client at a fixed rate over a weighted method mix, latency per method
 //                  measured from the request's scheduled time (no coordinated omission).
 // Clocks: performance.timeOrigin + performance.now() on both sides (same machine).
 import http from 'node:http';
+import net from 'node:net';
 import WebSocket from 'ws';
-import { absNow, frameKey, LatencyHistogram, type HistogramJson, type SubscriberReport } from './lib.js';
+import { absNow, frameKey, LatencyHistogram, type HistogramJson, type SubscriberMode, type SubscriberReport } from './lib.js';
 
 // ── subscribers ──────────────────────────────────────────────────────────────────────────────────────────────────
 
 interface SubStart {
   url: string;
   count: number;
-  mode: 'raw' | 'newFlashblocks';
+  mode: SubscriberMode;
+}
+
+/** The part of a `ws` client the subscriber loop uses (a bare-TCP reader offers the same). */
+interface Client {
+  terminate(): void;
+  removeAllListeners(event: 'close'): unknown;
+}
+
+/** Largest server frame a bare-TCP reader accepts (a bound on what it buffers). */
+const WIRE_MAX_FRAME_BYTES = 64 * 1024 * 1024;
+
+/** Where every bare-TCP reader of this process reads into (callbacks run one at a time; leftovers are copied out). */
+const WIRE_READ_BUFFER = Buffer.alloc(256 * 1024);
+
+/**
+ * A raw-stream subscriber on a bare TCP socket: writes the handshake, then parses the server's (unmasked) frames in
+ * the bytes as they are read (`onread` into one shared buffer: no stream machinery, no allocation per read) and
+ * calls `onMessage(payload, arrivedAt)` per text or binary message — the payload valid during the call only, the
+ * time that of the read that completed it; answers pings. Far less work per message than a `ws` client, so that the
+ * server's sending, not the clients' receiving, sets the last arrival.
+ */
+function wireClient(url: string, onOpen: () => void, onMessage: (payload: Buffer, at: number) => void, onClose: (code: number) => void): Client {
+  const u = new URL(url);
+  /** Bytes of an incomplete frame (or handshake) left from earlier reads. */
+  let rest: Buffer | null = null;
+  let open = false;
+  let code = 1006;
+  const sock: net.Socket = net.connect({
+    port: Number(u.port),
+    host: u.hostname,
+    noDelay: true,
+    onread: {
+      buffer: WIRE_READ_BUFFER,
+      callback: (nread: number, read: Uint8Array): boolean => {
+        const at = absNow();
+        const chunk = Buffer.from(read.buffer, read.byteOffset, nread);
+        let buf = rest === null ? chunk : Buffer.concat([rest, chunk]);
+        rest = null;
+        if (!open) {
+          const end = buf.indexOf('\r\n\r\n');
+          if (end < 0) {
+            rest = Buffer.from(buf);
+            return true;
+          }
+          if (!buf.subarray(0, 12).toString('latin1').startsWith('HTTP/1.1 101')) {
+            sock.destroy();
+            return false;
+          }
+          open = true;
+          buf = buf.subarray(end + 4);
+          onOpen();
+        }
+        let at0 = 0;
+        while (buf.length - at0 >= 2) {
+          const op = buf[at0]! & 0x0f;
+          let len = buf[at0 + 1]! & 0x7f;
+          let head = 2;
+          if (len === 126) {
+            if (buf.length - at0 < 4) break;
+            len = buf.readUInt16BE(at0 + 2);
+            head = 4;
+          } else if (len === 127) {
+            if (buf.length - at0 < 10) break;
+            len = Number(buf.readBigUInt64BE(at0 + 2));
+            head = 10;
+          }
+          if (len > WIRE_MAX_FRAME_BYTES) {
+            sock.destroy();
+            return false;
+          }
+          if (buf.length - at0 < head + len) break;
+          const payload = buf.subarray(at0 + head, at0 + head + len);
+          at0 += head + len;
+          if (op === 1 || op === 2) onMessage(payload, at);
+          else if (op === 8) code = len >= 2 ? payload.readUInt16BE(0) : 1005;
+          else if (op === 9) sock.write(Buffer.concat([Buffer.from([0x8a, 0x80 | payload.length, 0, 0, 0, 0]), payload])); // pong, zero mask
+        }
+        if (at0 < buf.length) rest = Buffer.from(buf.subarray(at0));
+        return true;
+      },
+    },
+  });
+  sock.on('connect', () =>
+    sock.write(
+      `GET ${u.pathname}${u.search} HTTP/1.1\r\nHost: ${u.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+        'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n',
+    ),
+  );
+  sock.on('close', () => onClose(code));
+  sock.on('error', () => {});
+  return {
+    terminate: () => sock.destroy(),
+    removeAllListeners: () => sock.removeAllListeners('close'),
+  };
 }
 
 function runSubscribers(): void {
-  let sockets: WebSocket[] = [];
+  let sockets: Client[] = [];
   /** key → arrival times of this child's clients */
   let arrivals = new Map<string, number[]>();
   let closes: Record<string, number> = {};
@@ -49,6 +145,11 @@ function runSubscribers(): void {
         return;
       }
       for (let i = 0; i < count; i++) {
+        if (mode === 'wire') {
+          const onClose = (code: number): void => void (closes[code] = (closes[code] ?? 0) + 1);
+          sockets.push(wireClient(url, oneReady, (payload, at) => arrived(frameKey(payload), at), onClose));
+          continue;
+        }
         const ws = new WebSocket(url, { perMessageDeflate: false });
         if (mode === 'raw') {
           ws.on('message', (data: Buffer) => arrived(frameKey(data), absNow()));

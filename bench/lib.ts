@@ -320,6 +320,9 @@ export function frameKey(b: Buffer): string {
   return b.length + ':' + b.toString('latin1', 0, 64) + b.toString('latin1', Math.max(0, b.length - 24));
 }
 
+/** What a subscriber child's clients are: `ws` raw-stream clients, bare-TCP raw-stream readers, or eth_subscribe clients. */
+export type SubscriberMode = 'raw' | 'wire' | 'newFlashblocks';
+
 export interface SubscriberReport {
   /** Frame key (raw) or block hash (newFlashblocks) → [last arrival among this child's clients, arrivals]. */
   last: [string, [number, number]][];
@@ -339,7 +342,7 @@ export class SubscriberPool {
     this.children = Array.from({ length: n }, () => forkTs('clients.ts', ['--subscribers']));
   }
   /** Opens `count` clients in total (split evenly) of `mode` on `url`; resolves when all are connected/subscribed. */
-  async start(url: string, count: number, mode: 'raw' | 'newFlashblocks'): Promise<void> {
+  async start(url: string, count: number, mode: SubscriberMode): Promise<void> {
     const per = Math.ceil(count / this.children.length);
     await Promise.all(this.children.map((c, i) => request(c, { start: { url, count: Math.max(0, Math.min(per, count - i * per)), mode } }, 'ready')));
   }

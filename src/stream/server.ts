@@ -1,19 +1,21 @@
 // The raw flashblocks stream: /flashblocks and /ws (optionally /<api-key>) rebroadcast every applied upstream frame
 // byte for byte, plus replay/resume, limits and slow-consumer closes. Never re-encodes a frame except for the opt-in
 // brotli copy, which is made once per frame (off the event loop for live frames).
-// Sends go through a fan-out queue: a frame is sent to its subscribers in slices of about a millisecond, after the
-// loop has answered the RPC requests waiting on the new state (latency isolation, issue 15). The same code serves the
-// main port and the stream port's worker threads: frames, admission (limits) and metrics come in through interfaces.
+// Each frame is published with uWS topics (shards.ts: a native call per shard of subscribers, not a send per socket)
+// as a task on a fan-out queue: after the loop has answered the RPC requests waiting on the new state, in slices of
+// about a millisecond (latency isolation, issue 15). The same code serves the main port and the stream port's worker
+// threads: frames, admission (limits) and metrics come in through interfaces.
 import { performance } from 'node:perf_hooks';
 import { brotliCompress, brotliCompressSync, constants as zlibConstants } from 'node:zlib';
 import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, us_socket_context_t } from 'uWebSockets.js';
 import type { Logger } from '../log.js';
 import type { StreamRefusalReason } from '../metrics/metrics.js';
-import { slicedStep, type FanoutQueue, type FanoutStep } from '../state/events.js';
+import { FANOUT_SLICE_MS, type FanoutQueue, type FanoutStep } from '../state/events.js';
 import type { RawFrameView as RawFrame } from '../state/view.js';
 import { CidrList, clientIp, forwardedFor } from '../limits/ip.js';
 import type { Admission, Admit } from './admission.js';
 import { ReplayRing } from './replay.js';
+import { TopicShards, type Publication } from './shards.js';
 import type { StreamSink } from './sink.js';
 
 /** Close code for a resume position the ring no longer covers (application range 4000–4999). */
@@ -40,16 +42,26 @@ class AdmissionWait {
 }
 
 /**
- * Per-connection data, fixed at upgrade (but the backlog count, and the ticket of one that waited). uWS copies these
- * fields onto the socket object: `getUserData()` is the socket itself, not this instance.
+ * Per-connection data, fixed at upgrade (but its join and backpressure bookkeeping, and the ticket of one that
+ * waited). uWS copies these fields onto the socket object: `getUserData()` is the socket itself, not this instance.
  */
 class StreamUser {
-  /** Frames sent to it since its send buffer was last seen empty: at most what a close would discard. */
-  queuedFrames = 0;
-  /** Set by the close handler: a fan-out slice still holding the socket skips it (uWS throws on a closed socket). */
-  closed = false;
-  /** Sequence number of the last frame it has (by replay, or applied before it connected): live sends skip those. */
-  after = 0;
+  /**
+   * Offset (its topics' sentBytes) up to which it cannot be over the cap: its buffer when last read plus every byte
+   * published to it since stays within the cap until then, so its buffer is read again only past it.
+   */
+  checkAtBytes = 0;
+  /** Its topics' sentBytes and sentFrames when it joined, and the replay frames it was sent then. */
+  joinedBytes = 0;
+  joinedFrames = 0;
+  replayed = 0;
+  /**
+   * Sequence number of the newest frame applied when it started: it has everything up to that frame by replay (or
+   * asked for nothing older), and joins the live topics once that frame has been published.
+   */
+  joinAt = 0;
+  /** The replay or resume frames it is sent when it joins (fixed when it started); null for none. */
+  replay: RawFrame[] | null = null;
   constructor(
     readonly ip: string,
     readonly brotli: boolean,
@@ -104,7 +116,7 @@ export interface MountedStream {
   subscriberCount(): number;
   /** Connections upgraded and waiting for their shared-limit answer (Redis): sent nothing yet. */
   admissionWaits(): number;
-  /** The largest per-socket send buffer (bytes) seen before a live send; bounded by the cap plus one frame. */
+  /** The largest per-socket send buffer (bytes) read before a publish; bounded by the cap plus one frame. */
   peakBufferedBytes(): number;
 }
 
@@ -140,17 +152,22 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   const trusted = new CidrList(config.trustedProxies);
   const keys = new Set(config.apiKeys);
   const ring = new ReplayRing(config.replayRingFrames);
-  /** Open connections, and the subset receiving live frames (after any replay). */
+  /** Open connections: admitted, waiting to join the topics or joined. */
   const connections = new Set<Sock>();
-  const sockets = new Set<Sock>();
+  /** Subscribers receiving live frames, by encoding: the uWS topics frames are published to. */
+  const rawTopics = new TopicShards<Sock>(app, 'flashblocks/raw');
+  const brotliTopics = new TopicShards<Sock>(app, 'flashblocks/brotli');
+  /** Connections that started while a frame was applied but not yet published: they join after its publication. */
+  let joiners: Sock[] = [];
   /** Upgraded connections waiting for their admission (not in `connections`: they receive nothing). */
   const waiting = new Set<Sock>();
   /** Brotli copies of frames, made at most once per frame (live or on replay). */
   const brotliCopies = new WeakMap<RawFrame, Buffer>();
   let draining = false;
   let peakBuffered = 0;
-  /** Frames applied so far (each live frame's sequence number). */
+  /** Frames applied so far (each live frame's sequence number), and the newest whose publication has finished. */
   let seq = 0;
+  let published = 0;
 
   const brotliOf = (f: RawFrame): Buffer => {
     let b = brotliCopies.get(f);
@@ -180,26 +197,41 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   };
 
   /**
-   * Sends one live frame to one subscriber. One whose send buffer is still over the cap would get the frame queued
-   * behind a backlog it is not reading (uWS would skip it silently further on: a gap); it is closed instead, and the
-   * frame it is not sent plus the frames its discarded buffer may still hold (sent since the buffer was last seen
-   * empty) are counted as dropped. Returns whether the frame was sent.
+   * Checked for each subscriber right before a publish reaches it (`before`: its topics' sentBytes before this frame).
+   * One whose send buffer is over the cap would get the frame queued behind a backlog it is not reading (uWS would
+   * skip it silently further on: a gap); it is closed instead, and the frame plus the frames its discarded buffer
+   * still holds are counted as dropped. The buffer is read only once the bytes published since the last read could
+   * have taken it over the cap (a healthy subscriber every ~cap bytes; its shard is not even walked before). This
+   * uWS build can neither say why a socket closed nor read its buffer in the close handler, so its own close-on-limit
+   * could not count what was dropped.
    */
-  const sendLive = (ws: Sock, f: RawFrame, seq: number, brotli: Buffer | null): boolean => {
-    const u = ws.getUserData();
-    if (u.closed || u.after >= seq) return false;
+  const admitLive = (ws: Sock, before: number): number => {
+    // The socket is its user data (see StreamUser): no native call for a subscriber whose buffer need not be read.
+    const u = ws as unknown as StreamUser;
+    if (before <= u.checkAtBytes) return u.checkAtBytes;
     const b = ws.getBufferedAmount();
     if (b > peakBuffered) peakBuffered = b;
-    if (b === 0) u.queuedFrames = 0;
-    else if (b > cap) {
-      sink.framesDropped(u.queuedFrames + 1);
+    if (b > cap) {
+      sink.framesDropped(framesBuffered(u, before, b) + 1);
       slowClose(ws, b);
-      return false;
+      return -1;
     }
-    u.queuedFrames++;
-    if (u.brotli) ws.send(brotli!, true);
-    else ws.send(f.data, f.isBinary);
-    return true;
+    return (u.checkAtBytes = before + cap - b);
+  };
+
+  /**
+   * Frames of which some byte is among the last `buffered` bytes sent to a subscriber (its discarded send buffer) —
+   * exact while they are live frames the topics remember; when the buffer reaches back into its replay, or past the
+   * frames remembered, every frame it was sent counts (an upper bound).
+   */
+  const framesBuffered = (u: StreamUser, before: number, buffered: number): number => {
+    const topics = u.brotli ? brotliTopics : rawTopics;
+    if (before - buffered >= u.joinedBytes) {
+      const n = topics.framesInTail(before, buffered);
+      if (n !== null) return n;
+    }
+    // sentFrames already counts the frame being published.
+    return topics.sentFrames - 1 - u.joinedFrames + u.replayed;
   };
 
   /** What a refusal says (the HTTP body before the upgrade, the close reason after it). */
@@ -313,7 +345,13 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     return ok;
   };
 
-  /** An admitted connection starts: replay or resume, then live frames. */
+  /**
+   * An admitted connection starts: its replay or resume is taken from the ring now, then it joins the live topics —
+   * at once when every applied frame has been published, else after the newest applied frame's publication. The ring
+   * holds every applied frame (some may still wait in the fan-out queue) and a publish reaches only the sockets
+   * subscribed when it is made: it gets everything up to the newest applied frame by replay (or asked for nothing
+   * older) and every later frame from the topics — no gap, no duplicate.
+   */
   const start = (ws: Sock): void => {
     const u = ws.getUserData();
     connections.add(ws);
@@ -329,15 +367,40 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     } else if (u.replayBlock) {
       frames = ring.currentBlock();
     }
-    // The ring holds every applied frame (some may still wait in the fan-out queue): the socket has everything up to
-    // the newest by replay (or asked for nothing older), and live sends skip those — no gap, no duplicate.
-    u.after = seq;
-    if (frames !== null && frames.length > 0 && (!sendReplay(ws, frames, u.brotli) || ws.getBufferedAmount() > cap)) {
-      slowClose(ws, ws.getBufferedAmount());
-      return;
-    }
-    sockets.add(ws);
+    u.replay = frames !== null && frames.length > 0 ? frames : null;
+    u.joinAt = seq;
     sink.subscribers(connections.size);
+    if (published === seq) join(ws);
+    else joiners.push(ws);
+  };
+
+  /** Sends a started connection its replay, then subscribes it to its encoding's topics (or closes it over the cap). */
+  const join = (ws: Sock): void => {
+    const u = ws.getUserData();
+    const frames = u.replay;
+    u.replay = null;
+    if (frames !== null) {
+      if (!sendReplay(ws, frames, u.brotli) || ws.getBufferedAmount() > cap) {
+        slowClose(ws, ws.getBufferedAmount());
+        return;
+      }
+      u.replayed = frames.length;
+    }
+    const topics = u.brotli ? brotliTopics : rawTopics;
+    u.joinedBytes = topics.sentBytes;
+    u.joinedFrames = topics.sentFrames;
+    u.checkAtBytes = topics.sentBytes + cap - ws.getBufferedAmount();
+    topics.add(ws, u.checkAtBytes);
+  };
+
+  /** After the publication of frame `done`: the connections waiting for it join. */
+  const joinAfter = (done: number): void => {
+    const waiting = joiners;
+    joiners = [];
+    for (const ws of waiting) {
+      if (ws.getUserData().joinAt <= done) join(ws);
+      else joiners.push(ws);
+    }
   };
 
   const open = (ws: Sock): void => {
@@ -349,7 +412,6 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
 
   const close = (ws: Sock): void => {
     const u = ws.getUserData();
-    u.closed = true;
     if (u.wait !== null) {
       // Closed while waiting for its admission: the answer, when it comes, hands its ticket back.
       u.wait.gone = true;
@@ -357,7 +419,10 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
       return;
     }
     if (!connections.delete(ws)) return;
-    sockets.delete(ws);
+    if (!(u.brotli ? brotliTopics : rawTopics).remove(ws)) {
+      const i = joiners.indexOf(ws);
+      if (i >= 0) joiners.splice(i, 1);
+    }
     admission.release(u.ticket);
     sink.subscribers(connections.size);
   };
@@ -367,9 +432,10 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
     maxPayloadLength: MAX_CLIENT_MESSAGE_BYTES,
     idleTimeout: config.streamIdleTimeoutS,
     sendPingsAutomatically: true,
-    // Headroom above the cap: our own check closes at the cap before each live send (counted and logged); uWS's
-    // limit only has to stay out of the way so that it never skips a frame silently before that check.
+    // Headroom above the cap: our own check closes at the cap before each publish (counted and logged); uWS's limit
+    // only has to stay out of its way. Should uWS ever skip a frame (a gap), it closes the socket instead.
     maxBackpressure: cap + config.maxFrameBytes + 4096,
+    closeOnBackpressureLimit: 1,
     upgrade,
     open,
     close,
@@ -380,48 +446,62 @@ export function mountStream(app: TemplatedApp, deps: StreamDeps): MountedStream 
   app.ws<StreamUser>('/ws/*', behavior);
 
   /**
-   * Fan-out of applied frame number `seq`: starts its brotli copy when a subscriber wants one, then sends in slices
-   * to the subscribers at the start (one that connects later has the frame by replay or did not ask for it).
+   * Fan-out of applied frame number `frameSeq`: publishes it to the raw topics in slices, then its brotli copy
+   * (compressed off the loop meanwhile) to the brotli topics when there are brotli subscribers; then the connections
+   * that started while it was pending join. A step that throws (the queue reports it and ends the task) still lets
+   * them join, after the frames before it.
    */
-  const fanOut = (frame: RawFrame, seq: number, appliedAt: number): FanoutStep => {
-    let targets: Sock[] | null = null;
-    let brotli: Buffer | null = null;
-    let pendingBrotli: Promise<Buffer> | null = null;
-    let send: FanoutStep | null = null;
-    let sent = 0;
+  const fanOut = (frame: RawFrame, frameSeq: number, appliedAt: number): FanoutStep => {
+    let raw: Publication | null = null;
+    let brotli: Publication | null = null;
+    let copy: Buffer | null = null;
+    let compressing: Promise<void> | null = null;
+    const settle = (): void => {
+      published = frameSeq;
+      if (joiners.length > 0) joinAfter(frameSeq);
+    };
+    const finish = (): true => {
+      sink.framesSent(raw!.sent + (brotli?.sent ?? 0));
+      sink.fanoutSeconds((performance.now() - appliedAt) / 1000);
+      settle();
+      return true;
+    };
+    const step = (): boolean | Promise<void> => {
+      if (raw === null) {
+        raw = rawTopics.publication(frame.data, frame.isBinary, admitLive);
+        if (brotliTopics.size > 0) {
+          copy = brotliCopies.get(frame) ?? (isBrotliFrame(frame) ? frame.data : null);
+          if (copy === null) {
+            compressing = compressOffLoop(frame).then(
+              (b) => void (copy = b),
+              () => void (copy = brotliOf(frame)),
+            );
+          }
+        }
+        if (!raw.step(FANOUT_SLICE_MS)) return false;
+        // The raw slices used this turn; the brotli ones start on the next.
+        if (copy === null && compressing === null) return finish();
+        return false;
+      }
+      if (brotli === null) {
+        if (!raw.step(FANOUT_SLICE_MS)) return false;
+        if (copy === null && compressing === null) return finish();
+        if (copy === null) {
+          const wait = compressing!;
+          compressing = null;
+          return wait;
+        }
+        brotli = brotliTopics.publication(copy, true, admitLive);
+      }
+      return brotli.step(FANOUT_SLICE_MS) ? finish() : false;
+    };
     return () => {
-      if (targets === null) {
-        targets = [...sockets];
-        if (targets.length === 0) {
-          sink.fanoutSeconds((performance.now() - appliedAt) / 1000);
-          return true;
-        }
-        if (targets.some((ws) => ws.getUserData().brotli)) {
-          const ready = brotliCopies.get(frame);
-          if (ready !== undefined) brotli = ready;
-          else if (isBrotliFrame(frame)) brotli = frame.data;
-          else pendingBrotli = compressOffLoop(frame);
-        }
+      try {
+        return step();
+      } catch (e) {
+        settle();
+        throw e;
       }
-      if (pendingBrotli !== null) {
-        const p = pendingBrotli;
-        pendingBrotli = null;
-        return p.then((b) => {
-          brotli = b;
-        }, () => {
-          brotli = brotliOf(frame);
-        });
-      }
-      const list = targets;
-      send ??= slicedStep(list.length, (i) => {
-        if (sendLive(list[i]!, frame, seq, brotli)) sent++;
-      });
-      const done = send();
-      if (done) {
-        sink.framesSent(sent);
-        sink.fanoutSeconds((performance.now() - appliedAt) / 1000);
-      }
-      return done;
     };
   };
 
