@@ -105,10 +105,9 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   const privPipe = pipeline as unknown as Record<string, { size?: number }>;
   const sizes = (): Record<string, number> => ({
     blocks: priv.blocks?.size ?? -1,
-    txByHash: priv.txByHash?.size ?? -1,
+    heldTxs: state.txCount,
     byFlashblockHash: priv.byFlashblockHash?.size ?? -1,
-    nonces: priv.nonces?.size ?? -1,
-    unrecovered: priv.unrecovered?.length ?? -1,
+    unrecovered: pipeline.senders.unrecoveredCount,
     hedgeKeys: privPipe.firstCopy?.size ?? -1,
   });
   const samples: Sample[] = [];

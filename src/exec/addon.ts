@@ -22,19 +22,18 @@ export interface AddonEngine {
 
 export interface Addon {
   Engine: new (nodeUrl: string, cacheCapBytes: number, readThreads: number, timeoutMs: number) => AddonEngine;
-  /** Frame decoding (native/src/frame.rs), read by src/ingest/native-frame.ts; absent from an older build. */
+  /** Frame decoding (native/src/frame), read by src/ingest/native-frame.ts; absent from an older build. */
   decodeFlashblock?(json: Buffer): AddonFrameLayout;
   recoverSenders?(txBytes: Buffer, signed: Uint32Array): Promise<Buffer>;
 }
 
-/** What native/src/frame.rs `decodeFlashblock` returns (its layout is documented there). */
+/** What native/src/frame `decodeFlashblock` returns (its layout: native/src/frame/layout.rs, read by src/chain/layout-body.ts). */
 export interface AddonFrameLayout {
   declined: string;
-  u: Uint32Array;
+  /** Header, tables, quantities and the transactions' bytes. */
+  buf: Buffer;
+  /** Every string the tables point into. */
   s: string;
-  q: BigUint64Array;
-  txBytes: Buffer;
-  signed: Uint32Array;
 }
 
 /** The addon file's name, under native/ in the package (or beside the single binary). */

@@ -3,6 +3,7 @@
 // JSON.parse, which also words every reason. Returns a result value; never throws on bad input, never touches state.
 import { brotliDecompressSync, constants as zlibConstants } from 'node:zlib';
 import { ingestTransaction } from '../chain/lazy-tx.js';
+import { ObjectBody } from '../chain/object-body.js';
 import { decodeTransaction } from '../chain/tx.js';
 import { TX_POST_EXEC } from '../chain/types.js';
 import { decodeAccessList, type AccountChanges } from '../chain/access-list.js';
@@ -423,9 +424,7 @@ export function validateFlashblock(root: unknown, json: string): DecodeFrameResu
       blockNumber: meta.blockNumber,
       base,
       diff,
-      txs,
-      receipts: meta.receipts,
-      balances: meta.balances,
+      body: new ObjectBody(txs, meta.receipts, meta.balances),
       accessList: meta.accessList,
       accessListProblem: meta.accessListProblem,
       prevBlockNumber: meta.prev[0],

@@ -77,7 +77,7 @@ export interface PipelineOptions {
    */
   dialect?: string;
   /**
-   * Decode frames with the native core (native/src/frame.rs) when its addon is built, and recover their senders
+   * Decode frames with the native core (native/src/frame) when its addon is built, and recover their senders
    * there, off the JS thread (default true). Same verdicts either way; false = the JS decoder (and `recoveryWorker`).
    */
   nativeDecode?: boolean;

@@ -76,7 +76,7 @@ export class Shapes {
 
   /** The transactions of `block` up to flashblock `index`, with their senders recovered. */
   private withSenders(block: BlockView, index: number): void {
-    this.senders.recover(block.txs.slice(0, block.txCountAt[index]));
+    this.senders.recoverFirst(block, block.txCountAt[index] as number);
   }
 
   /** The block object as of flashblock `index` (default latest), with hashes or full transactions. */
@@ -94,7 +94,7 @@ export class Shapes {
     let epoch = STABLE;
     if (fullTx) {
       const count = block.txCountAt[index] as number;
-      for (let i = 0; i < count && epoch === STABLE; i++) if (txNeedsExecution(block.txs[i]!)) epoch = this.epoch();
+      for (let i = 0; i < count && epoch === STABLE; i++) if (block.txType(i) === TX_DEPOSIT && txNeedsExecution(block.txAt(i)!)) epoch = this.epoch();
     }
     const r = new RawJson(JSON.stringify(this.blockObject(block, fullTx, index)));
     c.blocks.set(key, new Cached(r, epoch));
