@@ -111,8 +111,11 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
    */
   const applySamples = async (nativeDecode: boolean, settle: boolean, sampleMs: number): Promise<{ us: number[]; applyOne: () => void; gc: GcTally }> => {
     const state = new PendingState({ maxPendingBlocks: 8 });
+    // Frames come ~50x faster here than on a real stream, so the frame pool's grace period (how long a dropped block's
+    // layouts stay readable; 2 s in the daemon, ~10 of Base's flashblocks) is scaled to the same ~10 frames: else the
+    // pool would hold seconds of this accelerated stream and overflow, which the daemon's never does.
     const make = (): IngestPipeline =>
-      new IngestPipeline(state, { maxFrameBytes: 1 << 26, gapWindowFrames: 16, gapTimeoutMs: 1000, nativeDecode }, silentLogger, null);
+      new IngestPipeline(state, { maxFrameBytes: 1 << 26, gapWindowFrames: 16, gapTimeoutMs: 1000, nativeDecode, layoutGraceMs: 40 }, silentLogger, null);
     let pipeline = make();
     let n = 0;
     const applyOne = (): void => {

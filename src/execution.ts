@@ -328,8 +328,10 @@ export class ExecutionFeed {
         });
       }
       m.executionVerifiedRatio.set(this.verifiedCount / this.handed);
-      // Cross-check the stream's receipts (where it carried them) against execution.
-      for (let i = 0; i < out.receipts.length && from + i < to; i++) {
+      // Cross-check the stream's receipts (where it carried them) against execution, while the block is held (a
+      // dropped block's flashblocks may no longer be readable).
+      const held = this.d.view.block(b.number) === b;
+      for (let i = 0; held && i < out.receipts.length && from + i < to; i++) {
         const ex = out.receipts[i]!;
         if (ex.transactionHash !== b.txHash(from + i)) continue;
         const rec = b.txAt(from + i)!;

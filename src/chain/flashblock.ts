@@ -107,13 +107,14 @@ export interface FlashblockBody {
   readonly balanceCount: number;
   /** addressKey (keys.ts) of entry `e`'s address. */
   balanceKey(e: number): number;
-  /** The text the balance addresses are read from, and where entry `e`'s address (42 characters) starts in it. */
-  readonly text: string;
-  balanceAddressAt(e: number): number;
   /** Whether entry `e` is `address` (lower-case 0x-hex, 42 characters), without building a string. */
   balanceAddressIs(e: number, address: string): boolean;
+  /** Whether entry `e` and entry `oe` of `other` are the same address, without building strings where it can. */
+  balanceAddressSame(e: number, other: FlashblockBody, oe: number): boolean;
   balanceAddress(e: number): string;
   balance(e: number): bigint;
+  /** Lets go of the memory the body is read from (its block was dropped, or it never applied); reads may fail after. */
+  release(): void;
 }
 
 /** A decoded, validated flashblock. */

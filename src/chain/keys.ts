@@ -47,8 +47,3 @@ export function writeAddress(b: Uint8Array, at: number, hex: string): void {
   for (let i = 0; i < 20; i++) b[at + i] = (nibble(hex.charCodeAt(2 + 2 * i)) << 4) | nibble(hex.charCodeAt(3 + 2 * i));
 }
 
-/** Whether `a` at `atA` and `b` at `atB` hold the same `n` characters. */
-export function sameText(a: string, atA: number, b: string, atB: number, n: number): boolean {
-  for (let i = 0; i < n; i++) if (a.charCodeAt(atA + i) !== b.charCodeAt(atB + i)) return false;
-  return true;
-}

@@ -1,16 +1,16 @@
-// A natively decoded flashblock's body read in place: the byte buffer and text native/src/frame/layout.rs wrote
-// (tables of u32 words, u64 quantities, the transactions' bytes) behind FlashblockBody. Keeps no object per
-// transaction: transactions, receipts and logs are built when a reader asks. Pure; never loads the addon.
+// A natively decoded flashblock's body read in place: the layout native/src/frame/layout.rs wrote (tables of u32
+// words, u64 quantities, the transactions' bytes and the text of its hex strings) in a frame pool region (or memory
+// of its own when the pool is full), behind FlashblockBody. Keeps no object per transaction: transactions, receipts
+// and logs are built, as copies, when a reader asks. Pure; never loads the addon.
 import type { FlashLog, FlashReceipt, FlashblockBody, SenderLookup } from './flashblock.js';
+import type { FramePool } from './frame-pool.js';
 import { LazyTx } from './lazy-tx.js';
 import type { DecodedTx } from './types.js';
 
 /** The header words (native/src/frame/layout.rs `H_*`). */
 const H_MAGIC = 0;
 const H_Q_AT = 2;
-const H_Q_COUNT = 3;
 const H_TX_BYTES_AT = 4;
-const H_TX_BYTES_LEN = 5;
 const H_TX_COUNT = 6;
 const H_TX_TABLE_AT = 7;
 const H_HAS_RECEIPTS = 8;
@@ -20,7 +20,8 @@ const H_RECEIPTS_AT = 11;
 const H_SIGNED_AT = 12;
 const H_SIGNED_COUNT = 13;
 const H_FIELDS_AT = 14;
-const MAGIC = 0xfb1a0002;
+const H_TEXT_AT = 15;
+const MAGIC = 0xfb1a0003;
 /** Words per transaction row and per balance entry, and the receipt record's words before its logs. */
 const TX_STRIDE = 9;
 const BALANCE_STRIDE = 5;
@@ -29,6 +30,12 @@ const NONE = 0xffffffff;
 const TWO_32 = 4294967296;
 const HASH_CHARS = 66;
 const ADDRESS_CHARS = 42;
+
+/** Whether `mem[at, at + s.length)` holds the characters of `s` (ASCII). */
+function bytesAre(mem: Buffer, at: number, s: string): boolean {
+  for (let i = 0; i < s.length; i++) if (mem[at + i] !== s.charCodeAt(i)) return false;
+  return true;
+}
 
 /** A receipt of a layout: its scalars read when built, its logs on first read. */
 class LayoutReceipt implements FlashReceipt {
@@ -39,13 +46,15 @@ class LayoutReceipt implements FlashReceipt {
   readonly depositNonce: bigint | null;
   readonly depositReceiptVersion: bigint | null;
   private built: FlashLog[] | null = null;
+  /** The layout it is read from (an ES private field: deep comparisons and dumps never walk the frame pool). */
+  readonly #body: LayoutBody;
+  /** The receipt record's first word (in `body.words`). */
+  readonly #at: number;
 
-  constructor(
-    private readonly body: LayoutBody,
-    /** The receipt record's first word. */
-    private readonly at: number,
-  ) {
-    const u = body.u;
+  constructor(body: LayoutBody, at: number) {
+    this.#body = body;
+    this.#at = at;
+    const u = body.words;
     this.type = u[at] === NONE ? null : u[at]!;
     this.status = u[at + 1] === 2 ? null : u[at + 1]!;
     this.cumulativeGasUsed = u[at + 2] === 0 ? null : BigInt(u[at + 3]! * TWO_32 + u[at + 4]!);
@@ -56,20 +65,18 @@ class LayoutReceipt implements FlashReceipt {
 
   get logs(): FlashLog[] {
     if (this.built === null) {
-      const { u, s } = this.body;
-      let w = this.at + RECEIPT_LOGS_AT;
+      const b = this.#body;
+      b.check();
+      const u = b.words;
+      let w = this.#at + RECEIPT_LOGS_AT;
       const logs: FlashLog[] = new Array(this.logCount);
       for (let i = 0; i < logs.length; i++) {
-        const a = u[w++]!;
-        const address = s.substring(a, a + ADDRESS_CHARS);
+        const address = b.text(u[w++]!, ADDRESS_CHARS);
         const k = u[w++]!;
         const topics: string[] = new Array(k);
-        for (let j = 0; j < k; j++) {
-          const t = u[w++]!;
-          topics[j] = s.substring(t, t + HASH_CHARS);
-        }
+        for (let j = 0; j < k; j++) topics[j] = b.text(u[w++]!, HASH_CHARS);
         const d = u[w++]!;
-        logs[i] = { address, topics, data: s.substring(d, u[w++]!) };
+        logs[i] = { address, topics, data: b.text(d, u[w++]! - d) };
       }
       this.built = logs;
     }
@@ -84,12 +91,6 @@ class LayoutReceipt implements FlashReceipt {
 
 /** A flashblock body over the native decoder's layout (see the file comment). */
 export class LayoutBody implements FlashblockBody {
-  /** The buffer as u32 words (header, frame fields, tables). */
-  readonly u: Uint32Array;
-  /** The u64 quantities. */
-  readonly q: BigUint64Array;
-  /** The transactions' bytes, back to back. */
-  readonly bytes: Buffer;
   readonly txCount: number;
   readonly hasReceipts: boolean;
   readonly balanceCount: number;
@@ -98,116 +99,169 @@ export class LayoutBody implements FlashblockBody {
   private readonly txAt: number;
   private readonly receiptsAt: number;
   private readonly balancesAt: number;
+  /** Byte offsets of the transactions' bytes and of the text. */
+  private readonly bytesAt: number;
+  private readonly textAt: number;
+  // The memory (usually the whole frame pool) as ES private fields: deep comparisons and dumps never walk it.
+  readonly #mem: Buffer;
+  readonly #words: Uint32Array;
+  readonly #quads: BigUint64Array;
+  readonly #base: number;
+  readonly #pool: FramePool | null;
+  readonly #seq: number;
 
-  /** Throws when `buf` is not a layout of this format (an addon from another build). */
-  constructor(
-    buf: Buffer,
-    /** Every string the tables point into (an external one-byte string of the native core). */
-    readonly s: string,
-  ) {
-    const u = new Uint32Array(buf.buffer, buf.byteOffset, buf.byteLength >>> 2);
-    if (u.length < 16 || u[H_MAGIC] !== MAGIC) throw new Error('not a frame layout of this build');
-    this.u = u;
-    this.q = new BigUint64Array(buf.buffer, buf.byteOffset + u[H_Q_AT]!, u[H_Q_COUNT]!);
-    this.bytes = Buffer.from(buf.buffer, buf.byteOffset + u[H_TX_BYTES_AT]!, u[H_TX_BYTES_LEN]!);
-    this.txCount = u[H_TX_COUNT]!;
-    this.txAt = u[H_TX_TABLE_AT]!;
-    this.hasReceipts = u[H_HAS_RECEIPTS] === 1;
-    this.balanceCount = u[H_BALANCE_COUNT] === NONE ? -1 : u[H_BALANCE_COUNT]!;
-    this.balancesAt = u[H_BALANCE_TABLE_AT]!;
-    this.receiptsAt = u[H_RECEIPTS_AT]!;
-    this.fieldsAt = u[H_FIELDS_AT]!;
+  /** The memory the layout lies in, as bytes and as u32 words (word indexes of this body are into it). */
+  get mem(): Buffer {
+    return this.#mem;
+  }
+  get words(): Uint32Array {
+    return this.#words;
   }
 
-  /** The signed transactions for native sender recovery: triples [position, start, end) into `bytes`. */
+  /**
+   * The layout at byte `base` (8-aligned) of `mem` (viewed as `words` and `quads` too): region `seq` of `pool`, or
+   * memory of its own (pool null). Throws when it is not a layout of this format (an addon from another build).
+   */
+  constructor(mem: Buffer, words: Uint32Array, quads: BigUint64Array, base: number, pool: FramePool | null = null, seq = 0) {
+    this.#mem = mem;
+    this.#words = words;
+    this.#quads = quads;
+    this.#base = base;
+    this.#pool = pool;
+    this.#seq = seq;
+    const w = base >>> 2;
+    if (base % 8 !== 0 || w + 18 > words.length || words[w + H_MAGIC] !== MAGIC) throw new Error('not a frame layout of this build');
+    this.txCount = words[w + H_TX_COUNT]!;
+    this.txAt = w + words[w + H_TX_TABLE_AT]!;
+    this.hasReceipts = words[w + H_HAS_RECEIPTS] === 1;
+    this.balanceCount = words[w + H_BALANCE_COUNT] === NONE ? -1 : words[w + H_BALANCE_COUNT]!;
+    this.balancesAt = w + words[w + H_BALANCE_TABLE_AT]!;
+    this.receiptsAt = w + words[w + H_RECEIPTS_AT]!;
+    this.fieldsAt = w + words[w + H_FIELDS_AT]!;
+    this.bytesAt = base + words[w + H_TX_BYTES_AT]!;
+    this.textAt = base + words[w + H_TEXT_AT]!;
+  }
+
+  /** Throws when this frame's pool region was given back and reused (a reader kept a dropped block's view too long). */
+  check(): void {
+    if (this.#pool !== null && !this.#pool.live(this.#seq)) throw new Error('flashblock no longer held: its memory was reused');
+  }
+
+  /** Gives the frame's memory back to its pool (its block was dropped, or it never applied). */
+  release(): void {
+    this.#pool?.release(this.#seq, this);
+  }
+
+  /** `chars` characters of the text from offset `at`. */
+  text(at: number, chars: number): string {
+    return this.mem.toString('latin1', this.textAt + at, this.textAt + at + chars);
+  }
+  /** A u64 quantity of the layout by its index. */
+  quantity(i: number): bigint {
+    return this.#quads[(this.#base >>> 3) + (this.#words[(this.#base >>> 2) + H_Q_AT]! >>> 3) + i]!;
+  }
+
+  /** The signed transactions for native sender recovery: triples [position, start, end) into `txBytesArea()`. */
   signed(): Uint32Array {
-    const u = this.u;
-    return u.subarray(u[H_SIGNED_AT]!, u[H_SIGNED_AT]! + 3 * u[H_SIGNED_COUNT]!);
+    const w = this.#base >>> 2;
+    const at = w + this.words[w + H_SIGNED_AT]!;
+    return this.words.subarray(at, at + 3 * this.words[w + H_SIGNED_COUNT]!);
+  }
+  /** The transactions' bytes back to back (a view: for the native recovery call, which copies it). */
+  txBytesArea(): Buffer {
+    return this.mem.subarray(this.bytesAt, this.textAt);
   }
 
+  /** Transaction j's row (checking the memory is still this frame's). */
+  private row(j: number): number {
+    this.check();
+    return this.txAt + j * TX_STRIDE;
+  }
   txType(j: number): number {
-    return this.u[this.txAt + j * TX_STRIDE]!;
+    return this.words[this.row(j)]!;
   }
   txHashKey(j: number): number {
-    return this.u[this.txAt + j * TX_STRIDE + 4]!;
+    return this.words[this.row(j) + 4]!;
   }
   txHash(j: number): string {
-    const a = this.u[this.txAt + j * TX_STRIDE + 3]!;
-    return this.s.substring(a, a + HASH_CHARS);
+    return this.text(this.words[this.row(j) + 3]!, HASH_CHARS);
   }
   txHashIs(j: number, hash: string): boolean {
-    return hash.length === HASH_CHARS && this.s.startsWith(hash, this.u[this.txAt + j * TX_STRIDE + 3]!);
+    return hash.length === HASH_CHARS && bytesAre(this.mem, this.textAt + this.words[this.row(j) + 3]!, hash);
   }
   txBytes(j: number): Uint8Array {
-    const w = this.txAt + j * TX_STRIDE;
-    return this.bytes.subarray(this.u[w + 1]!, this.u[w + 2]!);
+    const w = this.row(j);
+    return this.mem.subarray(this.bytesAt + this.words[w + 1]!, this.bytesAt + this.words[w + 2]!);
   }
   txByteLength(j: number): number {
-    const w = this.txAt + j * TX_STRIDE;
-    return this.u[w + 2]! - this.u[w + 1]!;
+    const w = this.row(j);
+    return this.words[w + 2]! - this.words[w + 1]!;
   }
   txRaw(j: number): string {
-    const w = this.txAt + j * TX_STRIDE;
-    return '0x' + this.bytes.toString('hex', this.u[w + 1]!, this.u[w + 2]!);
+    const w = this.row(j);
+    return '0x' + this.mem.toString('hex', this.bytesAt + this.words[w + 1]!, this.bytesAt + this.words[w + 2]!);
   }
   txSender(j: number): string | null {
-    const a = this.u[this.txAt + j * TX_STRIDE + 5]!;
-    return a === NONE ? null : this.s.substring(a, a + ADDRESS_CHARS);
+    const a = this.words[this.row(j) + 5]!;
+    return a === NONE ? null : this.text(a, ADDRESS_CHARS);
   }
   txExecutes(): boolean {
     return true; // the native decoder declines post-exec (0x7d) transactions in diff.transactions
   }
   txNonce(j: number): number {
-    const w = this.txAt + j * TX_STRIDE + 7;
-    return this.u[w] === NONE ? -1 : this.u[w]! * TWO_32 + this.u[w + 1]!;
+    const w = this.row(j) + 7;
+    return this.words[w] === NONE ? -1 : this.words[w]! * TWO_32 + this.words[w + 1]!;
   }
+  /** Transaction j as a copy of its hex (it outlives nothing of the layout's memory). */
   tx(j: number, senders: SenderLookup | null = null, position = 0): DecodedTx {
-    const w = this.txAt + j * TX_STRIDE;
-    const u = this.u;
-    return new LazyTx(u[w]!, this.txHash(j), null, this.txSender(j), this.bytes, u[w + 1]!, u[w + 2]!, senders, position);
+    return new LazyTx(this.txType(j), this.txHash(j), this.txRaw(j), this.txSender(j), null, 0, 0, senders, position);
   }
 
   /** The first word of transaction j's receipt record, or -1. */
   private receiptAt(j: number): number {
-    const r = this.u[this.txAt + j * TX_STRIDE + 6]!;
+    const r = this.words[this.row(j) + 6]!;
     return r === NONE ? -1 : this.receiptsAt + r;
   }
   receiptCumulativeGas(j: number): number {
     const r = this.receiptAt(j);
-    return r < 0 || this.u[r + 2] === 0 ? -1 : this.u[r + 3]! * TWO_32 + this.u[r + 4]!;
+    return r < 0 || this.words[r + 2] === 0 ? -1 : this.words[r + 3]! * TWO_32 + this.words[r + 4]!;
   }
   receiptLogCount(j: number): number {
     const r = this.receiptAt(j);
-    return r < 0 ? 0 : this.u[r + 11]!;
+    return r < 0 ? 0 : this.words[r + 11]!;
   }
   receiptDepositNonce(j: number): number {
     const r = this.receiptAt(j);
-    return r < 0 || this.u[r + 5] === 0 ? -1 : this.u[r + 6]! * TWO_32 + this.u[r + 7]!;
+    return r < 0 || this.words[r + 5] === 0 ? -1 : this.words[r + 6]! * TWO_32 + this.words[r + 7]!;
   }
   receipt(j: number): FlashReceipt | null {
     const r = this.receiptAt(j);
     return r < 0 ? null : new LayoutReceipt(this, r);
   }
 
-  get text(): string {
-    return this.s;
+  /** Entry e's row (checking the memory is still this frame's). */
+  private balanceRow(e: number): number {
+    this.check();
+    return this.balancesAt + e * BALANCE_STRIDE;
   }
   balanceKey(e: number): number {
-    return this.u[this.balancesAt + e * BALANCE_STRIDE + 1]!;
-  }
-  balanceAddressAt(e: number): number {
-    return this.u[this.balancesAt + e * BALANCE_STRIDE]!;
+    return this.words[this.balanceRow(e) + 1]!;
   }
   balanceAddressIs(e: number, address: string): boolean {
-    return address.length === ADDRESS_CHARS && this.s.startsWith(address, this.u[this.balancesAt + e * BALANCE_STRIDE]!);
+    return address.length === ADDRESS_CHARS && bytesAre(this.mem, this.textAt + this.words[this.balanceRow(e)]!, address);
+  }
+  balanceAddressSame(e: number, other: FlashblockBody, oe: number): boolean {
+    if (!(other instanceof LayoutBody)) return other.balanceAddressIs(oe, this.balanceAddress(e));
+    const a = this.textAt + this.words[this.balanceRow(e)]!;
+    const b = other.textAt + other.words[other.balanceRow(oe)]!;
+    return this.mem.compare(other.mem, b, b + ADDRESS_CHARS, a, a + ADDRESS_CHARS) === 0;
   }
   balanceAddress(e: number): string {
-    const a = this.u[this.balancesAt + e * BALANCE_STRIDE]!;
-    return this.s.substring(a, a + ADDRESS_CHARS);
+    return this.text(this.words[this.balanceRow(e)]!, ADDRESS_CHARS);
   }
   balance(e: number): bigint {
-    const w = this.balancesAt + e * BALANCE_STRIDE;
-    const u = this.u;
-    return u[w + 2] === 0 ? this.q[u[w + 3]!]! : BigInt(this.s.substring(u[w + 3]!, u[w + 4]!));
+    const w = this.balanceRow(e);
+    const u = this.words;
+    return u[w + 2] === 0 ? this.quantity(u[w + 3]!) : BigInt(this.text(u[w + 3]!, u[w + 4]! - u[w + 3]!));
   }
 }

@@ -18,8 +18,6 @@ export class ObjectBody implements FlashblockBody {
   /** Each transaction's receipt (by hash; the last of duplicate keys), null where the metadata carried none. */
   private readonly receipts: (FlashReceipt | null)[];
   private readonly addresses: string[];
-  /** The balance addresses back to back (42 characters each: keys the JS decoder checked and lower-cased). */
-  readonly text: string;
   private readonly balances: bigint[];
   private readonly bytesMemo: (Buffer | undefined)[] = [];
   readonly hasReceipts: boolean;
@@ -35,7 +33,6 @@ export class ObjectBody implements FlashblockBody {
     this.addresses = balances === null ? [] : [...balances.keys()];
     this.balances = balances === null ? [] : [...balances.values()];
     this.balanceCount = balances === null ? -1 : balances.size;
-    this.text = this.addresses.join('');
   }
 
   get txCount(): number {
@@ -99,8 +96,8 @@ export class ObjectBody implements FlashblockBody {
   balanceKey(e: number): number {
     return addressKey(this.addresses[e]!);
   }
-  balanceAddressAt(e: number): number {
-    return 42 * e;
+  balanceAddressSame(e: number, other: FlashblockBody, oe: number): boolean {
+    return other.balanceAddressIs(oe, this.addresses[e]!);
   }
   balanceAddressIs(e: number, address: string): boolean {
     return this.addresses[e] === address;
@@ -111,4 +108,6 @@ export class ObjectBody implements FlashblockBody {
   balance(e: number): bigint {
     return this.balances[e]!;
   }
+  /** Nothing to give back: the objects are the garbage collector's. */
+  release(): void {}
 }

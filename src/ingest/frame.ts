@@ -10,8 +10,8 @@ import { decodeAccessList, type AccountChanges } from '../chain/access-list.js';
 import type { FlashLog, FlashReceipt, Flashblock, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
 import { isHexData, isLooseQuantity, lowerHexData, quantityToBigInt, quantityToNumber } from '../chain/hex.js';
-import type { AddonFrameLayout } from '../exec/addon.js';
-import { flashblockOfLayout, nativeDecoder, type NativeDecoder, type NativeSenders } from './native-frame.js';
+import type { LayoutBody } from '../chain/layout-body.js';
+import { decodeLayout, flashblockOfLayout, nativeDecoder, type NativeDecoder, type NativeSenders } from './native-frame.js';
 
 export type { FlashLog, FlashReceipt, Flashblock, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 
@@ -356,13 +356,14 @@ export function decodeFrame(data: Buffer, maxBytes: number, isBinary = true, nat
   if (native !== null) {
     // The native decoder accepts only what the code below accepts, with the same result; what it declines (bad
     // input included) is decided and worded below (test/ingest/native-frame.test.ts holds them equal).
-    let l: AddonFrameLayout | null = null;
+    let body: LayoutBody | string = 'not decoded';
     try {
-      l = native.decodeFlashblock(t.bytes);
+      body = decodeLayout(native, t.bytes);
     } catch {
       // Unreachable (the addon catches its panics); the JS decoder below still decides.
     }
-    const d = l !== null && l.declined === '' ? flashblockOfLayout(l) : null;
+    const d = typeof body === 'string' ? null : flashblockOfLayout(body);
+    if (d === null && typeof body !== 'string') body.release();
     if (d !== null) return new NativeDecoded(d.fb, d.senders, t.bytes);
   }
   const text = t.bytes.toString('utf8');

@@ -1,8 +1,10 @@
-// The native frame decoder's TypeScript side: calls native/src/frame through the addon and reads the frame's own
-// fields (payload id, header) from its layout; the transactions, receipts and balances stay in the layout behind a
-// LayoutBody (src/chain/layout-body.ts). Never decides a verdict itself: a frame the native decoder declines goes to
-// the JS decoder (frame.ts), which words the reason.
-import { loadAddon, type AddonFrameLayout } from '../exec/addon.js';
+// The native frame decoder's TypeScript side: calls native/src/frame through the addon, which writes the frame's
+// layout into the process's frame pool (src/chain/frame-pool.ts), and reads the frame's own fields (payload id,
+// header) from it; the transactions, receipts and balances stay in the layout behind a LayoutBody
+// (src/chain/layout-body.ts). Never decides a verdict itself: a frame the native decoder declines goes to the JS
+// decoder (frame.ts), which words the reason.
+import { loadAddon, type AddonDecodeOutcome } from '../exec/addon.js';
+import { FramePool } from '../chain/frame-pool.js';
 import { LayoutBody } from '../chain/layout-body.js';
 import { decodeAccessList, type AccountChanges } from '../chain/access-list.js';
 import { decodeTransaction } from '../chain/tx.js';
@@ -19,7 +21,8 @@ export interface NativeSenders {
 }
 
 export interface NativeDecoder {
-  decodeFlashblock(json: Buffer): AddonFrameLayout;
+  decodeFlashblock(json: Buffer, mem: Buffer, at: number, room: number): AddonDecodeOutcome;
+  takeLayout(mem: Buffer, at: number): boolean;
   /** Resolves to 21 bytes per signed transaction: status (1 recovered, 0 unrecoverable, 2 not decoded natively) + address. */
   recoverSenders(txBytes: Buffer, signed: Uint32Array): Promise<Buffer>;
 }
@@ -30,13 +33,60 @@ let decoder: NativeDecoder | null | undefined;
 export function nativeDecoder(): NativeDecoder | null {
   if (decoder !== undefined) return decoder;
   const a = loadAddon();
-  decoder = a instanceof Error || typeof a.decodeFlashblock !== 'function' || typeof a.recoverSenders !== 'function' ? null : (a as NativeDecoder);
+  decoder = a instanceof Error || typeof a.decodeFlashblock !== 'function' || typeof a.takeLayout !== 'function' || typeof a.recoverSenders !== 'function' ? null : (a as NativeDecoder);
   return decoder;
+}
+
+let pool: FramePool | null = null;
+
+/** The process's frame pool, allocated (and its pages touched) on first use. */
+export function framePool(): FramePool {
+  if (pool === null) {
+    pool = new FramePool();
+    pool.prefault();
+  }
+  return pool;
+}
+
+/**
+ * Decodes a frame's JSON bytes natively: its layout in the frame pool (or, when the pool is full, in memory of its
+ * own), or why the native decoder declined it.
+ */
+export function decodeLayout(native: NativeDecoder, json: Buffer): LayoutBody | string {
+  const p = framePool();
+  p.offer();
+  const r = native.decodeFlashblock(json, p.mem, p.offerAt, p.offerRoom);
+  if (r.declined !== '') return r.declined;
+  // Written where it fit (unless the pool tracks as many regions as it can: then it is written again after reserve).
+  const written = r.written && p.canCommit;
+  const at = written ? p.offerAt : p.reserve(r.size);
+  if (at < 0 || (!written && !native.takeLayout(p.mem, at))) return ownLayout(native, r.size);
+  const seq = p.commit(at, r.size);
+  try {
+    const body = new LayoutBody(p.mem, p.words, p.quads, at, p, seq);
+    p.track(body, seq);
+    return body;
+  } catch (e) {
+    p.release(seq);
+    return (e as Error).message;
+  }
+}
+
+/** The last decoded layout in memory of its own (the pool is full: a reader held blocks, or frames came too fast). */
+function ownLayout(native: NativeDecoder, size: number): LayoutBody | string {
+  // Not zero-filled: every byte of it is written by takeLayout.
+  const mem = Buffer.allocUnsafeSlow(size);
+  if (!native.takeLayout(mem, 0)) return 'layout not taken';
+  try {
+    return new LayoutBody(mem, new Uint32Array(mem.buffer, mem.byteOffset, size >>> 2), new BigUint64Array(mem.buffer, mem.byteOffset, size >>> 3), 0);
+  } catch (e) {
+    return (e as Error).message;
+  }
 }
 
 const TWO_32 = 4294967296;
 
-/** Walks the frame's own fields in the order native/src/frame/parse.rs wrote them. */
+/** Walks the frame's own fields in the order native/src/frame/parse.rs wrote them (strings are copies). */
 class FieldReader {
   private i: number;
   constructor(private readonly b: LayoutBody) {
@@ -44,19 +94,11 @@ class FieldReader {
   }
 
   next(): number {
-    return this.b.u[this.i++] as number;
+    return this.b.words[this.i++] as number;
   }
   str(): string {
     const a = this.next();
-    return this.b.s.substring(a, this.next());
-  }
-  /**
-   * A string that does not keep the layout's text alive: V8 holds a substring of 13+ characters as a slice of its
-   * parent, and the frame's own fields outlive its block in places (the hedge memory keeps payload ids for 4,096
-   * frames).
-   */
-  own(): string {
-    return (' ' + this.str()).slice(1);
+    return this.b.text(a, this.next() - a);
   }
   num(): number {
     const hi = this.next();
@@ -64,26 +106,19 @@ class FieldReader {
   }
   /** A quantity: 0 + its index in the u64 area, or 1 + its text. */
   qty(): bigint {
-    if (this.next() === 0) return this.b.q[this.next()] as bigint;
+    if (this.next() === 0) return this.b.quantity(this.next());
     return BigInt(this.str());
   }
 }
 
 /**
- * The flashblock of an accepted layout (`declined` empty); null when this side declines it after all (a post-exec
- * transaction the full decoder rejects or that belongs to another block, or a layout of another build: the JS decoder
- * words that).
+ * The flashblock of a decoded layout; null when this side declines it after all (a post-exec transaction the full
+ * decoder rejects or that belongs to another block: the JS decoder words that). The caller releases the layout then.
  */
-export function flashblockOfLayout(l: AddonFrameLayout): { fb: Flashblock; senders: NativeSenders | null } | null {
-  let body: LayoutBody;
-  try {
-    body = new LayoutBody(l.buf, l.s);
-  } catch {
-    return null;
-  }
+export function flashblockOfLayout(body: LayoutBody): { fb: Flashblock; senders: NativeSenders | null } | null {
   const r = new FieldReader(body);
   const index = r.num();
-  const payloadId = r.own();
+  const payloadId = r.str();
   const blockNumber = r.num();
   const prevBlockNumber = r.num() - 1;
   const prevIndex = r.num() - 1;
@@ -98,24 +133,24 @@ export function flashblockOfLayout(l: AddonFrameLayout): { fb: Flashblock; sende
   let base: FlashblockBase | null = null;
   if (r.next() === 1) {
     base = {
-      parentBeaconBlockRoot: r.own(),
-      parentHash: r.own(),
-      feeRecipient: r.own(),
-      prevRandao: r.own(),
+      parentBeaconBlockRoot: r.str(),
+      parentHash: r.str(),
+      feeRecipient: r.str(),
+      prevRandao: r.str(),
       blockNumber: r.num(),
       gasLimit: r.qty(),
       timestamp: r.num(),
-      extraData: r.own(),
+      extraData: r.str(),
       baseFeePerGas: r.qty(),
     };
   }
-  const stateRoot = r.own();
-  const receiptsRoot = r.own();
-  const logsBloom = r.own();
+  const stateRoot = r.str();
+  const receiptsRoot = r.str();
+  const logsBloom = r.str();
   const gasUsed = r.qty();
-  const blockHash = r.own();
+  const blockHash = r.str();
   const blobGasUsed = r.next() === 1 ? r.qty() : null;
-  const withdrawalsRoot = r.next() === 1 ? r.own() : null;
+  const withdrawalsRoot = r.next() === 1 ? r.str() : null;
   let postExecTx: DecodedTx | null = null;
   if (r.next() === 1) {
     const d = decodeTransaction(r.str());
@@ -135,5 +170,5 @@ export function flashblockOfLayout(l: AddonFrameLayout): { fb: Flashblock; sende
     prevIndex,
   };
   const signed = body.signed();
-  return { fb, senders: signed.length === 0 ? null : { txBytes: body.bytes, signed } };
+  return { fb, senders: signed.length === 0 ? null : { txBytes: body.txBytesArea(), signed } };
 }

@@ -4,7 +4,7 @@
 // from the block's account post-values. Mutated by PendingBlock only.
 import type { FlashblockBody } from '../chain/flashblock.js';
 import type { AccountPost } from '../chain/access-list.js';
-import { addressKey, sameText } from '../chain/keys.js';
+import { addressKey } from '../chain/keys.js';
 import { KeyTable } from '../chain/key-table.js';
 
 const ADDRESS_CHARS = 42;
@@ -30,12 +30,10 @@ export class BalanceIndex {
     const body = bodies[f]!;
     const t = this.table;
     for (let e = 0; e < body.balanceCount; e++) {
-      const at = body.balanceAddressAt(e);
       t.seek(body.balanceKey(e));
       let found = false;
       for (let r = t.next(); r >= 0; r = t.next()) {
-        const b = bodies[this.flashblock[r]!]!;
-        if (!sameText(b.text, b.balanceAddressAt(this.entry[r]!), body.text, at, ADDRESS_CHARS)) continue;
+        if (!body.balanceAddressSame(e, bodies[this.flashblock[r]!]!, this.entry[r]!)) continue;
         this.flashblock[r] = f;
         this.entry[r] = e;
         found = true;

@@ -161,7 +161,9 @@ export class PendingState implements PendingView {
     if (b === undefined) return;
     this.blocks.delete(n);
     this.orderCache = null;
-    // Its indexes (by hash, nonces, balances) go with it; only the flashblock hashes are indexed here.
+    // Its indexes (by hash, nonces, balances) go with it; only the flashblock hashes are indexed here. Its bodies' memory
+    // (native layouts' frame pool regions) is given back.
+    for (const body of b.bodies) body.release();
     for (const d of b.diffs) if (this.byFlashblockHash.get(d.blockHash)?.block === b) this.byFlashblockHash.delete(d.blockHash);
     if (n === this.highest) {
       this.highest = -1;

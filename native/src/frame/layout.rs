@@ -1,6 +1,7 @@
-//! The frame's layout as the TypeScript side reads it (src/chain/layout-body.ts walks the same format): one byte
-//! buffer of u32 words, u64 quantities and the transactions' bytes, plus one text of every string JS keeps
-//! (lower-cased hex, concatenated; JS takes substrings of it). Writes what `parse.rs` validated; knows no JSON.
+//! The frame's layout as the TypeScript side reads it (src/chain/layout-body.ts walks the same format): one run of
+//! bytes — u32 words, u64 quantities, the transactions' bytes and the text of every string JS keeps (lower-cased hex,
+//! concatenated) — written into memory JS provides (its frame pool), so a held flashblock allocates nothing of its
+//! own. Writes what `parse.rs` validated; knows no JSON.
 //!
 //! Words: a fixed header (`H_*` below), the frame's own fields in reading order, then fixed-stride tables JS reads
 //! by position with no per-transaction object: transactions (`TX_STRIDE`), receipts (variable, reached from their
@@ -10,7 +11,7 @@ use super::shape::hash_key;
 use std::collections::HashMap;
 
 pub(super) const NONE: u32 = u32::MAX;
-const MAGIC: u32 = 0xfb1a_0002;
+const MAGIC: u32 = 0xfb1a_0003;
 
 // Header words.
 const H_MAGIC: usize = 0;
@@ -28,7 +29,9 @@ const H_RECEIPTS_AT: usize = 11;
 const H_SIGNED_AT: usize = 12;
 const H_SIGNED_COUNT: usize = 13;
 const H_FIELDS_AT: usize = 14;
-const HEADER_WORDS: usize = 16;
+const H_TEXT_AT: usize = 15;
+const H_TEXT_LEN: usize = 16;
+const HEADER_WORDS: usize = 18;
 
 /// Per transaction: type, bytes [start, end) in the transaction area, hash (text offset, 66 chars), hash key, the
 /// deposit's sender (text offset, 42 chars, or NONE), its receipt (word offset in the receipt area, or NONE), nonce
@@ -93,6 +96,7 @@ impl Out {
         self.b.clear();
         self.signed.clear();
         self.q.clear();
+        self.s.clear();
         self.tx_bytes.clear();
         self.receipt_of.clear();
         self.has_receipts = false;
@@ -144,8 +148,12 @@ impl Out {
         self.txs.extend_from_slice(&[ty as u32, start as u32, end as u32, h, hash_key(hash), from, receipt, hi, lo]);
     }
 
-    /// The finished layout: the byte buffer (header, words, quantities, transaction bytes) for the text given back.
-    pub(super) fn buffer(&self) -> Vec<u8> {
+    /// The layout's size in bytes (a multiple of 8).
+    pub(super) fn size(&self) -> usize {
+        self.areas().size
+    }
+
+    fn areas(&self) -> Areas {
         let fields_at = HEADER_WORDS;
         let tx_table_at = fields_at + self.f.len();
         let receipts_at = tx_table_at + self.txs.len();
@@ -154,31 +162,60 @@ impl Out {
         let words = signed_at + self.signed.len();
         let q_at = (words * 4).next_multiple_of(8);
         let tx_at = q_at + self.q.len() * 8;
+        let text_at = tx_at + self.tx_bytes.len();
+        let size = (text_at + self.s.len()).next_multiple_of(8);
+        Areas { tx_table_at, receipts_at, balances_at, signed_at, words, q_at, tx_at, text_at, size }
+    }
+
+    /// Writes the layout to `dest` (at least `size()` bytes, its start 8-aligned within the memory JS reads).
+    pub(super) fn write(&self, dest: &mut [u8]) {
+        let a = self.areas();
         let mut header = [0u32; HEADER_WORDS];
         header[H_MAGIC] = MAGIC;
-        header[H_WORDS] = words as u32;
-        header[H_Q_AT] = q_at as u32;
+        header[H_WORDS] = a.words as u32;
+        header[H_Q_AT] = a.q_at as u32;
         header[H_Q_COUNT] = self.q.len() as u32;
-        header[H_TX_BYTES_AT] = tx_at as u32;
+        header[H_TX_BYTES_AT] = a.tx_at as u32;
         header[H_TX_BYTES_LEN] = self.tx_bytes.len() as u32;
         header[H_TX_COUNT] = (self.txs.len() / TX_STRIDE) as u32;
-        header[H_TX_TABLE_AT] = tx_table_at as u32;
+        header[H_TX_TABLE_AT] = a.tx_table_at as u32;
         header[H_HAS_RECEIPTS] = self.has_receipts as u32;
         header[H_BALANCE_COUNT] = self.balance_count;
-        header[H_BALANCE_TABLE_AT] = balances_at as u32;
-        header[H_RECEIPTS_AT] = receipts_at as u32;
-        header[H_SIGNED_AT] = signed_at as u32;
+        header[H_BALANCE_TABLE_AT] = a.balances_at as u32;
+        header[H_RECEIPTS_AT] = a.receipts_at as u32;
+        header[H_SIGNED_AT] = a.signed_at as u32;
         header[H_SIGNED_COUNT] = (self.signed.len() / 3) as u32;
-        header[H_FIELDS_AT] = fields_at as u32;
-        let mut out = Vec::with_capacity(tx_at + self.tx_bytes.len());
+        header[H_FIELDS_AT] = HEADER_WORDS as u32;
+        header[H_TEXT_AT] = a.text_at as u32;
+        header[H_TEXT_LEN] = self.s.len() as u32;
+        let mut at = 0;
         for part in [&header[..], &self.f, &self.txs, &self.r, &self.b, &self.signed] {
-            out.extend(part.iter().flat_map(|w| w.to_ne_bytes()));
+            for (d, w) in dest[at..at + 4 * part.len()].chunks_exact_mut(4).zip(part) {
+                d.copy_from_slice(&w.to_ne_bytes());
+            }
+            at += 4 * part.len();
         }
-        out.resize(q_at, 0);
-        out.extend(self.q.iter().flat_map(|x| x.to_ne_bytes()));
-        out.extend_from_slice(&self.tx_bytes);
-        out
+        dest[at..a.q_at].fill(0);
+        for (d, x) in dest[a.q_at..a.tx_at].chunks_exact_mut(8).zip(&self.q) {
+            d.copy_from_slice(&x.to_ne_bytes());
+        }
+        dest[a.tx_at..a.text_at].copy_from_slice(&self.tx_bytes);
+        dest[a.text_at..a.text_at + self.s.len()].copy_from_slice(&self.s);
+        dest[a.text_at + self.s.len()..a.size].fill(0);
     }
+}
+
+/// Where each area of a layout starts (bytes, or words for the tables) and its total size.
+struct Areas {
+    tx_table_at: usize,
+    receipts_at: usize,
+    balances_at: usize,
+    signed_at: usize,
+    words: usize,
+    q_at: usize,
+    tx_at: usize,
+    text_at: usize,
+    size: usize,
 }
 
 #[cfg(test)]
@@ -197,10 +234,11 @@ mod tests {
         o.q.push(0x0102_0304_0506_0708);
         o.tx_bytes.extend_from_slice(&[0xaa, 0xbb]);
         o.tx_row(2, 0, 2, &[0x11; 32], None, Some(5));
-        let b = o.buffer();
+        let mut b = vec![0xee; o.size()];
+        o.write(&mut b);
         assert_eq!(word(&b, H_MAGIC), MAGIC);
-        assert_eq!(word(&b, H_FIELDS_AT), 16);
-        assert_eq!(word(&b, 16), 7);
+        assert_eq!(word(&b, H_FIELDS_AT), HEADER_WORDS as u32);
+        assert_eq!(word(&b, HEADER_WORDS), 7);
         assert_eq!(word(&b, H_TX_COUNT), 1);
         let row = word(&b, H_TX_TABLE_AT) as usize;
         assert_eq!(word(&b, row), 2);
@@ -211,7 +249,11 @@ mod tests {
         assert_eq!(q_at % 8, 0);
         assert_eq!(u64::from_ne_bytes(b[q_at..q_at + 8].try_into().unwrap()), 0x0102_0304_0506_0708);
         let tx_at = word(&b, H_TX_BYTES_AT) as usize;
-        assert_eq!(&b[tx_at..], &[0xaa, 0xbb]);
-        assert_eq!(&o.s[..4], b"0x11");
+        assert_eq!(&b[tx_at..tx_at + 2], &[0xaa, 0xbb]);
+        let text_at = word(&b, H_TEXT_AT) as usize;
+        assert_eq!(text_at, tx_at + 2);
+        assert_eq!(&b[text_at..text_at + 4], b"0x11");
+        assert_eq!(b.len() % 8, 0);
+        assert!(b[text_at + o.s.len()..].iter().all(|&x| x == 0), "the padding is written too");
     }
 }

@@ -7,8 +7,9 @@
 //! 2^53 or more) it *declines*, and the caller runs the JS decoder, which words the exact reason.
 //! test/ingest/native-frame.test.ts runs both on every vector and fuzz case.
 //!
-//! The result (layout.rs) is one byte buffer of tables and one external string that src/chain/layout-body.ts reads in
-//! place: a held flashblock is those two and a handful of views, whatever its transaction count.
+//! The result (layout.rs) is one run of bytes — tables, quantities, transaction bytes, text — written into memory JS
+//! provides (its frame pool) and read in place by src/chain/layout-body.ts: a held flashblock costs the JS heap one
+//! small object, whatever its transaction count, and allocates no memory of its own.
 
 mod layout;
 mod parse;
@@ -19,119 +20,106 @@ mod txcheck;
 pub use recover::{recover_all, recover_senders, RecoverTask};
 
 use layout::Out;
-use napi::bindgen_prelude::*;
+use napi::bindgen_prelude::BufferSlice;
 use napi_derive::napi;
 use shape::Decline;
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// The layout's strings (ASCII: hex, "0x", digits), handed to JS as one V8 external one-byte string: its bytes stay
-/// in this Vec, freed when the string is collected. A held block's hashes and keys are slices of it, so the JS heap
-/// keeps a header per frame instead of a ~100 KB copy that every scavenge moves and that is promoted with the block.
-pub struct LayoutText(pub Vec<u8>);
-
-/// Below this a copy costs less than an external string's bookkeeping (V8 may copy short ones anyway).
-const EXTERNAL_TEXT_MIN: usize = 4096;
-
-extern "C" {
-    // Exported by Node since 20.4 (node_api.h, experimental there, Node-API 10 later); not enabled in napi-sys
-    // without the napi10 feature, which would also require Node 22.
-    fn node_api_create_external_string_latin1(
-        env: sys::napi_env,
-        str_: *const std::os::raw::c_char,
-        length: isize,
-        finalize_cb: sys::napi_finalize,
-        finalize_hint: *mut std::ffi::c_void,
-        result: *mut sys::napi_value,
-        copied: *mut bool,
-    ) -> sys::napi_status;
-}
-
-/// Frees the Vec of a `LayoutText` (its length and capacity are boxed in the hint).
-unsafe extern "C" fn free_layout_text(_env: sys::napi_env, data: *mut std::ffi::c_void, hint: *mut std::ffi::c_void) {
-    let (len, cap) = *Box::from_raw(hint.cast::<(usize, usize)>());
-    drop(Vec::from_raw_parts(data.cast::<u8>(), len, cap));
-}
-
-impl TypeName for LayoutText {
-    fn type_name() -> &'static str {
-        "String"
-    }
-    fn value_type() -> ValueType {
-        ValueType::String
-    }
-}
-
-impl ToNapiValue for LayoutText {
-    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
-        let mut result = std::ptr::null_mut();
-        if val.0.len() < EXTERNAL_TEXT_MIN {
-            check_status!(sys::napi_create_string_latin1(env, val.0.as_ptr().cast(), val.0.len() as isize, &mut result))?;
-            return Ok(result);
-        }
-        let mut v = std::mem::ManuallyDrop::new(val.0);
-        let (ptr, len, cap) = (v.as_mut_ptr(), v.len(), v.capacity());
-        let hint = Box::into_raw(Box::new((len, cap)));
-        let mut copied = false;
-        let status = node_api_create_external_string_latin1(env, ptr.cast(), len as isize, Some(free_layout_text), hint.cast(), &mut result, &mut copied);
-        // On success the finalizer owns the Vec (it already ran when V8 copied); on failure it never runs.
-        if status != sys::Status::napi_ok {
-            drop(Box::from_raw(hint));
-            drop(Vec::from_raw_parts(ptr, len, cap));
-            check_status!(status)?;
-        }
-        Ok(result)
-    }
-}
-
-/// The layout of one accepted frame (see layout.rs), or the reason the JS decoder must decide.
+/// What decoding one frame gave: accepted (`declined` empty; its layout is `size` bytes, written when it fit the room
+/// offered, else kept for `takeLayout`) or declined with the reason (the JS decoder then decides and words it).
 #[napi(object, object_from_js = false)]
-pub struct FrameLayout {
-    /// Empty when accepted; else why the native decoder declined (the JS decoder then decides and words it).
+pub struct DecodeOutcome {
     pub declined: String,
-    /// Header, words, quantities and the transactions' bytes (layout.rs).
-    pub buf: Buffer,
-    pub s: LayoutText,
+    /// The layout's size in bytes (0 when declined).
+    pub size: u32,
+    /// Whether the layout was written at the offset given.
+    pub written: bool,
 }
 
-fn declined(why: &str) -> FrameLayout {
-    FrameLayout { declined: why.to_string(), buf: Vec::new().into(), s: LayoutText(Vec::new()) }
+fn declined(why: &str) -> DecodeOutcome {
+    DecodeOutcome { declined: why.to_string(), size: 0, written: false }
 }
 
 thread_local! {
-    /// The tables under construction, reused by every frame decoded on this thread (only the text leaves with the
-    /// layout, and the buffer is allocated at its final size).
+    /// The layout under construction, reused by every frame decoded on this thread; the last accepted one stays here
+    /// until the next decode (for `takeLayout`).
     static SCRATCH: RefCell<Out> = RefCell::new(Out::default());
 }
 
-/// Decodes a frame's JSON text (already inflated when it came as brotli) into its layout buffer and text, or the
+/// Decodes a frame's JSON text (already inflated when it came as brotli) into the scratch layout; its size, or the
 /// reason it declines.
-pub(crate) fn decode(json: &[u8]) -> std::result::Result<(Vec<u8>, Vec<u8>), Decline> {
-    let root: sonic_rs::Value = sonic_rs::from_slice(json).map_err(|_| "json")?;
+pub(crate) fn decode(json: &[u8]) -> std::result::Result<usize, Decline> {
     SCRATCH.with(|cell| {
         let mut out = cell.borrow_mut();
         out.clear();
-        out.s = Vec::with_capacity(json.len() / 2);
-        parse::frame(&mut out, &root)?;
-        Ok((out.buffer(), std::mem::take(&mut out.s)))
+        let root: sonic_rs::Value = sonic_rs::from_slice(json).map_err(|_| "json")?;
+        if let Err(why) = parse::frame(&mut out, &root) {
+            out.clear(); // nothing for takeLayout
+            return Err(why);
+        }
+        Ok(out.size())
     })
 }
 
-/// N-API: decodes one flashblock frame's JSON bytes into a `FrameLayout` (see `decode`). Never throws for bad input:
-/// a frame it does not accept comes back with `declined` set.
+/// Writes the last accepted layout at `mem[at..]`; false when it does not fit or `at` is not 8-aligned.
+fn write_last(mem: &mut [u8], at: usize) -> bool {
+    SCRATCH.with(|cell| {
+        let out = cell.borrow();
+        let size = out.size();
+        if out.f.is_empty() || !at.is_multiple_of(8) || at.checked_add(size).is_none_or(|end| end > mem.len()) {
+            return false;
+        }
+        out.write(&mut mem[at..at + size]);
+        true
+    })
+}
+
+/// N-API: decodes one flashblock frame's JSON bytes; writes its layout into `mem` at byte `at` (8-aligned) when it
+/// takes at most `room` bytes. Never throws for bad input: a frame it does not accept comes back `declined`.
 #[napi(js_name = "decodeFlashblock")]
-pub fn decode_flashblock(json: &[u8]) -> FrameLayout {
-    match catch_unwind(AssertUnwindSafe(|| decode(json))) {
+pub fn decode_flashblock(json: &[u8], mut mem: BufferSlice, at: u32, room: u32) -> DecodeOutcome {
+    match catch_unwind(AssertUnwindSafe(|| {
+        let size = decode(json)?;
+        let written = size <= room as usize && write_last(&mut mem, at as usize);
+        Ok::<_, Decline>((size, written))
+    })) {
         Err(_) => declined("native decoder panicked"),
         Ok(Err(why)) => declined(why),
-        // Every string in the text is ASCII (hex and "0x"), so its bytes read the same as Latin-1.
-        Ok(Ok((buf, s))) => FrameLayout { declined: String::new(), buf: buf.into(), s: LayoutText(s) },
+        Ok(Ok((size, written))) => DecodeOutcome { declined: String::new(), size: size as u32, written },
     }
+}
+
+/// N-API: writes the layout of the frame `decodeFlashblock` accepted last (when it did not fit the room offered) into
+/// `mem` at byte `at` (8-aligned); false when there is none, it does not fit, or `at` is not 8-aligned.
+#[napi(js_name = "takeLayout")]
+pub fn take_layout(mut mem: BufferSlice, at: u32) -> bool {
+    catch_unwind(AssertUnwindSafe(|| write_last(&mut mem, at as usize))).unwrap_or(false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_accepted_layout_is_written_where_it_fits_or_kept_for_later() {
+        let h = format!("0x{}", "11".repeat(32));
+        let json = format!(
+            r#"{{"index":1,"payload_id":"0x01","metadata":{{"block_number":1}},"diff":{{"state_root":"{h}","receipts_root":"{h}","logs_bloom":"0x{}","gas_used":"0x0","block_hash":"{h}","transactions":[]}}}}"#,
+            "0".repeat(512)
+        );
+        let json = json.as_bytes();
+        let size = decode(json).expect("a valid frame");
+        assert_eq!(size % 8, 0);
+        assert_eq!(decode(json), Ok(size), "nothing of the previous frame is kept");
+        let mut mem = vec![0u8; size + 16];
+        assert!(!write_last(&mut mem, 4), "not 8-aligned");
+        assert!(!write_last(&mut mem, 24), "does not fit");
+        assert!(write_last(&mut mem, 16));
+        assert_eq!(u32::from_ne_bytes(mem[16..20].try_into().unwrap()), 0xfb1a_0003);
+        assert_eq!(decode(b"{").err(), Some("json"));
+        assert!(!write_last(&mut mem, 16), "a declined frame leaves nothing to take");
+    }
 
     #[test]
     fn declines_what_it_does_not_accept() {
