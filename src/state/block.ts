@@ -156,11 +156,17 @@ export class PendingBlock implements BlockView, SenderLookup, NonceSource {
   private slotOf(position: number, f: number): number {
     return f === 0 ? position : position - this.txCountAt[f - 1]!;
   }
+  /** The body holding the transaction at `position`; its index there is left in `slot` (no pair allocated). */
+  private bodyAt(position: number): FlashblockBody {
+    const f = this.flashblockOf(position);
+    this.slot = this.slotOf(position, f);
+    return this.bodies[f]!;
+  }
+  private slot = 0;
 
   /** The transaction at `position` (< txCount) with every field, its sender read from this block. */
   txObject(position: number): DecodedTx {
-    const f = this.flashblockOf(position);
-    return this.bodies[f]!.tx(this.slotOf(position, f), this, position);
+    return this.bodyAt(position).tx(this.slot, this, position);
   }
 
   txAt(position: number): TxView | undefined {
@@ -169,24 +175,19 @@ export class PendingBlock implements BlockView, SenderLookup, NonceSource {
     return new HeldTx(this, position, f, this.slotOf(position, f));
   }
   txHash(position: number): string {
-    const f = this.flashblockOf(position);
-    return this.bodies[f]!.txHash(this.slotOf(position, f));
+    return this.bodyAt(position).txHash(this.slot);
   }
   txType(position: number): number {
-    const f = this.flashblockOf(position);
-    return this.bodies[f]!.txType(this.slotOf(position, f));
+    return this.bodyAt(position).txType(this.slot);
   }
   txRaw(position: number): string {
-    const f = this.flashblockOf(position);
-    return this.bodies[f]!.txRaw(this.slotOf(position, f));
+    return this.bodyAt(position).txRaw(this.slot);
   }
   txBytes(position: number): Uint8Array {
-    const f = this.flashblockOf(position);
-    return this.bodies[f]!.txBytes(this.slotOf(position, f));
+    return this.bodyAt(position).txBytes(this.slot);
   }
   txByteLength(position: number): number {
-    const f = this.flashblockOf(position);
-    return this.bodies[f]!.txByteLength(this.slotOf(position, f));
+    return this.bodyAt(position).txByteLength(this.slot);
   }
 
   /** The position of the transaction with hash `hash` (lower-case 0x-hex), or -1. */
@@ -194,10 +195,7 @@ export class PendingBlock implements BlockView, SenderLookup, NonceSource {
     if (hash.length !== 66) return -1;
     const t = this.byHash;
     t.seek(hashKey(hash));
-    for (let p = t.next(); p >= 0; p = t.next()) {
-      const f = this.flashblockOf(p);
-      if (this.bodies[f]!.txHashIs(this.slotOf(p, f), hash)) return p;
-    }
+    for (let p = t.next(); p >= 0; p = t.next()) if (this.bodyAt(p).txHashIs(this.slot, hash)) return p;
     return -1;
   }
 
@@ -228,9 +226,8 @@ export class PendingBlock implements BlockView, SenderLookup, NonceSource {
     return this.cols.senders;
   }
   nonceAt(position: number): number {
-    const f = this.flashblockOf(position);
-    const body = this.bodies[f]!;
-    const j = this.slotOf(position, f);
+    const body = this.bodyAt(position);
+    const j = this.slot;
     if (body.txType(j) === TX_DEPOSIT) {
       // A deposit's nonce is in its receipt (depositNonce), if the stream gave a usable one.
       const flags = this.cols.flags[position]!;
@@ -241,9 +238,8 @@ export class PendingBlock implements BlockView, SenderLookup, NonceSource {
     return n >= 0 ? n : NaN;
   }
   nonceBigAt(position: number): bigint | null {
-    const f = this.flashblockOf(position);
-    const j = this.slotOf(position, f);
-    const body = this.bodies[f]!;
+    const body = this.bodyAt(position);
+    const j = this.slot;
     return body.txType(j) === TX_DEPOSIT ? (body.receipt(j)?.depositNonce ?? null) : body.tx(j).nonce;
   }
 

@@ -130,13 +130,13 @@ fn fixed_list(b: &[u8], pos: usize, end: usize, n: usize) -> Option<usize> {
     Some(l.end)
 }
 
-fn access_list(b: &[u8], pos: usize, end: usize) -> Option<usize> {
+/// A list whose every entry is a list `entry` reads to its exact end (from the entry's bounds); the list's end.
+fn list_of(b: &[u8], pos: usize, end: usize, entry: impl Fn(&[u8], Item) -> Option<usize>) -> Option<usize> {
     let l = item(b, pos, end).filter(|i| i.list)?;
     let mut p = l.start;
     while p < l.end {
         let e = item(b, p, l.end).filter(|i| i.list)?;
-        let q = fixed(b, e.start, e.end, 20)?;
-        if fixed_list(b, q, e.end, 32)? != e.end {
+        if entry(b, e)? != e.end {
             return None;
         }
         p = e.end;
@@ -144,23 +144,21 @@ fn access_list(b: &[u8], pos: usize, end: usize) -> Option<usize> {
     Some(l.end)
 }
 
+/// [[address, [slot, ...]], ...]
+fn access_list(b: &[u8], pos: usize, end: usize) -> Option<usize> {
+    list_of(b, pos, end, |b, e| fixed_list(b, fixed(b, e.start, e.end, 20)?, e.end, 32))
+}
+
+/// [[chainId, address, nonce, yParity, r, s], ...]
 fn authorizations(b: &[u8], pos: usize, end: usize) -> Option<usize> {
-    let l = item(b, pos, end).filter(|i| i.list)?;
-    let mut p = l.start;
-    while p < l.end {
-        let e = item(b, p, l.end).filter(|i| i.list)?;
+    list_of(b, pos, end, |b, e| {
         let mut q = scalar(b, e.start, e.end, 32)?.end;
         q = fixed(b, q, e.end, 20)?;
         q = scalar(b, q, e.end, 8)?.end;
         q = scalar(b, q, e.end, 1)?.end;
         q = scalar(b, q, e.end, 32)?.end;
-        q = scalar(b, q, e.end, 32)?.end;
-        if q != e.end {
-            return None;
-        }
-        p = e.end;
-    }
-    Some(l.end)
+        Some(scalar(b, q, e.end, 32)?.end)
+    })
 }
 
 fn check_legacy(b: &[u8]) -> Option<()> {
