@@ -12,7 +12,7 @@ import type { BlockView, TxView } from '../state/view.js';
 import { logMatches, parseLogFilter, SUBSCRIPTION_FILTER, type LogFilter } from './filter.js';
 import type { PendingExecution } from './execution.js';
 import type { Shapes } from './shapes/json.js';
-import { flashblockPayload, headOfBlock, notification, notificationPrefix, transactionWithReceipt } from './shapes/subscription.js';
+import { flashblockPayloadJson, headOfBlock, notification, notificationPrefix, transactionWithReceipt } from './shapes/subscription.js';
 import { streamHasLogs, streamHasReceipt } from './shapes/receipt.js';
 
 /** One WebSocket JSON-RPC connection as the subscription hub sees it. */
@@ -229,7 +229,7 @@ export class Subscriptions {
 
   private onApplied(block: BlockView, index: number): void {
     const k = this.byKind;
-    if (k.newFlashblocks.size > 0) this.fanOut(k.newFlashblocks, JSON.stringify(flashblockPayload(this.ctx.shapes.blockObject(block, false, index), index)));
+    if (k.newFlashblocks.size > 0) this.fanOut(k.newFlashblocks, flashblockPayloadJson(this.ctx.shapes.blockJson(block, false, index).json, index));
     if (k.newFlashblockTransactions.size === 0 && k.newPendingTransactions.size === 0 && k.pendingLogs.size === 0) return;
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] ?? 0);
     const to = block.txCountAt[index] ?? block.txCount;

@@ -10,6 +10,8 @@ import type { TxView } from './view.js';
 /** See the file comment. */
 export class HeldTx implements TxView {
   private txMemo: DecodedTx | null = null;
+  /** The receipt once built (undefined: not yet); readers ask for it several times per answer. */
+  private receiptMemo: FlashReceipt | null | undefined = undefined;
 
   constructor(
     readonly block: PendingBlock,
@@ -25,10 +27,13 @@ export class HeldTx implements TxView {
   }
 
   get receipt(): FlashReceipt | null {
-    const f = this.block.cols.flags[this.position]!;
-    if ((f & F_RECEIPT) === 0) return null;
-    if ((f & F_SYNTHESISED) !== 0) return this.block.synthesised(this.position);
-    return this.block.bodies[this.flashblockIndex]!.receipt(this.slot);
+    if (this.receiptMemo === undefined) {
+      const f = this.block.cols.flags[this.position]!;
+      if ((f & F_RECEIPT) === 0) this.receiptMemo = null;
+      else if ((f & F_SYNTHESISED) !== 0) this.receiptMemo = this.block.synthesised(this.position);
+      else this.receiptMemo = this.block.bodies[this.flashblockIndex]!.receipt(this.slot);
+    }
+    return this.receiptMemo;
   }
 
   get firstLogIndex(): number {

@@ -104,11 +104,7 @@ export function computedBlockHash(block: BlockView, index: number): string {
  * objects (their senders must be known: see SenderSource; deposits' receipt extras from `deposit`); otherwise hashes.
  */
 export function blockToRpc(block: BlockView, fullTx: boolean, index: number = block.lastIndex, deposit: DepositExtrasSource = STREAM_DEPOSIT_EXTRAS): Record<string, unknown> {
-  const d = block.diffs[index];
-  if (d === undefined) throw new Error(`block ${block.number} has no flashblock ${index}`);
-  const hp = headerParts(block, index);
   const count = txCountAsOf(block, index);
-  const b = block.base;
   const txs: unknown[] = new Array(count);
   const held = block.txCountAt[index] as number;
   for (let i = 0; i < count; i++) {
@@ -119,6 +115,15 @@ export function blockToRpc(block: BlockView, fullTx: boolean, index: number = bl
     const rec = txAsOf(block, index, i)!;
     txs[i] = fullTx ? toRpcTransaction(rec.tx, txContext(rec, index, deposit)) : rec.tx.hash;
   }
+  return blockFields(block, index, txs);
+}
+
+/** The JSON-RPC block object of `block` as of flashblock `index` with `txs` as its transactions. */
+export function blockFields(block: BlockView, index: number, txs: unknown[]): Record<string, unknown> {
+  const d = block.diffs[index];
+  if (d === undefined) throw new Error(`block ${block.number} has no flashblock ${index}`);
+  const hp = headerParts(block, index);
+  const b = block.base;
   const out: Record<string, unknown> = {
     hash: d.blockHash,
     parentHash: b.parentHash,
