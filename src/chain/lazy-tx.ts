@@ -210,7 +210,8 @@ export class LazyTx implements DecodedTx {
 
   private decoded(): DecodedTx {
     if (this.full === null) {
-      const r = decodeTransaction(this.rawText ?? this.raw);
+      // The hash is known, and the signing hash is computed by recovery when it needs it (signingHashOf).
+      const r = decodeTransaction(this.rawText ?? this.raw, { hash: this.hash, signingHash: false });
       // Unreachable: the ingest walk rejects everything decodeTransaction does (differential test).
       if (!r.ok) throw new Error(`transaction ${this.hash} passed ingest checks but does not decode: ${r.reason}`);
       if (this.sender !== null) r.tx.from = this.sender;
@@ -234,7 +235,13 @@ export class LazyTx implements DecodedTx {
     if (this.full !== null) this.full.from = v;
   }
   get signingHash(): Buffer | null {
-    return this.decoded().signingHash;
+    const d = this.decoded();
+    if (d.signingHash === null && this.type !== TX_DEPOSIT) {
+      // Decoded without it (only recovery needs it): decode once more with it.
+      const again = decodeTransaction(this.rawText ?? this.raw, { hash: this.hash });
+      if (again.ok) d.signingHash = again.tx.signingHash;
+    }
+    return d.signingHash;
   }
   set signingHash(v: Buffer | null) {
     this.decoded().signingHash = v;
