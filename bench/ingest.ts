@@ -80,7 +80,9 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
   // The baseline at the stream's pace: each JSON.parse after one 200-tx native recovery on the thread pool, as each
   // paced apply below follows the previous frame's (the same work between samples on both sides; caches as cold).
   const first = native === null ? null : decodeFrame(frames[0]!, 1 << 26, false, native);
-  const paced = first !== null && first.ok ? (first.senders ?? null) : null;
+  // Copied out of the frame pool, whose region is given back at once (nothing applies this frame).
+  const paced = first !== null && first.ok && first.senders != null ? { txBytes: Buffer.from(first.senders.txBytes()), signed: Uint32Array.from(first.senders.signed) } : null;
+  if (first !== null && first.ok) first.fb.body.release();
   const paceWork = paced === null ? undefined : async (): Promise<void> => void (await native!.recoverSenders(paced.txBytes, paced.signed));
   k = 0;
   const parsePacedUs = await sampleMicrosTurns(parseOne, 2 * ms, undefined, paceWork);
@@ -97,6 +99,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
       : await sampleMicrosTurns(() => {
           const r = decodeFrame(frames[k++ & 63]!, 1 << 26, false, native);
           if (!r.ok || r.senders === undefined) throw new Error('the native decoder did not take the frame');
+          r.fb.body.release(); // applied by nothing: its frame pool region goes back (the pipeline does this itself)
         }, ms);
   // Brotli frames (public endpoints) are inflated by node:zlib (Google's C decoder) before either decoder runs.
   const compressed = brotliCompressSync(frames[0]!);

@@ -1,14 +1,15 @@
 // Memory for natively decoded flashblocks' layouts: one ArrayBuffer allocated once and used as a ring of regions, one
 // per frame, so holding and then dropping a block allocates and frees nothing V8 accounts. (A layout in memory of
 // its own — ~150 KB for a 200-tx frame — lives as long as its block, is promoted with it and freed only by a
-// mark-compact, which V8 then starts for "external memory pressure".) A region is reused only after its frame was
-// released (its block dropped) and a grace period passed; a reader still holding a view of an older one gets an
-// error, never another frame's bytes. Pure: no I/O, no addon.
+// mark-compact, which V8 then starts for "external memory pressure".) The ring reuses its oldest region first: a
+// region given back (its block dropped) more than a grace period ago is simply reused; one still held, or given back
+// within the grace period, is first moved out (its frame copies it into memory of its own), so a held block never
+// blocks the ring and is never overwritten. A reader still holding a view of a frame reused after its grace period
+// gets an error, never another frame's bytes. Pure: no I/O, no addon.
 
 /**
  * Bytes of the ring: a minute of Base's stream (~0.75 MB/s of layouts), many times what the held blocks and the grace
- * period need, so bursts (a relay's resume, a replay) and larger frames fit too; beyond it frames get memory of their
- * own, as without the pool.
+ * period need, so bursts (a relay's resume, a replay) fit without a move.
  */
 export const FRAME_POOL_BYTES = 64 * 1024 * 1024;
 /**
@@ -16,8 +17,14 @@ export const FRAME_POOL_BYTES = 64 * 1024 * 1024;
  * read waiting for execution holds one for at most --execution-wait-ms; the pipeline sets it from that).
  */
 export const RELEASE_GRACE_MS = 2_000;
-/** Regions tracked at once (a frame each; ~3,000 s of Base's stream): the ring counts as full beyond it. */
+/** Regions tracked at once (a frame each; ~3,000 s of Base's stream): the oldest is moved out beyond it. */
 export const MAX_REGIONS = 65_536;
+
+/** A frame whose layout lies in a region: it can move its bytes elsewhere when the ring needs the region back. */
+export interface PoolTenant {
+  /** Copies the layout (`size` bytes at its region) into memory of its own and stops reading the pool. */
+  moveOut(size: number): void;
+}
 
 /** See the file comment. Regions are handed out in ring order and taken back oldest first. */
 export class FramePool {
@@ -26,23 +33,21 @@ export class FramePool {
   readonly words: Uint32Array;
   readonly quads: BigUint64Array;
   /**
-   * Live regions oldest first, a circular queue in typed arrays (nothing allocated per frame): start, end, and when
-   * released (-1: still held); the oldest is at `front`, with sequence number `frontSeq`.
+   * Live regions oldest first, a circular queue (typed arrays, and the tenant of each): start, end, and when released
+   * (-1: still held); the oldest is at `front`, with sequence number `frontSeq`.
    */
   private readonly starts = new Uint32Array(MAX_REGIONS);
   private readonly ends = new Uint32Array(MAX_REGIONS);
   private readonly releasedAt = new Float64Array(MAX_REGIONS);
+  private readonly tenants: (PoolTenant | null)[] = new Array<PoolTenant | null>(MAX_REGIONS).fill(null);
   private front = 0;
   private count = 0;
   private frontSeq = 1;
-  private nextSeq = 1;
+  private seqNext = 1;
   /** Regions below this sequence number may have been overwritten. */
   private liveFrom = 1;
-  /**
-   * Regions whose frame object was collected without being released (a path that dropped a frame and forgot): given
-   * back then, so a leak costs ring space until a collection, never the ring.
-   */
-  private readonly orphans = new FinalizationRegistry<number>((seq) => this.release(seq));
+  /** Regions moved out before reuse (held, or released within the grace period): for tests and diagnostics. */
+  moved = 0;
   /** Where the next region would start, and how many bytes it may take without evicting (see `offer`). */
   offerAt = 0;
   offerRoom = 0;
@@ -61,7 +66,8 @@ export class FramePool {
 
   /**
    * Touches every page once (~20 ms for 64 MiB), so no frame pays the first-touch page faults of its region
-   * (~150 KB a 200-tx frame: +15 % on native decode at the stream's pace, .probe measurement in the commit).
+   * (~150 KB a 200-tx frame: native decode p50 ~530 -> ~460 us at the stream's pace, measured on the combined
+   * bench's stream).
    */
   prefault(): void {
     this.mem.fill(0);
@@ -85,40 +91,41 @@ export class FramePool {
     this.offerRoom = head > tail ? this.capacity - head : tail - head;
   }
 
-  /** An 8-aligned offset with room for `size` bytes, evicting released regions past their grace; -1 when full. */
+  /** An 8-aligned offset with room for `size` bytes, taking the oldest regions back as needed; -1 when too large. */
   reserve(size: number): number {
-    if (this.count === MAX_REGIONS && !this.evictOldest()) return -1;
+    if (this.count === MAX_REGIONS) this.evictOldest();
     for (;;) {
       this.offer();
       if (this.offerRoom >= size) return this.offerAt;
       // Not wrapped (the live regions lie in [tail, head)): the bytes before the oldest region are free too.
       if (this.count > 0 && this.offerAt > this.starts[this.front]! && this.starts[this.front]! >= size) return 0;
-      if (!this.evictOldest()) return -1;
+      if (this.count === 0) return -1;
+      this.evictOldest();
     }
   }
 
-  /** Whether another region can be recorded (see MAX_REGIONS); `reserve` makes room when it can. */
+  /** Whether another region can be recorded (see MAX_REGIONS); `reserve` makes room when it cannot. */
   get canCommit(): boolean {
     return this.count < MAX_REGIONS;
   }
 
-  /** Records a region of `size` bytes at `at` (from `offer` or `reserve`; `canCommit` true); its sequence number. */
-  commit(at: number, size: number): number {
+  /** Records a region of `size` bytes at `at` (from `offer` or `reserve`) for `tenant`; its sequence number. */
+  commit(at: number, size: number, tenant: PoolTenant): number {
     const i = this.slot(this.count++);
     this.starts[i] = at;
     this.ends[i] = at + ((size + 7) & ~7);
     this.releasedAt[i] = -1;
-    return this.nextSeq++;
+    this.tenants[i] = tenant;
+    return this.seqNext++;
   }
 
-  /** Gives region `seq` back when `owner` is collected unreleased. */
-  track(owner: object, seq: number): void {
-    this.orphans.register(owner, seq, owner);
+  /** The sequence number the next region gets. */
+  get nextSeq(): number {
+    return this.seqNext;
   }
 
   /** Gives region `seq` back (its frame's block was dropped, or the frame never applied). Idempotent. */
-  release(seq: number, owner?: object): void {
-    if (owner !== undefined) this.orphans.unregister(owner);
+  release(seq: number): void {
     const k = seq - this.frontSeq;
     if (k < 0 || k >= this.count) return;
     const i = this.slot(k);
@@ -137,13 +144,19 @@ export class FramePool {
     return n;
   }
 
-  private evictOldest(): boolean {
-    if (this.count === 0) return false;
-    const r = this.releasedAt[this.front]!;
-    if (r < 0 || this.now() - r < this.graceMs) return false;
+  /** Takes the oldest region back, moving its frame out first unless it was released more than the grace period ago. */
+  private evictOldest(): void {
+    const i = this.front;
+    const r = this.releasedAt[i]!;
+    if (r < 0 || this.now() - r < this.graceMs) {
+      this.tenants[i]!.moveOut(this.ends[i]! - this.starts[i]!);
+      this.moved++;
+    } else {
+      this.liveFrom = this.frontSeq + 1;
+    }
+    this.tenants[i] = null;
     this.front = this.slot(1);
     this.count--;
-    this.liveFrom = ++this.frontSeq;
-    return true;
+    this.frontSeq++;
   }
 }

@@ -3,7 +3,7 @@
 // of its own when the pool is full), behind FlashblockBody. Keeps no object per transaction: transactions, receipts
 // and logs are built, as copies, when a reader asks. Pure; never loads the addon.
 import type { FlashLog, FlashReceipt, FlashblockBody, SenderLookup } from './flashblock.js';
-import type { FramePool } from './frame-pool.js';
+import type { FramePool, PoolTenant } from './frame-pool.js';
 import { LazyTx } from './lazy-tx.js';
 import type { DecodedTx } from './types.js';
 
@@ -48,12 +48,12 @@ class LayoutReceipt implements FlashReceipt {
   private built: FlashLog[] | null = null;
   /** The layout it is read from (an ES private field: deep comparisons and dumps never walk the frame pool). */
   readonly #body: LayoutBody;
-  /** The receipt record's first word (in `body.words`). */
+  /** The receipt record's first word, from the layout's start (the layout may move: see LayoutBody.moveOut). */
   readonly #at: number;
 
   constructor(body: LayoutBody, at: number) {
     this.#body = body;
-    this.#at = at;
+    this.#at = at - body.wordBase;
     const u = body.words;
     this.type = u[at] === NONE ? null : u[at]!;
     this.status = u[at + 1] === 2 ? null : u[at + 1]!;
@@ -68,7 +68,7 @@ class LayoutReceipt implements FlashReceipt {
       const b = this.#body;
       b.check();
       const u = b.words;
-      let w = this.#at + RECEIPT_LOGS_AT;
+      let w = b.wordBase + this.#at + RECEIPT_LOGS_AT;
       const logs: FlashLog[] = new Array(this.logCount);
       for (let i = 0; i < logs.length; i++) {
         const address = b.text(u[w++]!, ADDRESS_CHARS);
@@ -90,24 +90,24 @@ class LayoutReceipt implements FlashReceipt {
 }
 
 /** A flashblock body over the native decoder's layout (see the file comment). */
-export class LayoutBody implements FlashblockBody {
+export class LayoutBody implements FlashblockBody, PoolTenant {
   readonly txCount: number;
   readonly hasReceipts: boolean;
   readonly balanceCount: number;
-  /** The word where the frame's own fields start (read in order by src/ingest/native-frame.ts). */
-  readonly fieldsAt: number;
-  private readonly txAt: number;
-  private readonly receiptsAt: number;
-  private readonly balancesAt: number;
-  /** Byte offsets of the transactions' bytes and of the text. */
-  private readonly bytesAt: number;
-  private readonly textAt: number;
-  // The memory (usually the whole frame pool) as ES private fields: deep comparisons and dumps never walk it.
-  readonly #mem: Buffer;
-  readonly #words: Uint32Array;
-  readonly #quads: BigUint64Array;
-  readonly #base: number;
-  readonly #pool: FramePool | null;
+  /** Word offsets (into `words`) of the frame's own fields and the tables; byte offsets of the tx bytes and the text. */
+  private fieldsWord: number;
+  private txAt: number;
+  private receiptsAt: number;
+  private balancesAt: number;
+  private bytesAt: number;
+  private textAt: number;
+  // The memory (usually the whole frame pool) as ES private fields: deep comparisons and dumps never walk it. They
+  // change once if the pool moves the layout out (moveOut); offsets into the layout do not.
+  #mem: Buffer;
+  #words: Uint32Array;
+  #quads: BigUint64Array;
+  #base: number;
+  #pool: FramePool | null;
   readonly #seq: number;
 
   /** The memory the layout lies in, as bytes and as u32 words (word indexes of this body are into it). */
@@ -117,27 +117,36 @@ export class LayoutBody implements FlashblockBody {
   get words(): Uint32Array {
     return this.#words;
   }
+  /** The word where the layout starts in `words`. */
+  get wordBase(): number {
+    return this.#base >>> 2;
+  }
+  /** The word where the frame's own fields start (read in order by src/ingest/native-frame.ts). */
+  get fieldsAt(): number {
+    return this.fieldsWord;
+  }
 
   /**
    * The layout at byte `base` (8-aligned) of `mem` (viewed as `words` and `quads` too): region `seq` of `pool`, or
    * memory of its own (pool null). Throws when it is not a layout of this format (an addon from another build).
    */
   constructor(mem: Buffer, words: Uint32Array, quads: BigUint64Array, base: number, pool: FramePool | null = null, seq = 0) {
+    const w0 = base >>> 2;
+    if (base % 8 !== 0 || w0 + 18 > words.length || words[w0 + H_MAGIC] !== MAGIC) throw new Error('not a frame layout of this build');
     this.#mem = mem;
     this.#words = words;
     this.#quads = quads;
     this.#base = base;
     this.#pool = pool;
     this.#seq = seq;
-    const w = base >>> 2;
-    if (base % 8 !== 0 || w + 18 > words.length || words[w + H_MAGIC] !== MAGIC) throw new Error('not a frame layout of this build');
+    const w = w0;
     this.txCount = words[w + H_TX_COUNT]!;
     this.txAt = w + words[w + H_TX_TABLE_AT]!;
     this.hasReceipts = words[w + H_HAS_RECEIPTS] === 1;
     this.balanceCount = words[w + H_BALANCE_COUNT] === NONE ? -1 : words[w + H_BALANCE_COUNT]!;
     this.balancesAt = w + words[w + H_BALANCE_TABLE_AT]!;
     this.receiptsAt = w + words[w + H_RECEIPTS_AT]!;
-    this.fieldsAt = w + words[w + H_FIELDS_AT]!;
+    this.fieldsWord = w + words[w + H_FIELDS_AT]!;
     this.bytesAt = base + words[w + H_TX_BYTES_AT]!;
     this.textAt = base + words[w + H_TEXT_AT]!;
   }
@@ -149,7 +158,26 @@ export class LayoutBody implements FlashblockBody {
 
   /** Gives the frame's memory back to its pool (its block was dropped, or it never applied). */
   release(): void {
-    this.#pool?.release(this.#seq, this);
+    this.#pool?.release(this.#seq);
+  }
+
+  /** PoolTenant: the pool needs the region back while the frame may still be read; it copies the layout out. */
+  moveOut(size: number): void {
+    const base = this.#base;
+    const mem = Buffer.allocUnsafeSlow(size);
+    this.#mem.copy(mem, 0, base, base + size);
+    this.#mem = mem;
+    this.#words = new Uint32Array(mem.buffer, mem.byteOffset, size >>> 2);
+    this.#quads = new BigUint64Array(mem.buffer, mem.byteOffset, size >>> 3);
+    this.#base = 0;
+    this.#pool = null;
+    const w = base >>> 2;
+    this.fieldsWord -= w;
+    this.txAt -= w;
+    this.receiptsAt -= w;
+    this.balancesAt -= w;
+    this.bytesAt -= base;
+    this.textAt -= base;
   }
 
   /** `chars` characters of the text from offset `at`. */

@@ -345,7 +345,9 @@ function frameBytes(data: Buffer, maxBytes: number): { ok: true; bytes: Buffer }
 }
 
 /**
- * Decodes one upstream frame into a validated Flashblock, or a reason. Pure: no state, no I/O, no throw.
+ * Decodes one upstream frame into a validated Flashblock, or a reason. No state, no I/O, no throw. A natively decoded
+ * flashblock's body lies in the frame pool: whoever drops it without handing it to pending state calls
+ * `fb.body.release()` (the pipeline does; else its region waits for the body to be collected).
  * `json` is the decoded JSON text (the frame itself when it was text). `isBinary` is the WebSocket frame kind; it
  * only decides the reason a frame that is neither a JSON object nor brotli is counted under. `native`: the native
  * decoder (default: the addon's, when built); null = this file's decoder only.

@@ -14,9 +14,9 @@ import type { DecodedTx } from '../chain/types.js';
 
 /** The signed transactions of a natively decoded flashblock, ready for `recoverSenders` (off the JS thread). */
 export interface NativeSenders {
-  /** Every transaction's bytes back to back. */
-  txBytes: Buffer;
-  /** Per signed transaction: [index in the flashblock, start, end) into `txBytes`. */
+  /** Every transaction's bytes back to back, read when the recovery starts (the layout may have moved by then). */
+  txBytes(): Buffer;
+  /** Per signed transaction: [index in the flashblock, start, end) into `txBytes()` (a copy). */
   signed: Uint32Array;
 }
 
@@ -52,8 +52,7 @@ export function framePool(): FramePool {
  * Decodes a frame's JSON bytes natively: its layout in the frame pool (or, when the pool is full, in memory of its
  * own), or why the native decoder declined it.
  */
-export function decodeLayout(native: NativeDecoder, json: Buffer): LayoutBody | string {
-  const p = framePool();
+export function decodeLayout(native: NativeDecoder, json: Buffer, p: FramePool = framePool()): LayoutBody | string {
   p.offer();
   const r = native.decodeFlashblock(json, p.mem, p.offerAt, p.offerRoom);
   if (r.declined !== '') return r.declined;
@@ -61,15 +60,14 @@ export function decodeLayout(native: NativeDecoder, json: Buffer): LayoutBody | 
   const written = r.written && p.canCommit;
   const at = written ? p.offerAt : p.reserve(r.size);
   if (at < 0 || (!written && !native.takeLayout(p.mem, at))) return ownLayout(native, r.size);
-  const seq = p.commit(at, r.size);
+  let body: LayoutBody;
   try {
-    const body = new LayoutBody(p.mem, p.words, p.quads, at, p, seq);
-    p.track(body, seq);
-    return body;
+    body = new LayoutBody(p.mem, p.words, p.quads, at, p, p.nextSeq);
   } catch (e) {
-    p.release(seq);
-    return (e as Error).message;
+    return (e as Error).message; // nothing recorded: the bytes are free space again
   }
+  p.commit(at, r.size, body);
+  return body;
 }
 
 /** The last decoded layout in memory of its own (the pool is full: a reader held blocks, or frames came too fast). */
@@ -170,5 +168,5 @@ export function flashblockOfLayout(body: LayoutBody): { fb: Flashblock; senders:
     prevIndex,
   };
   const signed = body.signed();
-  return { fb, senders: signed.length === 0 ? null : { txBytes: body.txBytesArea(), signed } };
+  return { fb, senders: signed.length === 0 ? null : { txBytes: () => body.txBytesArea(), signed: signed.slice() } };
 }

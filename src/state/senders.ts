@@ -29,8 +29,9 @@ export interface SenderRecoveryOptions {
 
 /** A flashblock's signed transactions as the native decoder laid them out (src/chain/layout-body.ts). */
 export interface NativeSignedTxs {
-  txBytes: Buffer;
-  /** Per signed transaction: [index in the flashblock, start, end) into `txBytes`. */
+  /** Every transaction's bytes, read when the recovery starts (a frame pool layout may have moved until then). */
+  txBytes(): Buffer;
+  /** Per signed transaction: [index in the flashblock, start, end) into `txBytes()`. */
   signed: Uint32Array;
 }
 
@@ -149,7 +150,7 @@ export class SenderRecovery implements SenderSource {
         continue;
       }
       this.nativeRunning = b;
-      recover(b.txs.txBytes, b.txs.signed).then(
+      recover(b.txs.txBytes(), b.txs.signed).then(
         (out) => this.nativeAnswered(b, out),
         () => {
           const sig = b.txs.signed;

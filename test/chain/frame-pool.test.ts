@@ -7,37 +7,45 @@ import { framePool } from '../../src/ingest/native-frame.js';
 import { generateStream } from '../../bench/flashblock-gen.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
 
-t.test('regions: ring order, release, grace, wrap-around, full', async (t) => {
+/** A tenant that records being moved out. */
+class Tenant {
+  moved = -1;
+  moveOut(size: number): void {
+    this.moved = size;
+  }
+}
+
+t.test('regions: ring order, release, grace, wrap-around, moving a held or recent region out', async (t) => {
   let now = 0;
   const p = new FramePool(1024, 100, () => now);
   p.offer();
   t.same([p.offerAt, p.offerRoom], [0, 1024], 'empty: the whole ring');
-  const a = p.commit(0, 300); // rounded to 304
+  const ta = new Tenant();
+  const a = p.commit(0, 300, ta); // rounded to 304
   p.offer();
   t.same([p.offerAt, p.offerRoom], [304, 720]);
-  const b = p.commit(p.offerAt, 600); // [304, 904)
-  t.equal(p.reserve(300), -1, 'full: 120 bytes left at the end, nothing released');
+  const tb = new Tenant();
+  const b = p.commit(p.offerAt, 600, tb); // [304, 904)
   p.release(a);
-  t.equal(p.reserve(300), -1, 'released but within its grace period');
-  t.ok(p.live(a));
   now = 100;
-  t.equal(p.reserve(300), 0, 'past its grace: the oldest region is taken back, the write position wraps to 0');
+  t.equal(p.reserve(300), 0, 'a released past its grace: taken back, the write position wraps to 0');
+  t.equal(ta.moved, -1, 'not copied');
   t.notOk(p.live(a), 'a reader of the old region is told');
   t.ok(p.live(b));
-  const c = p.commit(0, 200);
+  const tc = new Tenant();
+  const c = p.commit(0, 200, tc);
   p.offer();
-  t.same([p.offerAt, p.offerRoom], [200, 104], 'wrapped: the room up to the oldest held region');
-  t.equal(p.reserve(200), -1, 'the held region after it is never overwritten');
-  t.equal(p.held, 2);
-  p.release(b);
-  p.release(b);
-  t.equal(p.held, 1, 'release is idempotent');
-  now = 300;
-  t.equal(p.reserve(500), 200, 'b taken back: room from 200 to the end');
-  t.ok(p.live(c));
+  t.same([p.offerAt, p.offerRoom], [200, 104], 'wrapped: the room up to the oldest region');
+  t.equal(p.reserve(200), 200, 'b is still held: it moves out, and its bytes are free');
+  t.equal(tb.moved, 600, 'its tenant copied its 600 bytes out');
+  t.ok(p.live(b), 'a moved region is not reported reused (its tenant reads its own copy)');
+  t.equal(p.moved, 1);
+  t.equal(p.held, 1);
   p.release(c);
-  now = 1000;
-  t.equal(p.reserve(1024), 0, 'everything released: the whole ring again');
+  p.release(c);
+  t.equal(p.held, 0, 'release is idempotent');
+  t.equal(p.reserve(1024), 0, 'c released within its grace: moved out too, the whole ring is free');
+  t.equal(tc.moved, 200);
   t.equal(p.reserve(2000), -1, 'never more than the ring');
 });
 
@@ -45,6 +53,7 @@ t.test('the pipeline gives back what it drops and what settles; the state keeps 
   const stream = generateStream({ firstBlock: 700, blocks: 3, flashblocksPerBlock: 3, txs: () => 20 });
   const pool = framePool();
   const before = pool.held;
+  const moved = pool.moved;
   const { state, pipeline } = makePipeline({ nativeDecode: true });
   for (const f of stream) feed(pipeline, f.message);
   t.equal(pool.held - before, 9, 'every applied flashblock holds its region');
@@ -57,5 +66,6 @@ t.test('the pipeline gives back what it drops and what settles; the state keeps 
   t.equal(stale.index, 2);
   feed(pipeline, stream[0]!.message);
   t.equal(pool.held - before, 3, 'a stale frame is given back');
+  t.equal(pool.moved, moved, 'nothing had to move');
   await pipeline.senders.drained();
 });

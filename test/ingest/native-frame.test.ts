@@ -301,7 +301,7 @@ t.test('senders recovered natively (off the JS thread) equal the JS recovery', a
   for (const m of [gen, ...uni]) {
     const r = decodeFrame(Buffer.from(JSON.stringify(m)), MAX, false, native);
     if (!r.ok || r.senders == null) continue;
-    const out = await native!.recoverSenders(r.senders.txBytes, r.senders.signed);
+    const out = await native!.recoverSenders(r.senders.txBytes(), r.senders.signed);
     const signed = r.senders.signed;
     for (let k = 0; k < signed.length / 3; k++) {
       const tx = r.fb.body.tx(signed[3 * k]!);

@@ -5,7 +5,10 @@ import t from 'tap';
 import { generateStream } from '../../bench/flashblock-gen.js';
 import { KeyTable } from '../../src/chain/key-table.js';
 import { decodeFrame } from '../../src/ingest/frame.js';
-import type { PendingState } from '../../src/state/pending.js';
+import { PendingState } from '../../src/state/pending.js';
+import { SenderRecovery } from '../../src/state/senders.js';
+import { FramePool } from '../../src/chain/frame-pool.js';
+import { decodeLayout, flashblockOfLayout, nativeDecoder } from '../../src/ingest/native-frame.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
 import { fbBalances, fbReceipts, fbTxs } from '../helpers/views.js';
 
@@ -62,6 +65,27 @@ t.test('native layout and JS objects give the same held block, read through colu
   t.equal(nat.state.nextNonce('0xzz'), null);
   t.equal(b.txAt(b.txCount), undefined, 'past the end');
   t.equal(b.txAt(1.5), undefined, 'not a position');
+});
+
+t.test('layouts moved out of a full frame pool while their block is held read the same', async (t) => {
+  const native = nativeDecoder()!;
+  const small = new FramePool(160 * 1024, 60_000); // a few frames: every new frame moves an older, still held one out
+  const state = new PendingState({ maxPendingBlocks: 8 });
+  const js = makePipeline({ nativeDecode: false });
+  for (const f of stream) {
+    const body = decodeLayout(native, Buffer.from(JSON.stringify(f.message)), small);
+    if (typeof body === 'string') throw new Error(body);
+    const { fb } = flashblockOfLayout(body)!;
+    const raw = { data: Buffer.alloc(0), isBinary: false, blockNumber: fb.blockNumber, index: fb.index, receivedAtMs: 0 };
+    if (fb.index === 0) state.startBlock(fb, raw, 0);
+    else state.appendFlashblock(fb, raw, 0);
+    feed(js.pipeline, f.message);
+  }
+  t.ok(small.moved > 3, `${small.moved} held layouts moved out of the pool`);
+  const senders = new SenderRecovery(state);
+  for (const n of [500, 501]) senders.recoverFirst(state.block(n)!, state.block(n)!.txCount);
+  js.senders.recoverQueued();
+  for (const n of [500, 501]) t.same(snapshot(state, n), snapshot(js.state, n), `block ${n} as the JS decoder gives it`);
 });
 
 t.test('a transaction listed twice in a block: the later one is found by hash', async (t) => {
