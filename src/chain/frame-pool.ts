@@ -46,6 +46,11 @@ export class FramePool {
   private seqNext = 1;
   /** Regions below this sequence number may have been overwritten. */
   private liveFrom = 1;
+  /**
+   * How many regions from the oldest have dropped their tenant (released more than the grace period ago: reused
+   * without a move, so their frames need not be kept reachable until then).
+   */
+  private swept = 0;
   /** Regions moved out before reuse (held, or released within the grace period): for tests and diagnostics. */
   moved = 0;
   /** Where the next region would start, and how many bytes it may take without evicting (see `offer`). */
@@ -116,7 +121,20 @@ export class FramePool {
     this.ends[i] = at + ((size + 7) & ~7);
     this.releasedAt[i] = -1;
     this.tenants[i] = tenant;
+    this.sweep();
     return this.seqNext++;
+  }
+
+  /** Lets go of the tenants of the oldest regions released more than the grace period ago. */
+  private sweep(): void {
+    const now = this.now();
+    while (this.swept < this.count) {
+      const i = this.slot(this.swept);
+      const r = this.releasedAt[i]!;
+      if (r < 0 || now - r < this.graceMs) return;
+      this.tenants[i] = null;
+      this.swept++;
+    }
   }
 
   /** The sequence number the next region gets. */
@@ -148,8 +166,9 @@ export class FramePool {
   private evictOldest(): void {
     const i = this.front;
     const r = this.releasedAt[i]!;
-    if (r < 0 || this.now() - r < this.graceMs) {
-      this.tenants[i]!.moveOut(this.ends[i]! - this.starts[i]!);
+    const tenant = this.tenants[i] ?? null;
+    if (tenant !== null && (r < 0 || this.now() - r < this.graceMs)) {
+      tenant.moveOut(this.ends[i]! - this.starts[i]!);
       this.moved++;
     } else {
       this.liveFrom = this.frontSeq + 1;
@@ -158,5 +177,6 @@ export class FramePool {
     this.front = this.slot(1);
     this.count--;
     this.frontSeq++;
+    if (this.swept > 0) this.swept--;
   }
 }
