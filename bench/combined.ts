@@ -449,8 +449,8 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
       `thread: built, the default. Measured here (2 cores shared with ~7 load processes): the stream port gives no latency gain — the cores are ` +
       `the limit, not the thread — and the remaining tail is the apply's own (the idle baseline shows the same p99). Expected on ≥ 8 cores ` +
       `with the load elsewhere: applied → visible stays within one slice plus a round trip (~1–2 ms), so frame → visible ≈ decode + apply ` +
-      `(p50 ~2.5–3 ms for a Base-sized brotli frame here, p99 set by GC); the 2 ms budget then needs a faster decode/apply (the parse + apply ` +
-      `≤ 1.5× JSON.parse row), not more threads.`,
+      `(the "arrival → applied" row: brotli inflate + native decode + apply, ~1.5 ms p50 here; held blocks cost no mark-compact since issue 24, ` +
+      `see the major-GC row); the 2 ms budget then needs a faster inflate and decode, not more threads.`,
   };
 }
 

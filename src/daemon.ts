@@ -188,6 +188,8 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       maxAheadMs: config.maxAheadMs,
       chainMatch,
       dialect: choicePreset(chain)?.dialect ?? 'op-rbuilder',
+      // A read waiting for execution holds a dropped block's views at most this long (with a margin).
+      layoutGraceMs: Math.max(2000, 2 * config.executionWaitMs),
     },
     log,
     metricsObserver(metrics, timing.blockTimeMs, timing.flashblockIntervalMs),

@@ -23,8 +23,11 @@ const SENDER_WAIT_MS = 100;
  * flashblock so that it does not recover them a second time.
  */
 export interface RecoveredSenders {
-  /** `tx`'s sender when the native core or the recovery worker recovered it from its own bytes, else null. */
-  recoveredSender(tx: TxView['tx']): string | null;
+  /**
+   * The sender of the transaction at `position` of `block` when the native core or the recovery worker recovered it
+   * from its own bytes, else null.
+   */
+  recoveredSender(block: BlockView, position: number): string | null;
   /** Settles when the recovery of flashblock `index` of `block` started at its arrival has answered; null: none in flight. */
   recovering(block: BlockView, index: number): Promise<void> | null;
 }
@@ -77,7 +80,7 @@ interface Waiter {
 }
 
 /** The first stream receipt field that differs from execution (status, gasUsed, logs), or null. */
-function streamDiffers(rec: BlockView['txs'][number], ex: ExecutedReceipt): { field: string; stream: string; executed: string } | null {
+function streamDiffers(rec: TxView, ex: ExecutedReceipt): { field: string; stream: string; executed: string } | null {
   const r = rec.receipt;
   if (r === null) return null;
   if (r.status !== null && (r.status === 1) !== ex.status) return { field: 'status', stream: String(r.status), executed: ex.status ? '1' : '0' };
@@ -252,7 +255,7 @@ export class ExecutionFeed {
     const from = index === 0 ? 0 : (b.txCountAt[index - 1] as number);
     const to = b.txCountAt[index] as number;
     const txs: string[] = [];
-    for (let i = from; i < to; i++) txs.push(b.txs[i]!.tx.raw);
+    for (let i = from; i < to; i++) txs.push(b.txRaw(i));
     const base = b.base;
     const src = this.d.senders;
     let senders: (string | null)[] | undefined;
@@ -260,7 +263,7 @@ export class ExecutionFeed {
     if (src !== undefined) {
       const known = new Array<string | null>(to - from);
       const fill = (): void => {
-        for (let i = from; i < to; i++) known[i - from] = src.recoveredSender(b.txs[i]!.tx);
+        for (let i = from; i < to; i++) known[i - from] = src.recoveredSender(b, i);
       };
       fill();
       senders = known;
@@ -325,11 +328,13 @@ export class ExecutionFeed {
         });
       }
       m.executionVerifiedRatio.set(this.verifiedCount / this.handed);
-      // Cross-check the stream's receipts (where it carried them) against execution.
-      for (let i = 0; i < out.receipts.length && from + i < to; i++) {
-        const rec = b.txs[from + i]!;
+      // Cross-check the stream's receipts (where it carried them) against execution, while the block is held (a
+      // dropped block's flashblocks may no longer be readable).
+      const held = this.d.view.block(b.number) === b;
+      for (let i = 0; held && i < out.receipts.length && from + i < to; i++) {
         const ex = out.receipts[i]!;
-        if (ex.transactionHash !== rec.tx.hash) continue;
+        if (ex.transactionHash !== b.txHash(from + i)) continue;
+        const rec = b.txAt(from + i)!;
         const diff = streamDiffers(rec, ex);
         if (diff !== null) {
           m.executionDivergences.stream_receipt.inc();

@@ -85,15 +85,14 @@ function lengthPrefix(n: number): number {
 
 /**
  * The size of a block (RLP of [header, txs, ommers, withdrawals]) whose header RLP is `headerBytes` long, holding the
- * first `count` raw transactions given as 0x-hex by `rawAt`. OP blocks carry no ommers and no withdrawals.
+ * first `count` transactions, each given by its byte length and first byte. OP blocks carry no ommers and no withdrawals.
  */
-export function blockSize(headerBytes: number, count: number, rawAt: (i: number) => string): number {
+export function blockSize(headerBytes: number, count: number, lengthAt: (i: number) => number, firstByteAt: (i: number) => number): number {
   let txPayload = 0;
   for (let i = 0; i < count; i++) {
-    // From the hex, without decoding: byte length and first byte (a typed tx is an RLP string in the body).
-    const raw = rawAt(i);
-    const len = (raw.length - 2) >>> 1;
-    const first = Number.parseInt(raw.slice(2, 4), 16);
+    // Without decoding: byte length and first byte (a typed tx is an RLP string in the body).
+    const len = lengthAt(i);
+    const first = firstByteAt(i);
     txPayload += first >= 0xc0 ? len : rlpLengthOfString(len, first);
   }
   const withdrawalsPayload = 0;

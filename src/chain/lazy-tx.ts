@@ -2,6 +2,7 @@
 // the bytes without building fields, plus the hash; the fields are decoded on first access and memoized.
 // Must never accept a transaction `decodeTransaction` rejects (test/chain/lazy-tx.test.ts checks it differentially).
 import type { AccessListEntry, Authorization, DecodedTx, DecodeTxResult, PostExecPayload } from './types.js';
+import type { SenderLookup } from './flashblock.js';
 import { TX_DEPOSIT, TX_EIP1559, TX_EIP2930, TX_EIP4844, TX_EIP7702, TX_LEGACY } from './types.js';
 import { decodeTransaction } from './tx.js';
 import { keccak256Hex } from './keccak.js';
@@ -185,12 +186,6 @@ export class LazyTx implements DecodedTx {
   private sender: string | null;
   /** The nonce read alone (nonceOf), before any full decode; -1n while not read. */
   private nonceOnly = -1n;
-  /**
-   * True once `from` was written from a recovery of this transaction's own bytes off the JS thread (native core or
-   * worker; src/state/senders.ts): a flag on the object rather than a WeakSet entry per transaction, which grew an
-   * ephemeron table that was promoted and freed with every block.
-   */
-  senderRecoveredOffThread = false;
 
   constructor(
     readonly type: number,
@@ -205,6 +200,9 @@ export class LazyTx implements DecodedTx {
     private readonly rawBytes: Buffer | null = null,
     private readonly rawStart = 0,
     private readonly rawEnd = 0,
+    /** Where the sender is read while this transaction does not carry one (its held block's recovered senders). */
+    private readonly senders: SenderLookup | null = null,
+    private readonly position = 0,
   ) {
     this.sender = from;
     this.rawLower = null;
@@ -212,7 +210,8 @@ export class LazyTx implements DecodedTx {
 
   private decoded(): DecodedTx {
     if (this.full === null) {
-      const r = decodeTransaction(this.rawText ?? this.raw);
+      // The hash is known, and the signing hash is computed by recovery when it needs it (signingHashOf).
+      const r = decodeTransaction(this.rawText ?? this.raw, { hash: this.hash, signingHash: false });
       // Unreachable: the ingest walk rejects everything decodeTransaction does (differential test).
       if (!r.ok) throw new Error(`transaction ${this.hash} passed ingest checks but does not decode: ${r.reason}`);
       if (this.sender !== null) r.tx.from = this.sender;
@@ -228,6 +227,7 @@ export class LazyTx implements DecodedTx {
     return this.rawLower;
   }
   get from(): string | null {
+    if (this.sender === null && this.senders !== null) this.sender = this.senders.senderAt(this.position);
     return this.sender;
   }
   set from(v: string | null) {
@@ -235,7 +235,13 @@ export class LazyTx implements DecodedTx {
     if (this.full !== null) this.full.from = v;
   }
   get signingHash(): Buffer | null {
-    return this.decoded().signingHash;
+    const d = this.decoded();
+    if (d.signingHash === null && this.type !== TX_DEPOSIT) {
+      // Decoded without it (only recovery needs it): decode once more with it.
+      const again = decodeTransaction(this.rawText ?? this.raw, { hash: this.hash });
+      if (again.ok) d.signingHash = again.tx.signingHash;
+    }
+    return d.signingHash;
   }
   set signingHash(v: Buffer | null) {
     this.decoded().signingHash = v;

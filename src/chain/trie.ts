@@ -3,6 +3,9 @@
 import { keccak256 } from './keccak.js';
 import { encodeRlp, type RlpInput } from './rlp.js';
 import { bigIntToBytes } from './hex.js';
+import type { TrieCache } from './trie-cache.js';
+
+export { TrieCache } from './trie-cache.js';
 
 /** Root of the empty trie: keccak256(rlp("")). */
 export const EMPTY_TRIE_ROOT = '0x56e81f171bcc55a6ff8345e692c0f86e5b48e01b996cadc001622fb5e363b421';
@@ -14,20 +17,6 @@ interface Entry {
   index: number;
   /** Key as nibbles (one per byte, 0..15). */
   path: Uint8Array;
-}
-
-/**
- * Node references of an ordered trie, kept across calls for a list that only grows (a pending block's transactions,
- * flashblock after flashblock). A leaf's reference depends only on its item and the depth it sits at; an inner
- * node's only on the depth and the set of items below it, which (keys only ever being added) is named by its first
- * and last item and how many lie between. After an append only the nodes on the changed edge are rebuilt, and the
- * other items are neither read nor hashed again.
- */
-export class TrieCache {
-  /** index → depth and reference (32-byte hash, or the node itself when it encodes under 32 bytes). */
-  readonly leaves = new Map<number, { depth: number; ref: RlpInput }>();
-  /** "depth:first:last:count" → reference of the inner node over that range. */
-  readonly nodes = new Map<string, RlpInput>();
 }
 
 function toNibbles(key: Uint8Array): Uint8Array {
@@ -82,21 +71,22 @@ class Builder {
   /** The reference of the leaf for `e` at `depth`, from the cache when it sat at the same depth before. */
   leafRef(e: Entry, depth: number): RlpInput {
     if (this.cache === null) return reference(this.leaf(e, depth));
-    const hit = this.cache.leaves.get(e.index);
-    if (hit !== undefined && hit.depth === depth) return hit.ref;
+    const hit = this.cache.leaf(e.index, depth);
+    if (hit !== null) return hit;
     const ref = reference(this.leaf(e, depth));
-    this.cache.leaves.set(e.index, { depth, ref });
+    this.cache.setLeaf(e.index, depth, ref);
     return ref;
   }
 
   /** The reference of the inner node over entries [lo, hi) at `depth`, from the cache when built before. */
   nodeRef(lo: number, hi: number, depth: number): RlpInput {
     if (this.cache === null) return reference(this.node(lo, hi, depth));
-    const key = `${depth}:${(this.entries[lo] as Entry).index}:${(this.entries[hi - 1] as Entry).index}:${hi - lo}`;
-    let ref = this.cache.nodes.get(key);
-    if (ref === undefined) {
+    const first = (this.entries[lo] as Entry).index;
+    const last = (this.entries[hi - 1] as Entry).index;
+    let ref = this.cache.node(depth, first, last, hi - lo);
+    if (ref === null) {
       ref = reference(this.node(lo, hi, depth));
-      this.cache.nodes.set(key, ref);
+      this.cache.setNode(depth, first, last, hi - lo, ref);
     }
     return ref;
   }

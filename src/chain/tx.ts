@@ -20,6 +20,8 @@ export interface DecodeTxOptions {
    * which runs later, off the critical path; `recoverSender` computes it then (bench/ingest.ts: ~1 keccak per tx).
    */
   signingHash?: boolean;
+  /** The transaction's hash when the caller already computed it from the same bytes (no keccak here then). */
+  hash?: string;
 }
 
 /** A rejection reason raised inside the decoder and turned into `{ ok: false }` at the boundary. */
@@ -341,7 +343,7 @@ export function decodeTransaction(rawHex: string, opts?: DecodeTxOptions): Decod
   if (type !== TX_LEGACY && type !== TX_DEPOSIT && type !== TX_POST_EXEC && FIELD_COUNT[type] === undefined) {
     return { ok: false, reason: `unsupported transaction type 0x${type.toString(16)}` };
   }
-  const tx = newTx(type, keccak256Hex(raw), rawHex.toLowerCase());
+  const tx = newTx(type, opts?.hash ?? keccak256Hex(raw), rawHex.toLowerCase());
   try {
     if (type === TX_LEGACY) decodeLegacy(raw, tx, opts);
     else if (type === TX_DEPOSIT) decodeDeposit(raw, tx);

@@ -22,19 +22,21 @@ export interface AddonEngine {
 
 export interface Addon {
   Engine: new (nodeUrl: string, cacheCapBytes: number, readThreads: number, timeoutMs: number) => AddonEngine;
-  /** Frame decoding (native/src/frame.rs), read by src/ingest/native-frame.ts; absent from an older build. */
-  decodeFlashblock?(json: Buffer): AddonFrameLayout;
+  /** Frame decoding (native/src/frame), read by src/ingest/native-frame.ts; absent from an older build. */
+  decodeFlashblock?(json: Buffer, mem: Buffer, at: number, room: number): AddonDecodeOutcome;
+  takeLayout?(mem: Buffer, at: number): boolean;
   recoverSenders?(txBytes: Buffer, signed: Uint32Array): Promise<Buffer>;
 }
 
-/** What native/src/frame.rs `decodeFlashblock` returns (its layout is documented there). */
-export interface AddonFrameLayout {
+/**
+ * What native/src/frame `decodeFlashblock` returns: declined (with the reason) or accepted, its layout (format:
+ * native/src/frame/layout.rs, read by src/chain/layout-body.ts) `size` bytes, written at the offset given when it fit
+ * the room offered, else kept for `takeLayout`.
+ */
+export interface AddonDecodeOutcome {
   declined: string;
-  u: Uint32Array;
-  s: string;
-  q: BigUint64Array;
-  txBytes: Buffer;
-  signed: Uint32Array;
+  size: number;
+  written: boolean;
 }
 
 /** The addon file's name, under native/ in the package (or beside the single binary). */

@@ -47,7 +47,11 @@ export interface RevmEngineOptions {
 
 /** A block the engine holds open (or executed, not yet canonical): its flashblocks and executed receipts. */
 interface Held {
-  works: FlashblockWork[];
+  /**
+   * Each applied flashblock's work as sent to the engine (its JSON: one string a flashblock, not the work's
+   * transaction and sender strings), for a replay after a restart.
+   */
+  works: string[];
   receipts: ExecutedReceipt[];
   trie: TrieCache;
   /** An apply failed here: later flashblocks are refused (reads at it fall back). */
@@ -209,8 +213,9 @@ export class RevmEngine implements ExecutionEngine {
     }
     if (h === undefined || h.failed) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is not open` };
     let answer: string;
+    const work = this.workJson(fb);
     try {
-      answer = await native.apply(this.workJson(fb));
+      answer = await native.apply(work);
     } catch (e) {
       this.memo.clear();
       const { code, message } = codeOf(e);
@@ -230,7 +235,7 @@ export class RevmEngine implements ExecutionEngine {
     this.memo.clear();
     const wire = JSON.parse(answer) as { receipts: WireReceipt[] };
     const receipts = wire.receipts.map(toReceipt);
-    h.works.push(fb);
+    h.works.push(work);
     for (const r of receipts) {
       h.receipts.push(r);
       this.byHash.set(r.transactionHash, r);
@@ -284,12 +289,12 @@ export class RevmEngine implements ExecutionEngine {
     this.dropHeld(n);
     const fresh: Held = { works: [], receipts: [], trie: new TrieCache(), failed: false };
     this.held.set(n, fresh);
-    for (const fb of works) {
+    for (const work of works) {
       try {
-        const text = await this.native.apply(this.workJson(fb));
+        const text = await this.native.apply(work);
         this.memo.clear();
         const wire = JSON.parse(text) as { receipts: WireReceipt[] };
-        fresh.works.push(fb);
+        fresh.works.push(work);
         for (const r of wire.receipts.map(toReceipt)) {
           fresh.receipts.push(r);
           this.byHash.set(r.transactionHash, r);

@@ -67,11 +67,10 @@ export class ChainMatch {
   /** A decoded flashblock (first copy), with the node's head as settled so far (-1 before the first). */
   observe(fb: Flashblock, nodeHead: number, nowMs: number): void {
     if (fb.blockNumber !== this.checkedBlock) {
-      const txs = fb.txs;
-      for (let i = 0; i < txs.length; i++) {
-        const tx = txs[i]!;
-        if (tx.type === TX_DEPOSIT) continue;
-        const id = tx.chainId;
+      const body = fb.body;
+      for (let i = 0; i < body.txCount; i++) {
+        if (body.txType(i) === TX_DEPOSIT) continue;
+        const id = body.tx(i).chainId;
         if (id === null) continue; // pre-EIP-155 legacy: replayable anywhere, says nothing
         this.checkedBlock = fb.blockNumber;
         this.streamChainId = id;

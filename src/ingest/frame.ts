@@ -3,14 +3,15 @@
 // JSON.parse, which also words every reason. Returns a result value; never throws on bad input, never touches state.
 import { brotliDecompressSync, constants as zlibConstants } from 'node:zlib';
 import { ingestTransaction } from '../chain/lazy-tx.js';
+import { ObjectBody } from '../chain/object-body.js';
 import { decodeTransaction } from '../chain/tx.js';
 import { TX_POST_EXEC } from '../chain/types.js';
 import { decodeAccessList, type AccountChanges } from '../chain/access-list.js';
 import type { FlashLog, FlashReceipt, Flashblock, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
 import { isHexData, isLooseQuantity, lowerHexData, quantityToBigInt, quantityToNumber } from '../chain/hex.js';
-import type { AddonFrameLayout } from '../exec/addon.js';
-import { flashblockOfLayout, nativeDecoder, type NativeDecoder, type NativeSenders } from './native-frame.js';
+import type { LayoutBody } from '../chain/layout-body.js';
+import { decodeLayout, flashblockOfLayout, nativeDecoder, type NativeDecoder, type NativeSenders } from './native-frame.js';
 
 export type { FlashLog, FlashReceipt, Flashblock, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 
@@ -344,7 +345,9 @@ function frameBytes(data: Buffer, maxBytes: number): { ok: true; bytes: Buffer }
 }
 
 /**
- * Decodes one upstream frame into a validated Flashblock, or a reason. Pure: no state, no I/O, no throw.
+ * Decodes one upstream frame into a validated Flashblock, or a reason. No state, no I/O, no throw. A natively decoded
+ * flashblock's body lies in the frame pool: whoever drops it without handing it to pending state calls
+ * `fb.body.release()` (the pipeline does; else its region waits for the body to be collected).
  * `json` is the decoded JSON text (the frame itself when it was text). `isBinary` is the WebSocket frame kind; it
  * only decides the reason a frame that is neither a JSON object nor brotli is counted under. `native`: the native
  * decoder (default: the addon's, when built); null = this file's decoder only.
@@ -355,13 +358,14 @@ export function decodeFrame(data: Buffer, maxBytes: number, isBinary = true, nat
   if (native !== null) {
     // The native decoder accepts only what the code below accepts, with the same result; what it declines (bad
     // input included) is decided and worded below (test/ingest/native-frame.test.ts holds them equal).
-    let l: AddonFrameLayout | null = null;
+    let body: LayoutBody | string = 'not decoded';
     try {
-      l = native.decodeFlashblock(t.bytes);
+      body = decodeLayout(native, t.bytes);
     } catch {
       // Unreachable (the addon catches its panics); the JS decoder below still decides.
     }
-    const d = l !== null && l.declined === '' ? flashblockOfLayout(l) : null;
+    const d = typeof body === 'string' ? null : flashblockOfLayout(body);
+    if (d === null && typeof body !== 'string') body.release();
     if (d !== null) return new NativeDecoded(d.fb, d.senders, t.bytes);
   }
   const text = t.bytes.toString('utf8');
@@ -423,9 +427,7 @@ export function validateFlashblock(root: unknown, json: string): DecodeFrameResu
       blockNumber: meta.blockNumber,
       base,
       diff,
-      txs,
-      receipts: meta.receipts,
-      balances: meta.balances,
+      body: new ObjectBody(txs, meta.receipts, meta.balances),
       accessList: meta.accessList,
       accessListProblem: meta.accessListProblem,
       prevBlockNumber: meta.prev[0],

@@ -1,24 +1,28 @@
-// The native frame decoder's TypeScript side: calls native/src/frame.rs through the addon and turns its compact layout
-// into the Flashblock the rest of the daemon reads. Never decides a verdict itself: a frame the native decoder
-// declines goes to the JS decoder (frame.ts), which words the reason.
-import { loadAddon, type AddonFrameLayout } from '../exec/addon.js';
-import { LazyTx } from '../chain/lazy-tx.js';
+// The native frame decoder's TypeScript side: calls native/src/frame through the addon, which writes the frame's
+// layout into the process's frame pool (src/chain/frame-pool.ts), and reads the frame's own fields (payload id,
+// header) from it; the transactions, receipts and balances stay in the layout behind a LayoutBody
+// (src/chain/layout-body.ts). Never decides a verdict itself: a frame the native decoder declines goes to the JS
+// decoder (frame.ts), which words the reason.
+import { loadAddon, type AddonDecodeOutcome } from '../exec/addon.js';
+import { FramePool } from '../chain/frame-pool.js';
+import { LayoutBody } from '../chain/layout-body.js';
 import { decodeAccessList, type AccountChanges } from '../chain/access-list.js';
 import { decodeTransaction } from '../chain/tx.js';
-import { TX_DEPOSIT, TX_POST_EXEC } from '../chain/types.js';
-import type { FlashLog, FlashReceipt, Flashblock, FlashblockBase } from '../chain/flashblock.js';
+import { TX_POST_EXEC } from '../chain/types.js';
+import type { Flashblock, FlashblockBase } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
 
 /** The signed transactions of a natively decoded flashblock, ready for `recoverSenders` (off the JS thread). */
 export interface NativeSenders {
-  /** Every transaction's bytes back to back. */
-  txBytes: Buffer;
-  /** Per signed transaction: [index in the flashblock, start, end) into `txBytes`. */
+  /** Every transaction's bytes back to back, read when the recovery starts (the layout may have moved by then). */
+  txBytes(): Buffer;
+  /** Per signed transaction: [index in the flashblock, start, end) into `txBytes()` (a copy). */
   signed: Uint32Array;
 }
 
 export interface NativeDecoder {
-  decodeFlashblock(json: Buffer): AddonFrameLayout;
+  decodeFlashblock(json: Buffer, mem: Buffer, at: number, room: number): AddonDecodeOutcome;
+  takeLayout(mem: Buffer, at: number): boolean;
   /** Resolves to 21 bytes per signed transaction: status (1 recovered, 0 unrecoverable, 2 not decoded natively) + address. */
   recoverSenders(txBytes: Buffer, signed: Uint32Array): Promise<Buffer>;
 }
@@ -29,135 +33,93 @@ let decoder: NativeDecoder | null | undefined;
 export function nativeDecoder(): NativeDecoder | null {
   if (decoder !== undefined) return decoder;
   const a = loadAddon();
-  decoder = a instanceof Error || typeof a.decodeFlashblock !== 'function' || typeof a.recoverSenders !== 'function' ? null : (a as NativeDecoder);
+  decoder = a instanceof Error || typeof a.decodeFlashblock !== 'function' || typeof a.takeLayout !== 'function' || typeof a.recoverSenders !== 'function' ? null : (a as NativeDecoder);
   return decoder;
 }
 
-const NONE = 0xffffffff;
+let pool: FramePool | null = null;
+
+/** The process's frame pool, allocated (and its pages touched) on first use. */
+export function framePool(): FramePool {
+  if (pool === null) {
+    pool = new FramePool();
+    pool.prefault();
+  }
+  return pool;
+}
+
+/**
+ * Decodes a frame's JSON bytes natively: its layout in the frame pool (or, when the pool is full, in memory of its
+ * own), or why the native decoder declined it.
+ */
+export function decodeLayout(native: NativeDecoder, json: Buffer, p: FramePool = framePool()): LayoutBody | string {
+  p.offer();
+  const r = native.decodeFlashblock(json, p.mem, p.offerAt, p.offerRoom);
+  if (r.declined !== '') return r.declined;
+  // Written where it fit (unless the pool tracks as many regions as it can: then it is written again after reserve).
+  const written = r.written && p.canCommit;
+  const at = written ? p.offerAt : p.reserve(r.size);
+  if (at < 0 || (!written && !native.takeLayout(p.mem, at))) return ownLayout(native, r.size);
+  let body: LayoutBody;
+  try {
+    body = new LayoutBody(p.mem, p.words, p.quads, at, p, p.nextSeq);
+  } catch (e) {
+    return (e as Error).message; // nothing recorded: the bytes are free space again
+  }
+  p.commit(at, r.size, body);
+  return body;
+}
+
+/** The last decoded layout in memory of its own (the pool is full: a reader held blocks, or frames came too fast). */
+function ownLayout(native: NativeDecoder, size: number): LayoutBody | string {
+  // Not zero-filled: every byte of it is written by takeLayout.
+  const mem = Buffer.allocUnsafeSlow(size);
+  if (!native.takeLayout(mem, 0)) return 'layout not taken';
+  try {
+    return new LayoutBody(mem, new Uint32Array(mem.buffer, mem.byteOffset, size >>> 2), new BigUint64Array(mem.buffer, mem.byteOffset, size >>> 3), 0);
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
 const TWO_32 = 4294967296;
 
-/** Walks the layout in the order native/src/frame.rs wrote it. */
-class LayoutReader {
-  i = 0;
-  qi = 0;
-  constructor(
-    readonly u: Uint32Array,
-    readonly s: string,
-    readonly q: BigUint64Array,
-  ) {}
+/** Walks the frame's own fields in the order native/src/frame/parse.rs wrote them (strings are copies). */
+class FieldReader {
+  private i: number;
+  constructor(private readonly b: LayoutBody) {
+    this.i = b.fieldsAt;
+  }
 
   next(): number {
-    return this.u[this.i++] as number;
+    return this.b.words[this.i++] as number;
   }
   str(): string {
-    const a = this.u[this.i++] as number;
-    return this.s.substring(a, this.u[this.i++] as number);
-  }
-  /**
-   * A string that does not keep the layout's text alive: V8 holds a substring of 13+ characters as a slice of its
-   * parent, so a payload id kept in the hedge memory (4,096 frames) kept each frame's whole text (~90 KB for 200 txs)
-   * that long. For the frame's own fields, which outlive its transactions' block in places; per-transaction strings
-   * (hashes, balance keys, logs) live as long as the block and stay slices.
-   */
-  own(): string {
-    return (' ' + this.str()).slice(1);
+    const a = this.next();
+    return this.b.text(a, this.next() - a);
   }
   num(): number {
-    const hi = this.u[this.i++] as number;
-    return hi * TWO_32 + (this.u[this.i++] as number);
+    const hi = this.next();
+    return hi * TWO_32 + this.next();
   }
+  /** A quantity: 0 + its index in the u64 area, or 1 + its text. */
   qty(): bigint {
-    return this.u[this.i++] === 0 ? (this.q[this.qi++] as bigint) : BigInt(this.str());
-  }
-  optQty(): bigint | null {
-    return this.u[this.i++] === 0 ? null : this.qty();
+    if (this.next() === 0) return this.b.quantity(this.next());
+    return BigInt(this.str());
   }
 }
 
 /**
- * A receipt of a natively decoded flashblock: its scalars read at decode, its logs left in the layout and built on
- * first read. A held block keeps one object per receipt instead of a graph of log objects, topic arrays and strings
- * that is promoted and freed per block (bench/combined.ts GC counts); the logs read are those `readReceipt` built.
+ * The flashblock of a decoded layout; null when this side declines it after all (a post-exec transaction the full
+ * decoder rejects or that belongs to another block: the JS decoder words that). The caller releases the layout then.
  */
-class LayoutReceipt implements FlashReceipt {
-  private built: FlashLog[] | null = null;
-  constructor(
-    readonly type: number | null,
-    readonly status: number | null,
-    readonly cumulativeGasUsed: bigint | null,
-    readonly logCount: number,
-    readonly depositNonce: bigint | null,
-    readonly depositReceiptVersion: bigint | null,
-    /** The layout's u32 words and strings, and the word where the logs start (after their count). */
-    private readonly u: Uint32Array,
-    private readonly s: string,
-    private readonly logsAt: number,
-  ) {}
-
-  get logs(): FlashLog[] {
-    if (this.built === null) {
-      const r = new LayoutReader(this.u, this.s, EMPTY_Q);
-      r.i = this.logsAt;
-      const logs: FlashLog[] = new Array(this.logCount);
-      for (let i = 0; i < logs.length; i++) {
-        const address = r.str();
-        const k = r.next();
-        const topics: string[] = new Array(k);
-        for (let j = 0; j < k; j++) topics[j] = r.str();
-        logs[i] = { address, topics, data: r.str() };
-      }
-      this.built = logs;
-    }
-    return this.built;
-  }
-
-  /** The same JSON as a plain receipt object (field order of `readReceipt`'s former literal). */
-  toJSON(): FlashReceipt {
-    return { type: this.type, status: this.status, cumulativeGasUsed: this.cumulativeGasUsed, logs: this.logs, depositNonce: this.depositNonce, depositReceiptVersion: this.depositReceiptVersion };
-  }
-}
-
-const EMPTY_Q = new BigUint64Array(0);
-
-function readReceipt(r: LayoutReader): FlashReceipt {
-  const t = r.next();
-  const st = r.next();
-  const cumulativeGasUsed = r.optQty();
-  const n = r.next();
-  const logsAt = r.i;
-  // Skip the logs: per log an address (2 words), a topic count and 2 words per topic, the data (2 words).
-  for (let i = 0; i < n; i++) r.i += 5 + 2 * (r.u[r.i + 2] as number);
-  const depositNonce = r.optQty();
-  return new LayoutReceipt(t === NONE ? null : t, st === 2 ? null : st, cumulativeGasUsed, n, depositNonce, r.optQty(), r.u, r.s, logsAt);
-}
-
-/**
- * The flashblock of an accepted layout (`declined` empty); null when this side declines it after all (a post-exec
- * transaction the full decoder rejects or that belongs to another block: the JS decoder words that).
- */
-export function flashblockOfLayout(l: AddonFrameLayout): { fb: Flashblock; senders: NativeSenders | null } | null {
-  const r = new LayoutReader(l.u, l.s, l.q);
+export function flashblockOfLayout(body: LayoutBody): { fb: Flashblock; senders: NativeSenders | null } | null {
+  const r = new FieldReader(body);
   const index = r.num();
-  const payloadId = r.own();
+  const payloadId = r.str();
   const blockNumber = r.num();
   const prevBlockNumber = r.num() - 1;
   const prevIndex = r.num() - 1;
-  let receipts: Map<string, FlashReceipt> | null = null;
-  if (r.next() === 1) {
-    receipts = new Map();
-    for (let n = r.next(); n > 0; n--) {
-      const k = r.str();
-      receipts.set(k, readReceipt(r));
-    }
-  }
-  let balances: Map<string, bigint> | null = null;
-  if (r.next() === 1) {
-    balances = new Map();
-    for (let n = r.next(); n > 0; n--) {
-      const k = r.str();
-      balances.set(k, r.qty());
-    }
-  }
   let accessList: AccountChanges[] | null = null;
   let accessListProblem: string | null = null;
   const al = r.next();
@@ -169,39 +131,29 @@ export function flashblockOfLayout(l: AddonFrameLayout): { fb: Flashblock; sende
   let base: FlashblockBase | null = null;
   if (r.next() === 1) {
     base = {
-      parentBeaconBlockRoot: r.own(),
-      parentHash: r.own(),
-      feeRecipient: r.own(),
-      prevRandao: r.own(),
+      parentBeaconBlockRoot: r.str(),
+      parentHash: r.str(),
+      feeRecipient: r.str(),
+      prevRandao: r.str(),
       blockNumber: r.num(),
       gasLimit: r.qty(),
       timestamp: r.num(),
-      extraData: r.own(),
+      extraData: r.str(),
       baseFeePerGas: r.qty(),
     };
   }
-  const stateRoot = r.own();
-  const receiptsRoot = r.own();
-  const logsBloom = r.own();
+  const stateRoot = r.str();
+  const receiptsRoot = r.str();
+  const logsBloom = r.str();
   const gasUsed = r.qty();
-  const blockHash = r.own();
+  const blockHash = r.str();
   const blobGasUsed = r.next() === 1 ? r.qty() : null;
-  const withdrawalsRoot = r.next() === 1 ? r.own() : null;
+  const withdrawalsRoot = r.next() === 1 ? r.str() : null;
   let postExecTx: DecodedTx | null = null;
   if (r.next() === 1) {
     const d = decodeTransaction(r.str());
     if (!d.ok || d.tx.type !== TX_POST_EXEC || (d.tx.postExec != null && d.tx.postExec.blockNumber !== BigInt(blockNumber))) return null;
     postExecTx = d.tx;
-  }
-  const n = r.next();
-  const txs: DecodedTx[] = new Array(n);
-  const bytes = l.txBytes;
-  for (let i = 0; i < n; i++) {
-    const type = r.next();
-    const start = r.next();
-    const end = r.next();
-    const hash = r.str();
-    txs[i] = new LazyTx(type, hash, null, type === TX_DEPOSIT ? r.str() : null, bytes, start, end);
   }
   const fb: Flashblock = {
     payloadId,
@@ -209,13 +161,12 @@ export function flashblockOfLayout(l: AddonFrameLayout): { fb: Flashblock; sende
     blockNumber,
     base,
     diff: { stateRoot, receiptsRoot, logsBloom, gasUsed, blockHash, blobGasUsed, withdrawalsRoot, withdrawals: [], postExecTx },
-    txs,
-    receipts,
-    balances,
+    body,
     accessList,
     accessListProblem,
     prevBlockNumber,
     prevIndex,
   };
-  return { fb, senders: l.signed.length === 0 ? null : { txBytes: bytes, signed: l.signed } };
+  const signed = body.signed();
+  return { fb, senders: signed.length === 0 ? null : { txBytes: () => body.txBytesArea(), signed: signed.slice() } };
 }

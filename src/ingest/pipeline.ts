@@ -10,7 +10,8 @@ import { SenderRecovery, type NativeSignedTxs } from '../state/senders.js';
 import type { Flashblock } from '../chain/flashblock.js';
 import type { ChainMatch } from './chain-match.js';
 import { decodeFrame, type DecodeErrorReason } from './frame.js';
-import { nativeDecoder, type NativeDecoder } from './native-frame.js';
+import { framePool, nativeDecoder, type NativeDecoder } from './native-frame.js';
+import { RELEASE_GRACE_MS } from '../chain/frame-pool.js';
 import { classify, ReorderBuffer, type SequenceView, type Verdict } from './sequence.js';
 import type { UpstreamFrame } from './upstream.js';
 
@@ -77,10 +78,16 @@ export interface PipelineOptions {
    */
   dialect?: string;
   /**
-   * Decode frames with the native core (native/src/frame.rs) when its addon is built, and recover their senders
+   * Decode frames with the native core (native/src/frame) when its addon is built, and recover their senders
    * there, off the JS thread (default true). Same verdicts either way; false = the JS decoder (and `recoveryWorker`).
    */
   nativeDecode?: boolean;
+  /**
+   * How long the memory of a natively decoded flashblock outlives its block (the frame pool's grace period): at least
+   * as long as a reader may hold a dropped block's views (a read waiting up to --execution-wait-ms for execution).
+   * Default 2,000 ms; the process's pool takes the last pipeline's value.
+   */
+  layoutGraceMs?: number;
 }
 
 interface Held {
@@ -124,6 +131,8 @@ export class IngestPipeline {
     events.fanout.onError = this.onListenerError;
     this.native = opts.nativeDecode === false ? null : nativeDecoder();
     const native = this.native;
+    // The pool's memory is allocated and touched now, at start-up, not by the first frame.
+    if (native !== null) framePool().graceMs = opts.layoutGraceMs ?? RELEASE_GRACE_MS;
     this.senders = new SenderRecovery(state, {
       worker: opts.recoveryWorker ?? null,
       sliceMs: opts.recoverSliceMs ?? 2,
@@ -179,6 +188,7 @@ export class IngestPipeline {
         this.observer?.verdict('duplicate');
         if (this.strictSequence && this.distinctRepeat(fb, f.data)) this.discard(fb.blockNumber, 'index repeated with other content');
       }
+      fb.body.release();
       return;
     }
     this.rememberCopy(key, f.upstream);
@@ -187,6 +197,13 @@ export class IngestPipeline {
     const frame: RawFrame = { data: f.data, isBinary: f.isBinary, blockNumber: fb.blockNumber, index: fb.index, receivedAtMs: f.receivedAtMs };
     // A frame dropped for where the stream was, not for what it is: another upstream's copy may still apply.
     if (!this.process(fb, frame, t0)) this.firstCopy.delete(key);
+    // Its memory (the native layout's pool region) goes back unless the state or the reorder buffer keeps it.
+    if (!this.keeps(fb)) fb.body.release();
+  }
+
+  /** Whether `fb` was applied (its block holds its body) or waits in the reorder buffer. */
+  private keeps(fb: Flashblock): boolean {
+    return this.state.block(fb.blockNumber)?.bodies[fb.index] === fb.body || this.reorder.peek(fb.payloadId, fb.index)?.fb === fb;
   }
 
   private rememberCopy(key: string, upstream: number): void {
@@ -328,7 +345,10 @@ export class IngestPipeline {
     for (;;) {
       const held = this.reorder.take(payloadId, index);
       if (held === undefined) return;
-      if (classify(held.fb, this.refreshView(held.frame.receivedAtMs)) !== 'next') return;
+      if (classify(held.fb, this.refreshView(held.frame.receivedAtMs)) !== 'next') {
+        held.fb.body.release();
+        return;
+      }
       this.observer?.verdict('gap_filled');
       this.apply(held.fb, held.frame, performance.now());
       payloadId = held.fb.payloadId;
@@ -337,6 +357,7 @@ export class IngestPipeline {
   }
 
   private giveUp(fb: Flashblock, why: string): void {
+    fb.body.release();
     this.observer?.verdict('gap_skipped');
     const b = this.state.block(fb.blockNumber);
     if (b !== undefined && this.state.markBroken(fb.blockNumber, why)) {
@@ -398,7 +419,7 @@ export class IngestPipeline {
     if (n <= this.state.canonical) return;
     this.canonicalSeenMs = nowMs;
     const res = this.state.settleCanonical(n, canonicalTxHashes);
-    this.reorder.dropUpTo(n);
+    this.reorder.dropUpTo(n, (h) => h.fb.body.release());
     this.events.emitCanonical(n, this.onListenerError);
     if (res.reorged.length > 0) {
       this.observer?.reorg(res.reorged, n);

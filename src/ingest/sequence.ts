@@ -90,6 +90,11 @@ export class ReorderBuffer<T> {
     return ev;
   }
 
+  /** The held frame with this payload and index, if present (left held). */
+  peek(payloadId: string, index: number): T | undefined {
+    return this.held.get(payloadId + ':' + index)?.item;
+  }
+
   /** Takes the held frame with this payload and index, if present. */
   take(payloadId: string, index: number): T | undefined {
     const k = payloadId + ':' + index;
@@ -111,12 +116,16 @@ export class ReorderBuffer<T> {
     return out;
   }
 
-  /** Drops everything at or below a block number (it became canonical). Returns how many were dropped. */
-  dropUpTo(blockNumber: number): number {
+  /**
+   * Drops everything at or below a block number (it became canonical), handing each dropped frame to `dropped`.
+   * Returns how many were dropped.
+   */
+  dropUpTo(blockNumber: number, dropped?: (item: T) => void): number {
     let n = 0;
     for (const [k, h] of this.held) {
       if (h.key.blockNumber <= blockNumber) {
         this.held.delete(k);
+        dropped?.(h.item);
         n++;
       }
     }

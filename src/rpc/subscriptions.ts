@@ -12,7 +12,7 @@ import type { BlockView, TxView } from '../state/view.js';
 import { logMatches, parseLogFilter, SUBSCRIPTION_FILTER, type LogFilter } from './filter.js';
 import type { PendingExecution } from './execution.js';
 import type { Shapes } from './shapes/json.js';
-import { flashblockPayload, headOfBlock, notification, notificationPrefix, transactionWithReceipt } from './shapes/subscription.js';
+import { flashblockPayloadJson, headOfBlock, notification, notificationPrefix, transactionWithReceipt } from './shapes/subscription.js';
 import { streamHasLogs, streamHasReceipt } from './shapes/receipt.js';
 
 /** One WebSocket JSON-RPC connection as the subscription hub sees it. */
@@ -229,13 +229,14 @@ export class Subscriptions {
 
   private onApplied(block: BlockView, index: number): void {
     const k = this.byKind;
-    if (k.newFlashblocks.size > 0) this.fanOut(k.newFlashblocks, JSON.stringify(flashblockPayload(this.ctx.shapes.blockObject(block, false, index), index)));
+    if (k.newFlashblocks.size > 0) this.fanOut(k.newFlashblocks, flashblockPayloadJson(this.ctx.shapes.blockJson(block, false, index).json, index));
     if (k.newFlashblockTransactions.size === 0 && k.newPendingTransactions.size === 0 && k.pendingLogs.size === 0) return;
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] ?? 0);
-    const to = block.txCountAt[index] ?? block.txs.length;
+    const to = block.txCountAt[index] ?? block.txCount;
     if (k.newFlashblockTransactions.size > 0) this.notifyFlashblockTxs(block, index, from, to);
+    if (k.newPendingTransactions.size === 0 && k.pendingLogs.size === 0) return;
     for (let i = from; i < to; i++) {
-      const rec = block.txs[i]!;
+      const rec = block.txAt(i)!;
       if (k.newPendingTransactions.size > 0) this.notifyPendingTx(rec, index);
       if (k.pendingLogs.size > 0 && (this.ctx.shapes.rawLogs(rec)?.length ?? 0) > 0) this.notifyLogs(k.pendingLogs, this.ctx.shapes.logObjects(rec, index)!);
     }
@@ -248,9 +249,9 @@ export class Subscriptions {
   private onExecuted(block: BlockView, index: number): void {
     if (this.byKind.pendingLogs.size === 0) return;
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] ?? 0);
-    const to = block.txCountAt[index] ?? block.txs.length;
+    const to = block.txCountAt[index] ?? block.txCount;
     for (let i = from; i < to; i++) {
-      const rec = block.txs[i]!;
+      const rec = block.txAt(i)!;
       if (streamHasLogs(rec) || (this.ctx.shapes.rawLogs(rec)?.length ?? 0) === 0) continue;
       this.notifyLogs(this.byKind.pendingLogs, this.ctx.shapes.logObjects(rec, index)!);
     }
@@ -268,12 +269,12 @@ export class Subscriptions {
         full = true;
         continue;
       }
-      for (let i = from; i < to; i++) this.emit(s.sink, notification(s.prefix, '"' + block.txs[i]!.tx.hash + '"'));
+      for (let i = from; i < to; i++) this.emit(s.sink, notification(s.prefix, '"' + block.txHash(i) + '"'));
     }
     if (!full) return;
     const ex = this.ctx.execution;
     let wait = false;
-    if (ex != null) for (let i = from; i < to && !wait; i++) wait = !streamHasReceipt(block.txs[i]!);
+    if (ex != null) for (let i = from; i < to && !wait; i++) wait = !streamHasReceipt(block.txAt(i)!);
     if (!wait && this.fullTxWaiting === 0) {
       this.sendFullTxs(block, index, from, to);
       return;
@@ -291,7 +292,7 @@ export class Subscriptions {
   /** Full transaction objects with their receipts (as of flashblock `index`), each serialised once for all. */
   private sendFullTxs(block: BlockView, index: number, from: number, to: number): void {
     for (let i = from; i < to; i++) {
-      const rec = block.txs[i]!;
+      const rec = block.txAt(i)!;
       let json: string | null = null;
       for (const s of this.byKind.newFlashblockTransactions) {
         if (!s.fullTx) continue;

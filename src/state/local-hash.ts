@@ -11,20 +11,18 @@ import { hexToBytes } from '../chain/hex.js';
 import { keccak256Hex } from '../chain/keccak.js';
 import { EMPTY_TRIE_ROOT, orderedTrieRootOf, TrieCache } from '../chain/trie.js';
 import type { FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
-import type { DecodedTx } from '../chain/types.js';
 
 /**
- * The transactions root of `count` transactions (raw hex by `rawAt`) followed by `postExecRaw` when given. The kept
+ * The transactions root of `count` transactions (EIP-2718 bytes by `bytesAt`) followed by `postExecRaw` when given. The kept
  * trie assumes a list that only grows; the post-exec leaf is replaced by the next flashblock, so it is hashed on a
  * copy of the trie and never cached.
  */
-export function transactionsRootWith(count: number, rawAt: (i: number) => string, postExecRaw: string | null, trie: TrieCache): string {
-  if (postExecRaw === null) return orderedTrieRootOf(count, (i) => hexToBytes(rawAt(i)), trie);
-  const scratch = new TrieCache();
-  for (const [k, v] of trie.leaves) if (k < count) scratch.leaves.set(k, v);
+export function transactionsRootWith(count: number, bytesAt: (i: number) => Uint8Array, postExecRaw: string | null, trie: TrieCache): string {
+  if (postExecRaw === null) return orderedTrieRootOf(count, bytesAt, trie);
   // Inner nodes are keyed by the range they cover; one that reaches the post-exec leaf is rebuilt on the copy.
-  for (const [k, v] of trie.nodes) scratch.nodes.set(k, v);
-  return orderedTrieRootOf(count + 1, (i) => hexToBytes(i < count ? rawAt(i) : postExecRaw), scratch);
+  const scratch = trie.copyBelow(count);
+  const postExec = hexToBytes(postExecRaw);
+  return orderedTrieRootOf(count + 1, (i) => (i < count ? bytesAt(i) : postExec), scratch);
 }
 
 /** The zero hash a subblock stream puts where a commitment is unavailable. */
@@ -38,8 +36,8 @@ export class LocalBlockHasher {
    * The hash of the header of block `number` with `base`, `diff` and the first `count` of `txs`, then `postExecRaw`
    * (the block's post-exec transaction as of now) when given: as op-alloy materialises a flashblock sequence.
    */
-  hash(number: number, base: FlashblockBase, diff: FlashblockDiff, txs: readonly { tx: DecodedTx }[], count: number, postExecRaw: string | null = null): string {
-    const transactionsRoot = transactionsRootWith(count, (i) => txs[i]!.tx.raw, postExecRaw, this.trie);
+  hash(number: number, base: FlashblockBase, diff: FlashblockDiff, txs: { txBytes(i: number): Uint8Array }, count: number, postExecRaw: string | null = null): string {
+    const transactionsRoot = transactionsRootWith(count, (i) => txs.txBytes(i), postExecRaw, this.trie);
     return keccak256Hex(
       headerRlp({
         parentHash: base.parentHash,

@@ -1,13 +1,11 @@
-// The pending chain: blocks by number, indexes by tx hash, flashblock hash, sender nonce and balance. The only
-// writer is the ingest pipeline (synchronously per flashblock; senders later through SenderRecovery); readers see
-// it through PendingView and never see half a flashblock.
+// The pending chain: blocks by number (each indexing its own transactions by hash, balances and sender nonces) and
+// flashblock hashes. The only writer is the ingest pipeline (synchronously per flashblock; senders later through
+// SenderRecovery); readers see it through PendingView and never see half a flashblock.
 import type { Flashblock } from '../chain/flashblock.js';
-import type { FlashReceipt } from '../chain/flashblock.js';
 import { applyAccessList, type AccountPost } from '../chain/access-list.js';
-import { TX_DEPOSIT, TX_POST_EXEC } from '../chain/types.js';
 import { LocalBlockHasher, ZERO_HASH } from './local-hash.js';
-import { PendingBlock, TxRecord, type RawFrame } from './block.js';
-import type { PendingView } from './view.js';
+import { PendingBlock, postExecReceipt, TxRecord, type RawFrame } from './block.js';
+import type { PendingView, TxView } from './view.js';
 
 export interface PendingOptions {
   /** Pending blocks kept; the oldest is dropped beyond this. */
@@ -22,30 +20,15 @@ export interface SettleResult {
   dropped: number;
 }
 
-interface NonceEntry {
-  next: bigint;
-  blockNumber: number;
-}
-
-/**
- * The receipt of a post-exec (0x7d) transaction appended now (lagoon/post-exec.md "Receipt"): status 1, no logs, the
- * previous receipt's cumulative gas; null while that is unknown. The stream never carries one.
- */
-function postExecReceipt(block: PendingBlock): FlashReceipt | null {
-  const cumulative = block.lastCumulativeGas;
-  if (cumulative === null) return null;
-  return { type: TX_POST_EXEC, status: 1, cumulativeGasUsed: cumulative, logs: [], depositNonce: null, depositReceiptVersion: null };
-}
-
 /** The in-memory pending state: written by ingest (and sender recovery), read through PendingView. */
 export class PendingState implements PendingView {
   private readonly blocks = new Map<number, PendingBlock>();
-  private readonly txByHash = new Map<string, TxRecord>();
   private readonly byFlashblockHash = new Map<string, { block: PendingBlock; index: number }>();
-  private readonly nonces = new Map<string, NonceEntry>();
   private highest = -1;
   /** Held blocks newest first; rebuilt lazily after a block is added or removed. */
   private orderCache: PendingBlock[] | null = null;
+  /** Transactions in the last block started (sizes the next block's columns). */
+  private lastBlockTxs = 0;
   canonical = -1;
   /** Transactions of the last settled canonical block when it was held here, else -1 (unknown). */
   settledTxCount = -1;
@@ -60,7 +43,9 @@ export class PendingState implements PendingView {
   startBlock(fb: Flashblock, frame: RawFrame, nowMs: number): PendingBlock {
     if (fb.base === null) throw new Error('startBlock needs index 0 with base');
     if (this.blocks.has(fb.blockNumber)) this.removeFrom(fb.blockNumber);
-    const block = new PendingBlock(fb.blockNumber, fb.payloadId, fb.base);
+    const prev = this.blocks.get(this.highest);
+    if (prev !== undefined) this.lastBlockTxs = prev.txCount;
+    const block = new PendingBlock(fb.blockNumber, fb.payloadId, fb.base, this.lastBlockTxs);
     this.blocks.set(fb.blockNumber, block);
     this.orderCache = null;
     if (fb.blockNumber > this.highest) this.highest = fb.blockNumber;
@@ -80,59 +65,28 @@ export class PendingState implements PendingView {
   }
 
   private appendTo(block: PendingBlock, fb: Flashblock, frame: RawFrame, nowMs: number): void {
-    const txs = fb.txs;
-    for (let i = 0; i < txs.length; i++) {
-      const tx = txs[i]!;
-      let receipt = fb.receipts === null ? null : (fb.receipts.get(tx.hash) ?? null);
-      if (receipt === null && !tx.executes) receipt = postExecReceipt(block);
-      if (receipt !== null && receipt.cumulativeGasUsed === null) receipt = null;
-      // A receipt is kept even when an earlier one is missing (a stream may carry only some): what it cannot give
-      // alone (gasUsed without the previous cumulative gas, logIndex without the earlier logs) comes from execution.
-      let gasUsed: bigint | null = null;
-      if (receipt !== null) {
-        const cumulative = receipt.cumulativeGasUsed as bigint;
-        // A cumulative gas below the previous one is a stream fault: no gasUsed from it (never a negative one).
-        if (block.lastCumulativeGas !== null && cumulative >= block.lastCumulativeGas) gasUsed = cumulative - block.lastCumulativeGas;
-        block.lastCumulativeGas = cumulative;
-      } else {
-        block.lastCumulativeGas = null;
-      }
-      if (gasUsed === null) block.receiptsComplete = false;
-      const firstLogIndex = block.logsKnown ? block.logCount : -1;
-      if (receipt === null) block.logsKnown = false;
-      else block.logCount += receipt.logCount ?? receipt.logs.length;
-      const rec = new TxRecord(tx, block, block.txs.length, fb.index, receipt, firstLogIndex, gasUsed);
-      block.txs.push(rec);
-      this.txByHash.set(tx.hash, rec);
-      // Signed transactions whose sender is unknown get theirs from SenderRecovery (noteSender).
-      if (tx.type === TX_DEPOSIT || (tx.from !== null && tx.executes)) this.noteNonce(rec);
-    }
-    if (fb.receipts === null) block.noMetadata = true;
-    // forEach: no [key, value] entry array per balance (an iterator's would be allocated for each).
-    if (fb.balances !== null) fb.balances.forEach((b, a) => block.balances.set(a, b));
+    const body = fb.body;
+    block.append(fb);
+    if (!body.hasReceipts) block.noMetadata = true;
     const al = fb.accessList;
     if (al !== null) {
       applyAccessList(block.accountPost, al);
       // An access list lists every balance change, so it reports balances as new_account_balances does.
-      for (const a of al) {
-        const b = block.accountPost.get(a.address)!.balance;
-        if (b !== undefined) block.balances.set(a.address, b);
-      }
-    } else if (txs.length > 0) {
+      for (const a of al) if (block.accountPost.get(a.address)!.balance !== undefined) block.noteAccessListBalance(fb.index, a.address);
+    } else if (body.txCount > 0) {
       block.accessListComplete = false;
     }
-    if (fb.balances === null && al === null && txs.length > 0) block.balancesComplete = false;
+    if (body.balanceCount < 0 && al === null && body.txCount > 0) block.balancesComplete = false;
     this.setPostExec(block, fb);
     let diff = fb.diff;
     if (diff.blockHash === ZERO_HASH) {
       // OP subblocks: never serve the zero hash as a block hash; a local identifier stands in (local-hash.ts).
       block.hasher ??= new LocalBlockHasher();
       block.localHash = true;
-      diff = { ...diff, blockHash: block.hasher.hash(block.number, block.base, diff, block.txs, block.txs.length, block.postExec?.tx.raw ?? null) };
+      diff = { ...diff, blockHash: block.hasher.hash(block.number, block.base, diff, block, block.txCount, block.postExec?.tx.raw ?? null) };
     }
     block.postExecAt.push(block.postExec);
     block.diffs.push(diff);
-    block.txCountAt.push(block.txs.length);
     block.frames.push(frame);
     block.version++;
     block.lastAppliedMs = nowMs;
@@ -146,27 +100,14 @@ export class PendingState implements PendingView {
    * the stream carries none). Replaces or clears the previous one.
    */
   private setPostExec(block: PendingBlock, fb: Flashblock): void {
-    const old = block.postExec;
-    if (old !== null && this.txByHash.get(old.tx.hash) === old) this.txByHash.delete(old.tx.hash);
     const tx = fb.diff.postExecTx;
     if (tx === null) {
       block.postExec = null;
       return;
     }
-    const receipt = postExecReceipt(block);
-    const rec = new TxRecord(tx, block, block.txs.length, fb.index, receipt, block.logsKnown ? block.logCount : -1, receipt === null ? null : 0n);
-    block.postExec = rec;
-    if (!this.txByHash.has(tx.hash)) this.txByHash.set(tx.hash, rec);
-  }
-
-  private noteNonce(rec: TxRecord): void {
-    const from = rec.tx.from;
-    if (from === null) return;
-    // Deposits carry their nonce in the receipt (depositNonce); signed txs in the tx itself.
-    const n = rec.tx.type === TX_DEPOSIT ? rec.receipt?.depositNonce ?? null : rec.tx.nonce;
-    if (n === null) return;
-    const cur = this.nonces.get(from);
-    if (cur === undefined || n + 1n > cur.next) this.nonces.set(from, { next: n + 1n, blockNumber: rec.block.number });
+    const cumulative = block.lastCumulativeGas;
+    const receipt = cumulative === null ? null : postExecReceipt(cumulative);
+    block.postExec = new TxRecord(tx, block, block.txCount, fb.index, receipt, block.logsKnown ? block.logCount : -1, receipt === null ? null : 0n);
   }
 
   /** Marks the build at a height broken (a gap that never filled): its answers fall back to the node. */
@@ -187,7 +128,10 @@ export class PendingState implements PendingView {
     const reorged: string[] = [];
     const held = this.blocks.get(n);
     if (held !== undefined && canonicalTxHashes !== null && !held.broken) {
-      for (const rec of held.txs) if (!canonicalTxHashes.has(rec.tx.hash)) reorged.push(rec.tx.hash);
+      for (let i = 0; i < held.txCount; i++) {
+        const h = held.txHash(i);
+        if (!canonicalTxHashes.has(h)) reorged.push(h);
+      }
     }
     let dropped = 0;
     for (const num of [...this.blocks.keys()]) {
@@ -198,21 +142,18 @@ export class PendingState implements PendingView {
     }
     if (n > this.canonical) {
       this.canonical = n;
-      this.settledTxCount = held === undefined || held.broken ? -1 : (canonicalTxHashes?.size ?? held.txs.length);
+      this.settledTxCount = held === undefined || held.broken ? -1 : (canonicalTxHashes?.size ?? held.txCount);
     }
     return { reorged, dropped };
   }
 
-  /** Drops the held blocks at these heights (blocks the stream abandoned); nonces are rebuilt from what stays. */
+  /** Drops the held blocks at these heights (blocks the stream abandoned). */
   dropBlocks(numbers: readonly number[]): void {
-    if (numbers.length === 0) return;
     for (const n of numbers) this.removeBlock(n);
-    this.rebuildNonces();
   }
 
   private removeFrom(n: number): void {
     for (const num of [...this.blocks.keys()]) if (num >= n) this.removeBlock(num);
-    this.rebuildNonces();
   }
 
   private removeBlock(n: number): void {
@@ -220,26 +161,14 @@ export class PendingState implements PendingView {
     if (b === undefined) return;
     this.blocks.delete(n);
     this.orderCache = null;
-    for (const rec of b.txs) if (this.txByHash.get(rec.tx.hash) === rec) this.txByHash.delete(rec.tx.hash);
-    const pe = b.postExec;
-    if (pe !== null && this.txByHash.get(pe.tx.hash) === pe) this.txByHash.delete(pe.tx.hash);
+    // Its indexes (by hash, nonces, balances) go with it; only the flashblock hashes are indexed here. Its bodies' memory
+    // (native layouts' frame pool regions) is given back.
+    for (const body of b.bodies) body.release();
     for (const d of b.diffs) if (this.byFlashblockHash.get(d.blockHash)?.block === b) this.byFlashblockHash.delete(d.blockHash);
-    // The highest nonce of a sender lives in the newest block holding its txs, so dropping from the bottom only
-    // removes entries whose newest tx was in the dropped block.
-    // forEach (no entry array per sender); deleting the visited entry is allowed.
-    this.nonces.forEach((e, addr) => {
-      if (e.blockNumber === n) this.nonces.delete(addr);
-    });
     if (n === this.highest) {
       this.highest = -1;
       for (const k of this.blocks.keys()) if (k > this.highest) this.highest = k;
     }
-  }
-
-  private rebuildNonces(): void {
-    this.nonces.clear();
-    const nums = [...this.blocks.keys()].sort((a, b) => a - b);
-    for (const num of nums) for (const rec of this.blocks.get(num)!.txs) if (rec.tx.from !== null && rec.tx.executes) this.noteNonce(rec);
   }
 
   private lowestNumber(): number {
@@ -248,10 +177,6 @@ export class PendingState implements PendingView {
     return min;
   }
 
-  /** Indexes the nonce of a transaction whose sender was just recovered (SenderRecovery only). */
-  noteSender(rec: TxRecord): void {
-    if (rec.tx.from !== null && this.holds(rec.block)) this.noteNonce(rec);
-  }
 
   /** Whether `block` is still held (not settled, dropped or replaced). */
   holds(block: PendingBlock): boolean {
@@ -286,15 +211,33 @@ export class PendingState implements PendingView {
     return this.byFlashblockHash.get(hash);
   }
 
-  /** A preconfirmed transaction by hash (lower-case). Transactions of broken blocks are not served. */
-  tx(hash: string): TxRecord | undefined {
-    const r = this.txByHash.get(hash);
-    return r === undefined || r.block.broken ? undefined : r;
+  /**
+   * A preconfirmed transaction by hash (lower-case), newest block first; a block's post-exec transaction only when no
+   * transaction has that hash. Transactions of broken blocks are not served.
+   */
+  tx(hash: string): TxView | undefined {
+    const order = this.descending();
+    for (let i = 0; i < order.length; i++) {
+      const b = order[i]!;
+      const p = b.findTx(hash);
+      if (p >= 0) return b.broken ? undefined : b.txAt(p);
+    }
+    for (let i = 0; i < order.length; i++) {
+      const pe = order[i]!.postExec;
+      if (pe !== null && pe.tx.hash === hash) return pe.block.broken ? undefined : pe;
+    }
+    return undefined;
   }
 
   /** The next nonce of `address` from the senders known so far, or null when it has none pending. */
   nextNonce(address: string): bigint | null {
-    return this.nonces.get(address)?.next ?? null;
+    let next: bigint | null = null;
+    const order = this.descending();
+    for (let i = 0; i < order.length; i++) {
+      const n = order[i]!.nextNonceOf(address);
+      if (n !== null && (next === null || n > next)) next = n;
+    }
+    return next;
   }
 
   /** The balance of `address` after the pending state, or null when no held block reports it. */
@@ -303,7 +246,7 @@ export class PendingState implements PendingView {
     for (let i = 0; i < order.length; i++) {
       const b = order[i]!;
       if (b.broken) return null;
-      const v = b.balances.get(address);
+      const v = b.balanceOf(address);
       if (v !== undefined) return v;
     }
     return null;
@@ -340,8 +283,10 @@ export class PendingState implements PendingView {
     return this.orderCache;
   }
 
-  /** Count of indexed transactions (tests and metrics). */
+  /** Transactions held, post-exec ones included (tests and metrics). */
   get txCount(): number {
-    return this.txByHash.size;
+    let n = 0;
+    for (const b of this.blocks.values()) n += b.txCount + (b.postExec === null ? 0 : 1);
+    return n;
   }
 }

@@ -1,12 +1,12 @@
 // Sender recovery for pending transactions: the signed transactions whose sender is unknown, recovered by the native
 // core off the JS thread when the frame was decoded natively, else on the worker thread beside this file
-// (recover-worker.ts) or, without it, on the event loop in short slices. The only writer of `tx.from` and of the
-// sender nonce index after apply; readers ask it (SenderSource) and then read. The execution engine takes the senders
-// the native core or the worker recovered (recoveredSender, recovering) instead of recovering them a second time.
+// (recover-worker.ts) or, without it, on the event loop in short slices. The only writer of senders (a held block's
+// columns) and of the sender nonce index after apply; readers ask it (SenderSource) and then read. The execution
+// engine takes the senders the native core or the worker recovered (recoveredSender, recovering) instead of
+// recovering them a second time. Waiting work is kept as (block, position) pairs, never an object per transaction.
 import { addressOfPublicKey, recoverSender, recoveryInput, type RecoveryInput } from '../chain/sender.js';
-import { TX_DEPOSIT, type DecodedTx } from '../chain/types.js';
-import { LazyTx } from '../chain/lazy-tx.js';
-import type { PendingBlock, TxRecord } from './block.js';
+import { TX_DEPOSIT } from '../chain/types.js';
+import type { PendingBlock } from './block.js';
 import type { PendingState } from './pending.js';
 import type { RecoveryThread } from './recover-worker.js';
 import type { BlockView, SenderSource, TxView } from './view.js';
@@ -20,37 +20,59 @@ export interface SenderRecoveryOptions {
   /** Time slice for recovery on the event loop between frames. */
   sliceMs?: number;
   /**
-   * The native core's recovery (native/src/frame.rs `recoverSenders`) for flashblocks the native decoder laid out:
+   * The native core's recovery (native/src/frame `recoverSenders`) for flashblocks the native decoder laid out:
    * resolves to 21 bytes per signed transaction (status 1 = recovered, 0 = does not recover, 2 = left to this side;
    * then the address). Runs on the native thread pool, so nothing waits for a socket poll first.
    */
   native?: ((txBytes: Buffer, signed: Uint32Array) => Promise<Buffer>) | null;
 }
 
-/** A flashblock's signed transactions as the native decoder laid them out (src/ingest/native-frame.ts). */
+/** A flashblock's signed transactions as the native decoder laid them out (src/chain/layout-body.ts). */
 export interface NativeSignedTxs {
-  txBytes: Buffer;
-  /** Per signed transaction: [index in the flashblock, start, end) into `txBytes`. */
+  /** Every transaction's bytes, read when the recovery starts (a frame pool layout may have moved until then). */
+  txBytes(): Buffer;
+  /** Per signed transaction: [index in the flashblock, start, end) into `txBytes()`. */
   signed: Uint32Array;
 }
 
-/** One flashblock's native recovery, waiting or in flight: its records in `signed` order, and its completion. */
+/** One flashblock's native recovery, waiting or in flight, and its completion. */
 interface NativeBatch {
-  /** The flashblock (its block and index) whose signed transactions these are. */
   block: PendingBlock;
+  /** The flashblock, and the position of its first transaction in the block. */
   index: number;
-  recs: TxRecord[];
+  first: number;
   txs: NativeSignedTxs;
   done: Promise<void>;
   resolve: () => void;
 }
 
+/** Positions awaiting recovery on this side, with their blocks (two parallel lists). */
+class Queue {
+  blocks: PendingBlock[] = [];
+  positions: number[] = [];
+  get length(): number {
+    return this.positions.length;
+  }
+  push(block: PendingBlock, position: number): void {
+    this.blocks.push(block);
+    this.positions.push(position);
+  }
+  /** Empties the queue, returning what it held. */
+  take(): Queue {
+    const q = new Queue();
+    q.blocks = this.blocks;
+    q.positions = this.positions;
+    this.blocks = [];
+    this.positions = [];
+    return q;
+  }
+}
+
 /** Recovers pending senders; see the file comment. */
 export class SenderRecovery implements SenderSource {
-  /** Signed transactions whose sender is not recovered yet. */
-  private queued: TxRecord[] = [];
+  private queued = new Queue();
   /** The batch the worker holds; empty when none is in flight. */
-  private inWorker: TxRecord[] = [];
+  private inWorker = new Queue();
   /** Settles when the worker's batch has been applied (or failed); null when none is in flight. */
   private inWorkerDone: Promise<void> | null = null;
   private sliceScheduled = false;
@@ -64,17 +86,6 @@ export class SenderRecovery implements SenderSource {
    */
   private readonly native = new Set<NativeBatch>();
   private nativeRunning: NativeBatch | null = null;
-  /**
-   * Transactions whose `from` was written from a recovery of their own bytes by the native core or the worker: the
-   * only senders the engine is given (recoveredSender). Keyed by the tx object, so it goes with its block. Only for
-   * transaction objects other than LazyTx (both decoders make LazyTx, which carries the mark itself).
-   */
-  private readonly offThread = new WeakSet<object>();
-
-  private markOffThread(tx: DecodedTx): void {
-    if (tx instanceof LazyTx) tx.senderRecoveredOffThread = true;
-    else this.offThread.add(tx);
-  }
 
   constructor(
     private readonly state: PendingState,
@@ -92,33 +103,27 @@ export class SenderRecovery implements SenderSource {
       this.recoverNatively(block, index, from, signed);
       return;
     }
-    for (let i = from; i < to; i++) {
-      const rec = block.txs[i]!;
-      if (rec.tx.from === null && rec.tx.type !== TX_DEPOSIT) this.queued.push(rec);
-    }
+    for (let i = from; i < to; i++) if (!block.senderKnown(i) && block.txType(i) !== TX_DEPOSIT) this.queued.push(block, i);
     this.schedule();
   }
 
   /** Senders awaiting recovery (queued, in the worker's batch or in the native core). */
   get unrecoveredCount(): number {
     let n = this.queued.length + this.inWorker.length;
-    for (const b of this.native) for (const r of b.recs) if (r.tx.from === null) n++;
+    for (const b of this.native) {
+      const sig = b.txs.signed;
+      for (let k = 0; k < sig.length; k += 3) if (!b.block.senderKnown(b.first + sig[k]!)) n++;
+    }
     return n;
   }
 
-  /**
-   * Hands the signed transactions of one flashblock (its first at `first` in `block.txs`) to the native core; their
-   * senders are written when it answers. What it leaves (status 2) or a failure goes to the queue.
-   */
+  /** Hands the signed transactions of one flashblock to the native core; what it leaves (status 2) or a failure is queued. */
   private recoverNatively(block: PendingBlock, index: number, first: number, txs: NativeSignedTxs): void {
-    const sig = txs.signed;
-    const recs: TxRecord[] = new Array(sig.length / 3);
-    if (recs.length === 0) return;
-    for (let k = 0; k < recs.length; k++) recs[k] = block.txs[first + (sig[3 * k] as number)]!;
+    if (txs.signed.length === 0) return;
     let resolve: () => void = () => undefined;
     const done = new Promise<void>((r) => (resolve = r));
-    for (const b of this.native) if (b !== this.nativeRunning && !this.state.holds(b.recs[0]!.block)) this.dropNative(b);
-    this.native.add({ block, index, recs, txs, done, resolve });
+    for (const b of this.native) if (b !== this.nativeRunning && !this.state.holds(b.block)) this.dropNative(b);
+    this.native.add({ block, index, first, txs, done, resolve });
     this.startNative();
   }
 
@@ -128,44 +133,58 @@ export class SenderRecovery implements SenderSource {
     b.resolve();
   }
 
+  /** Whether every signed transaction of a native batch has its sender. */
+  private static allKnown(b: NativeBatch): boolean {
+    const sig = b.txs.signed;
+    for (let k = 0; k < sig.length; k += 3) if (!b.block.senderKnown(b.first + sig[k]!)) return false;
+    return true;
+  }
+
   /** Starts the next waiting native batch when none is in flight. */
   private startNative(): void {
     const recover = this.opts.native;
     if (this.nativeRunning !== null || recover == null) return;
     for (const b of this.native) {
-      if (!this.state.holds(b.recs[0]!.block) || b.recs.every((r) => r.tx.from !== null)) {
+      if (!this.state.holds(b.block) || SenderRecovery.allKnown(b)) {
         this.dropNative(b); // settled meanwhile, or recovered here by recoverQueued()
         continue;
       }
       this.nativeRunning = b;
-      recover(b.txs.txBytes, b.txs.signed).then(
-        (out) => {
-          for (let k = 0; k < b.recs.length; k++) {
-            const rec = b.recs[k]!;
-            const status = out[21 * k];
-            if (status === 2) {
-              if (rec.tx.from === null && this.state.holds(rec.block)) this.queued.push(rec);
-              continue;
-            }
-            if (status === 1) {
-              const sender = '0x' + out.toString('hex', 21 * k + 1, 21 * k + 21);
-              rec.tx.from ??= sender;
-              // Recovered on this thread meanwhile (recoverQueued): the same address, or it is not handed on.
-              if (rec.tx.from === sender) this.markOffThread(rec.tx);
-            }
-            // A block settled or replaced meanwhile no longer indexes its senders (noteSender checks).
-            this.state.noteSender(rec);
-          }
-          this.nativeDone(b);
-        },
+      recover(b.txs.txBytes(), b.txs.signed).then(
+        (out) => this.nativeAnswered(b, out),
         () => {
-          for (const rec of b.recs) if (rec.tx.from === null && this.state.holds(rec.block)) this.queued.push(rec);
+          const sig = b.txs.signed;
+          for (let k = 0; k < sig.length; k += 3) this.requeue(b.block, b.first + sig[k]!);
           this.nativeDone(b);
         },
       );
       return;
     }
     this.notifyIfDrained();
+  }
+
+  private nativeAnswered(b: NativeBatch, out: Buffer): void {
+    const block = b.block;
+    const held = this.state.holds(block);
+    const sig = b.txs.signed;
+    for (let k = 0; 3 * k < sig.length; k++) {
+      const p = b.first + sig[3 * k]!;
+      const status = out[21 * k];
+      if (status === 2) {
+        this.requeue(block, p);
+        continue;
+      }
+      // Recovered on this thread meanwhile (recoverQueued): the same address, or it is not handed on.
+      if (status === 1) block.setSenderOffThread(p, out, 21 * k + 1);
+      // A block settled or replaced meanwhile no longer indexes its senders.
+      if (held && block.senderKnown(p)) block.noteNonce(p);
+    }
+    this.nativeDone(b);
+  }
+
+  /** Queues `position` for this side when its block is held and its sender still unknown. */
+  private requeue(block: PendingBlock, position: number): void {
+    if (!block.senderKnown(position) && this.state.holds(block)) this.queued.push(block, position);
   }
 
   private nativeDone(b: NativeBatch): void {
@@ -176,11 +195,12 @@ export class SenderRecovery implements SenderSource {
   }
 
   /**
-   * The sender of `tx` when the native core or the worker recovered it from the transaction's own bytes; null when it
-   * is not recovered (yet), does not recover, is a deposit (its `from` is part of it), or was recovered on this thread.
+   * The sender of the transaction at `position` of `block` when the native core or the worker recovered it from the
+   * transaction's own bytes; null when it is not recovered (yet), does not recover, is a deposit (its `from` is part
+   * of it), or was recovered on this thread.
    */
-  recoveredSender(tx: TxView['tx']): string | null {
-    return (tx instanceof LazyTx ? tx.senderRecoveredOffThread : this.offThread.has(tx)) ? tx.from : null;
+  recoveredSender(block: BlockView, position: number): string | null {
+    return (block as PendingBlock).recoveredSender(position);
   }
 
   /**
@@ -200,7 +220,7 @@ export class SenderRecovery implements SenderSource {
   }
 
   private notifyIfDrained(): void {
-    if (this.unrecoveredCount > 0 || this.drainWaiters.length === 0) return;
+    if (this.drainWaiters.length === 0 || this.unrecoveredCount > 0) return;
     const waiters = this.drainWaiters;
     this.drainWaiters = [];
     for (const w of waiters) w();
@@ -234,10 +254,13 @@ export class SenderRecovery implements SenderSource {
     else this.schedule();
   }
 
-  /** Recovers one record on this thread and indexes its nonce; false when its signature does not recover. */
-  private recoverOne(rec: TxRecord): boolean {
-    if (recoverSender(rec.tx as DecodedTx) === null) return false;
-    this.state.noteSender(rec);
+  /** Recovers one sender on this thread and indexes its nonce; false when its signature does not recover. */
+  private recoverOne(block: PendingBlock, position: number): boolean {
+    if (block.senderKnown(position)) return true;
+    const from = recoverSender(block.txObject(position));
+    if (from === null) return false;
+    block.setSenderHex(position, from, false);
+    if (this.state.holds(block)) block.noteNonce(position);
     return true;
   }
 
@@ -247,7 +270,11 @@ export class SenderRecovery implements SenderSource {
    */
   recoverQueued(budgetMs?: number): number {
     if (budgetMs === undefined) {
-      for (const b of this.native) for (const rec of b.recs) if (rec.tx.from === null && this.state.holds(rec.block)) this.recoverOne(rec);
+      for (const b of this.native) {
+        if (!this.state.holds(b.block)) continue;
+        const sig = b.txs.signed;
+        for (let k = 0; k < sig.length; k += 3) this.recoverOne(b.block, b.first + sig[k]!);
+      }
     }
     const q = this.queued;
     if (q.length === 0) {
@@ -257,14 +284,18 @@ export class SenderRecovery implements SenderSource {
     const end = budgetMs === undefined ? Infinity : performance.now() + budgetMs;
     let i = 0;
     for (; i < q.length; i++) {
-      const rec = q[i]!;
-      if (this.state.holds(rec.block)) this.recoverOne(rec);
+      const block = q.blocks[i]!;
+      if (this.state.holds(block)) this.recoverOne(block, q.positions[i]!);
       if ((i & 7) === 7 && performance.now() >= end) {
         i++;
         break;
       }
     }
-    this.queued = i >= q.length ? [] : q.slice(i);
+    if (i >= q.length) this.queued = new Queue();
+    else {
+      q.blocks = q.blocks.slice(i);
+      q.positions = q.positions.slice(i);
+    }
     if (this.queued.length === 0) this.notifyIfDrained();
     return this.queued.length;
   }
@@ -276,19 +307,19 @@ export class SenderRecovery implements SenderSource {
    */
   private recoverOn(worker: RecoveryThread): void {
     if (this.inWorker.length > 0 || this.queued.length === 0) return;
-    const batch = this.queued;
+    const batch = this.queued.take();
     const inputs: RecoveryInput[] = [];
-    const sent: TxRecord[] = [];
-    for (const rec of batch) {
-      if (!this.state.holds(rec.block)) continue;
-      const input = recoveryInput(rec.tx as DecodedTx);
+    const sent = new Queue();
+    for (let i = 0; i < batch.length; i++) {
+      const block = batch.blocks[i]!;
+      const p = batch.positions[i]!;
+      if (!this.state.holds(block) || block.senderKnown(p)) continue;
+      const input = recoveryInput(block.txObject(p));
       if (input !== null) {
         inputs.push(input);
-        sent.push(rec);
-      } else this.recoverOne(rec); // nothing for the worker: settled here
+        sent.push(block, p);
+      } else this.recoverOne(block, p); // nothing for the worker: settled here
     }
-    const taken = new Set(batch);
-    this.queued = [];
     if (inputs.length === 0) {
       this.notifyIfDrained();
       return;
@@ -296,28 +327,27 @@ export class SenderRecovery implements SenderSource {
     this.inWorker = sent;
     this.inWorkerDone = worker.recover(inputs).then(
       (pubs) => {
-        this.inWorker = [];
+        this.inWorker = new Queue();
         this.inWorkerDone = null;
         for (let i = 0; i < sent.length; i++) {
-          const rec = sent[i]!;
-          const tx = rec.tx as DecodedTx;
+          const block = sent.blocks[i]!;
+          const p = sent.positions[i]!;
           const pub = pubs[i];
-          if (tx.from === null && pub != null) {
-            tx.from = addressOfPublicKey(pub);
-            if (tx.from !== null) this.markOffThread(tx);
-          }
-          // A block settled or replaced meanwhile no longer indexes its senders (noteSender checks).
-          this.state.noteSender(rec);
+          const from = pub == null || block.senderKnown(p) ? null : addressOfPublicKey(pub);
+          if (from !== null) block.setSenderHex(p, from, true);
+          // A block settled or replaced meanwhile no longer indexes its senders.
+          if (this.state.holds(block) && block.senderKnown(p)) block.noteNonce(p);
         }
         if (this.queued.length > 0) this.recoverOn(worker);
         else this.notifyIfDrained();
       },
       () => {
-        this.inWorker = [];
+        this.inWorker = new Queue();
         this.inWorkerDone = null;
         // Back to the queue (still held, still unknown), ahead of what arrived meanwhile.
-        const back = sent.filter((r) => r.tx.from === null && this.state.holds(r.block));
-        this.queued = [...back, ...this.queued.filter((r) => !taken.has(r))];
+        const later = this.queued.take();
+        for (let i = 0; i < sent.length; i++) this.requeue(sent.blocks[i]!, sent.positions[i]!);
+        for (let i = 0; i < later.length; i++) this.queued.push(later.blocks[i]!, later.positions[i]!);
         this.schedule();
       },
     );
@@ -325,7 +355,16 @@ export class SenderRecovery implements SenderSource {
 
   /** SenderSource: recovers the unknown senders of `recs` now, on this thread. */
   recover(recs: Iterable<TxView>): void {
-    for (const r of recs) if (r.tx.from === null && r.tx.type !== TX_DEPOSIT) this.recoverOne(r as TxRecord);
+    for (const r of recs) {
+      const block = r.block as PendingBlock;
+      if (r.position < block.txCount && r.tx.from === null && r.tx.type !== TX_DEPOSIT) this.recoverOne(block, r.position);
+    }
+  }
+
+  /** SenderSource: recovers the unknown senders of the first `count` transactions of `block` now, on this thread. */
+  recoverFirst(block: BlockView, count: number): void {
+    const b = block as PendingBlock;
+    for (let p = 0; p < count && p < b.txCount; p++) if (!b.senderKnown(p) && b.txType(p) !== TX_DEPOSIT) this.recoverOne(b, p);
   }
 
   /** SenderSource: see there. Recovers the queue on this thread when the worker does not hold a relevant batch. */
@@ -352,16 +391,13 @@ export class SenderRecovery implements SenderSource {
    */
   private maySend(address: string): boolean {
     let last: PendingBlock | null = null;
-    const lists = [this.queued, this.inWorker];
-    for (const b of this.native) lists.push(b.recs);
-    for (const list of lists) {
-      for (const rec of list) {
-        if (rec.block === last) continue;
-        last = rec.block;
-        if (!this.state.holds(last)) continue;
-        if (!last.balancesComplete || last.balances.has(address)) return true;
-      }
-    }
+    const may = (b: PendingBlock): boolean => {
+      if (b === last) return false;
+      last = b;
+      return this.state.holds(b) && (!b.balancesComplete || b.balanceOf(address) !== undefined);
+    };
+    for (const q of [this.queued, this.inWorker]) for (const b of q.blocks) if (may(b)) return true;
+    for (const b of this.native) if (may(b.block)) return true;
     return false;
   }
 }

@@ -41,10 +41,23 @@ export interface BlockView {
   readonly txCountAt: readonly number[];
   /** The post-exec (0x7d) transaction as of flashblock i, after the txCountAt[i] others; null when none then. */
   readonly postExecAt: readonly (TxView | null)[];
-  readonly txs: readonly TxView[];
+  /** Transactions held (the post-exec one, if any, not counted). */
+  readonly txCount: number;
+  /**
+   * The transaction at `position` (< txCount), or undefined: a view built on demand (a held block keeps no object
+   * per transaction), so read what you need from it and let it go; two calls give two equal views.
+   */
+  txAt(position: number): TxView | undefined;
+  /** The hash, type and EIP-2718 bytes of the transaction at `position` (< txCount), without a view. */
+  txHash(position: number): string;
+  txType(position: number): number;
+  txRaw(position: number): string;
+  /** A view over shared memory: read it, do not keep it. */
+  txBytes(position: number): Uint8Array;
+  txByteLength(position: number): number;
   readonly frames: readonly RawFrameView[];
-  /** Balances after the latest flashblock (cumulative within the block). */
-  readonly balances: ReadonlyMap<string, bigint>;
+  /** The balance of `address` after the latest flashblock (cumulative within the block), or undefined. */
+  balanceOf(address: string): bigint | undefined;
   readonly balancesComplete: boolean;
   /** Post-values from the stream's access lists in this block so far (see PendingBlock.accountPost). */
   readonly accountPost: ReadonlyMap<string, Readonly<AccountPost>>;
@@ -98,6 +111,8 @@ export interface PendingView {
 export interface SenderSource {
   /** Recovers, now, the senders of these transactions that are still unknown (a failed recovery stays null). */
   recover(recs: Iterable<TxView>): void;
+  /** Recovers, now, the unknown senders of the first `count` transactions of `block`. */
+  recoverFirst(block: BlockView, count: number): void;
   /**
    * Null when `nextNonce(address)` is complete now (after recovering on this thread what it needs); otherwise a
    * Promise that settles once the recovery worker answered every batch that may hold a transaction of `address`.

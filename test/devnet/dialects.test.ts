@@ -7,6 +7,7 @@ import { rpcCall } from '../../scripts/devnet/anvil.js';
 import { startDevnet } from '../../scripts/devnet/sequencer.js';
 import { startTraffic } from '../../scripts/devnet/traffic.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
+import { txsOf } from '../helpers/views.js';
 
 const ZERO_HASH = '0x' + '00'.repeat(32);
 
@@ -53,7 +54,7 @@ t.test('each dialect from the devnet replays as the blocks anvil seals', async (
       t.equal(p.observer.verdicts.get('sequence_discarded'), undefined, `${dialect} block ${n}: no discard`);
       const b = p.state.block(n)!;
       const sealed = await rpcCall<any>(devnet.anvilUrl, 'eth_getBlockByNumber', ['0x' + n.toString(16), false]);
-      t.same(b.txs.map((r) => r.tx.hash), sealed.transactions, `${dialect} block ${n}: the sealed block's transactions`);
+      t.same(txsOf(b).map((r) => r.tx.hash), sealed.transactions, `${dialect} block ${n}: the sealed block's transactions`);
       if (dialect === 'op-rbuilder') t.equal(b.hash, sealed.hash, `block ${n}: the builder's hash is the sealed hash`);
       if (dialect === 'op-subblocks') {
         for (const d of b.diffs) t.not(d.blockHash, ZERO_HASH, `block ${n}: no zero hash kept`);

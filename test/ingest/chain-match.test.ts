@@ -9,6 +9,8 @@ import { decodeFrame } from '../../src/ingest/frame.js';
 import { sourceCommand, spawnDaemon } from '../helpers/daemon-process.js';
 import { unichainMessages } from '../helpers/fixtures.js';
 import { startReplayServer } from '../helpers/replay-server.js';
+import { fbTxs } from '../helpers/views.js';
+import { ObjectBody } from '../../src/chain/object-body.js';
 
 const CAPTURE_CHAIN_ID = 1301;
 
@@ -31,8 +33,8 @@ t.test('the chain id of the first signed transaction against eth_chainId: anothe
   const head = fbs[0]!.blockNumber - 1;
   const r = recorder();
   const m = new ChainMatch({ farBlocks: 256, persistMs: 30_000 }, r.report);
-  const deposits = { ...fbs[0]!, txs: fbs[0]!.txs.filter((tx) => tx.type === 0x7e) };
-  t.ok(deposits.txs.length > 0, 'the L1-info deposit (and any other) of index 0');
+  const deposits = { ...fbs[0]!, body: new ObjectBody(fbTxs(fbs[0]!).filter((tx) => tx.type === 0x7e), null, null) };
+  t.ok(deposits.body.txCount > 0, 'the L1-info deposit (and any other) of index 0');
   m.observe(deposits, head, 0);
   m.setNodeChainId(31337n);
   t.same(r.reports, [], 'deposits carry no chain id: nothing known yet');

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { decodeFrame, type DecodeFrameResult } from '../../src/ingest/frame.js';
 import { decodeTransaction } from '../../src/chain/tx.js';
+import { fbReceipts, fbTxs } from '../helpers/views.js';
 
 const fixture = fileURLToPath(new URL('../fixtures/flashblocks/unichain-sepolia-block-35535698.messages.json', import.meta.url));
 const messages = JSON.parse(readFileSync(fixture, 'utf8')) as any[];
@@ -30,8 +31,8 @@ t.test('the capture decodes; every transaction is hashed like the full decoder h
   t.ok(r.ok);
   if (!r.ok) return;
   const raws = withTxs.diff.transactions as string[];
-  t.same(r.fb.txs.map((x) => x.hash), raws.map((raw) => (decodeTransaction(raw) as { tx: { hash: string } }).tx.hash));
-  t.ok(r.fb.txs.every((x) => r.fb.receipts!.has(x.hash)), 'every receipt is matched by hash');
+  t.same(fbTxs(r.fb).map((x) => x.hash), raws.map((raw) => (decodeTransaction(raw) as { tx: { hash: string } }).tx.hash));
+  t.ok(fbTxs(r.fb).every((_, i) => r.fb.body.receipt(i) !== null), 'every receipt is matched by hash');
 });
 
 t.test('a transaction that is not hex is a schema failure; one that does not decode is a transaction failure', async (t) => {
@@ -84,7 +85,7 @@ t.test('upper-case hex in the frame is normalised to lower case', async (t) => {
   });
   t.ok(r.ok);
   if (!r.ok) return;
-  t.equal(r.fb.txs[0]!.raw, withTxs.diff.transactions[0]);
+  t.equal(r.fb.body.txRaw(0), withTxs.diff.transactions[0]);
   t.equal(r.fb.diff.blockHash, withTxs.diff.block_hash);
-  t.ok(r.fb.receipts!.has(key));
+  t.ok(fbReceipts(r.fb)!.has(key));
 });

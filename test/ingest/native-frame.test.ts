@@ -1,4 +1,4 @@
-// The native frame decoder (native/src/frame.rs) against the JS decoder it stands in for: on every vector, fixture,
+// The native frame decoder (native/src/frame) against the JS decoder it stands in for: on every vector, fixture,
 // transaction corpus and random mutation, decodeFrame gives the same verdict, reason and flashblock with either;
 // the native decoder takes every valid frame of the fixtures itself; recovered senders equal the JS ones.
 import t from 'tap';
@@ -16,6 +16,7 @@ import { generateFlashblocks } from '../../bench/flashblock-gen.js';
 import { asOpRbuilder, asSubblocks, asXLayer, postExecTx } from '../helpers/dialects.js';
 import { transactionTestBytes, unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
+import { fbBalances, fbReceipts, fbTxs } from '../helpers/views.js';
 
 const native = nativeDecoder();
 const fixtures = fileURLToPath(new URL('../fixtures/', import.meta.url));
@@ -37,12 +38,18 @@ function view(r: DecodeFrameResult, fields: (keyof DecodedTx)[] = ['type', 'hash
   let v: unknown = r;
   if (r.ok) {
     const fb = r.fb;
+    const b = fb.body;
+    const receipts = fbReceipts(fb);
     v = {
       ...fb,
-      txs: fb.txs.map((x) => txView(x, fields)),
+      body: null,
+      txs: fbTxs(fb).map((x) => txView(x, fields)),
+      // What pending state reads of each transaction without building it (the native layout's own numbers).
+      rows: fbTxs(fb).map((_, i) => [b.txType(i), b.txHashKey(i), b.txByteLength(i), b.txSender(i), b.txExecutes(i), b.txNonce(i), b.receiptCumulativeGas(i), b.receiptLogCount(i), b.receiptDepositNonce(i)]),
       diff: { ...fb.diff, postExecTx: fb.diff.postExecTx === null ? null : txView(fb.diff.postExecTx, fields) },
-      receipts: fb.receipts === null ? null : [...fb.receipts],
-      balances: fb.balances === null ? null : [...fb.balances],
+      receipts: receipts === null ? null : [...receipts].map(([k, x]) => [k, { type: x.type, status: x.status, cumulativeGasUsed: x.cumulativeGasUsed, logs: x.logs, depositNonce: x.depositNonce, depositReceiptVersion: x.depositReceiptVersion }]),
+      balances: fbBalances(fb) === null ? null : [...fbBalances(fb)!],
+      balanceKeys: Array.from({ length: Math.max(0, b.balanceCount) }, (_, e) => b.balanceKey(e)),
       json: r.json,
     };
   }
@@ -115,13 +122,13 @@ t.test('read first, a transaction\'s nonce and a receipt\'s logs equal the JS de
       const js = decodeFrame(data, MAX, false, null);
       const nat = decodeFrame(data, MAX, false, native);
       if (!js.ok || !nat.ok) continue;
-      for (const [k, tx] of nat.fb.txs.entries()) {
+      for (const [k, tx] of fbTxs(nat.fb).entries()) {
         if (tx.type === 0x7e) continue;
-        t.equal(tx.nonce, js.fb.txs[k]!.nonce, `${name}[${i}] tx ${k} nonce`);
+        t.equal(tx.nonce, fbTxs(js.fb)[k]!.nonce, `${name}[${i}] tx ${k} nonce`);
         nonces++;
       }
-      for (const [hash, r] of nat.fb.receipts ?? []) {
-        const want = js.fb.receipts!.get(hash)!;
+      for (const [hash, r] of fbReceipts(nat.fb) ?? []) {
+        const want = fbReceipts(js.fb)!.get(hash)!;
         t.equal(r.logCount, want.logs.length, `${name}[${i}] ${hash} log count`);
         t.same(r.logs, want.logs, `${name}[${i}] ${hash} logs`);
         t.equal(r.logs, r.logs, 'built once');
@@ -294,10 +301,10 @@ t.test('senders recovered natively (off the JS thread) equal the JS recovery', a
   for (const m of [gen, ...uni]) {
     const r = decodeFrame(Buffer.from(JSON.stringify(m)), MAX, false, native);
     if (!r.ok || r.senders == null) continue;
-    const out = await native!.recoverSenders(r.senders.txBytes, r.senders.signed);
+    const out = await native!.recoverSenders(r.senders.txBytes(), r.senders.signed);
     const signed = r.senders.signed;
     for (let k = 0; k < signed.length / 3; k++) {
-      const tx = r.fb.txs[signed[3 * k]!]!;
+      const tx = r.fb.body.tx(signed[3 * k]!);
       const js = recoverSender((decodeTransaction(tx.raw) as { tx: DecodedTx }).tx);
       const status = out[21 * k];
       t.equal(status === 1 ? '0x' + out.toString('hex', 21 * k + 1, 21 * k + 21) : status === 0 ? null : 'js', status === 2 ? 'js' : js, tx.hash);

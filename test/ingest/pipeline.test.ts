@@ -5,6 +5,7 @@ import { makePipeline, feed } from '../helpers/ingest.js';
 import { baseSepoliaMessages, unichainMessages } from '../helpers/fixtures.js';
 import { Shapes } from '../../src/rpc/shapes/json.js';
 import { createLogger } from '../../src/log.js';
+import { txsOf } from '../helpers/views.js';
 
 type Msg = Record<string, any>;
 const clone = <T>(x: T): T => JSON.parse(JSON.stringify(x)) as T;
@@ -36,7 +37,7 @@ t.test('a duplicate flashblock is ignored and counted', async (t) => {
   const { state, observer, m } = fedWith([0, 1, 1]);
   t.equal(observer.verdicts.get('duplicate'), 1);
   t.equal(state.pendingBlock()!.nextIndex, 2);
-  t.equal(state.pendingBlock()!.txs.length, txCountUpTo(m, 1));
+  t.equal(state.pendingBlock()!.txCount, txCountUpTo(m, 1));
 });
 
 t.test('a gap is buffered until the missing flashblock arrives, then applied in order', async (t) => {
@@ -50,7 +51,7 @@ t.test('a gap is buffered until the missing flashblock arrives, then applied in 
   t.equal(b.nextIndex, 4);
   t.equal(pipeline.bufferedFrames, 0);
   const want = m.slice(0, 4).flatMap((x) => x.diff.transactions as string[]);
-  t.same(b.txs.map((r) => r.tx.raw), want.map((x) => x.toLowerCase()), 'transactions in sequence order');
+  t.same(txsOf(b).map((r) => r.tx.raw), want.map((x) => x.toLowerCase()), 'transactions in sequence order');
   feed(pipeline, m[4]);
   t.equal(b.nextIndex, 5, 'the next flashblock after the fill applies directly');
 });
@@ -305,7 +306,7 @@ t.test('brotli binary frames decode to the same state as text frames', async (t)
     feed(a.pipeline, m);
     feed(b.pipeline, brotliCompressSync(Buffer.from(JSON.stringify(m))), 0, true);
   }
-  t.same(b.state.pendingBlock()!.txs.map((r) => r.tx.hash), a.state.pendingBlock()!.txs.map((r) => r.tx.hash));
+  t.same(txsOf(b.state.pendingBlock()!).map((r) => r.tx.hash), txsOf(a.state.pendingBlock()!).map((r) => r.tx.hash));
   t.same(b.observer.decodeErrors.size, 0);
 });
 
@@ -324,8 +325,8 @@ t.test('internally tagged receipts, boolean status and base:null give the same r
     feed(int.pipeline, c);
   }
   t.equal(int.observer.decodeErrors.size, 0);
-  const a = ext.state.pendingBlock()!.txs.map((r) => new Shapes(ext.senders).receiptObject(r));
-  const b = int.state.pendingBlock()!.txs.map((r) => new Shapes(int.senders).receiptObject(r));
+  const a = txsOf(ext.state.pendingBlock()!).map((r) => new Shapes(ext.senders).receiptObject(r));
+  const b = txsOf(int.state.pendingBlock()!).map((r) => new Shapes(int.senders).receiptObject(r));
   t.same(b, a);
 });
 
@@ -339,8 +340,8 @@ t.test('post-Azul metadata (block_number only) applies; receipts are left to the
   const b = state.pendingBlock()!;
   t.equal(b.nextIndex, 5);
   t.ok(b.noMetadata);
-  t.equal(new Shapes(senders).receiptObject(b.txs[1]!), null, 'no derived receipt without metadata');
-  t.ok(state.tx(b.txs[1]!.tx.hash), 'the transaction itself is preconfirmed');
+  t.equal(new Shapes(senders).receiptObject(b.txAt(1)!), null, 'no derived receipt without metadata');
+  t.ok(state.tx(b.txAt(1)!.tx.hash), 'the transaction itself is preconfirmed');
 });
 
 t.test('empty receipt objects (as in the spec samples) are accepted', async (t) => {
@@ -350,7 +351,7 @@ t.test('empty receipt objects (as in the spec samples) are accepted', async (t) 
     feed(pipeline, m);
   }
   t.equal(observer.decodeErrors.size, 0);
-  t.equal(new Shapes(senders).receiptObject(state.pendingBlock()!.txs[0]!), null);
+  t.equal(new Shapes(senders).receiptObject(state.pendingBlock()!.txAt(0)!), null);
 });
 
 t.test('settling the canonical block prunes it, counts preconfirmation reorgs, and makes late frames stale', async (t) => {
@@ -358,7 +359,7 @@ t.test('settling the canonical block prunes it, counts preconfirmation reorgs, a
   const m = uni();
   const n = m[0]!.metadata.block_number as number;
   for (const x of m.slice(0, 3)) feed(pipeline, x);
-  const held = state.pendingBlock()!.txs.map((r) => r.tx.hash);
+  const held = txsOf(state.pendingBlock()!).map((r) => r.tx.hash);
   pipeline.settle(n, new Set(held.slice(1)));
   t.same(observer.reorgs, [held[0]], 'the missing preconfirmed tx is a reorg');
   t.equal(state.pendingBlock(), null);

@@ -15,6 +15,7 @@ import type { TxView } from '../../src/state/view.js';
 import { asOpRbuilder, asSubblocks, postExecTx } from '../helpers/dialects.js';
 import { fixturePath, unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
+import { fbBalances, fbReceipts, txsOf } from '../helpers/views.js';
 
 const ZERO_HASH = '0x' + '00'.repeat(32);
 const golden = (): Record<string, string> => (JSON.parse(readFileSync(fixturePath('op-rbuilder/golden-wire.json'), 'utf8')) as { frames: Record<string, string> }).frames;
@@ -53,10 +54,10 @@ t.test('the golden frames with real transactions decode to what they pin', async
     t.equal(fb.base?.gasLimit, 30_000_000n);
     t.equal(fb.diff.blobGasUsed, 0n, 'diff.blob_gas_used');
     t.equal(fb.diff.postExecTx, null);
-    const rc = fb.receipts!.get(fb.txs[0]!.hash)!;
+    const rc = fbReceipts(fb)!.get(fb.body.txHash(0))!;
     t.same({ type: rc.type, status: rc.status, cumulativeGasUsed: rc.cumulativeGasUsed, depositNonce: rc.depositNonce, depositReceiptVersion: rc.depositReceiptVersion },
       { type: 0x7e, status: 1, cumulativeGasUsed: 50_000n, depositNonce: 7n, depositReceiptVersion: 1n }, 'internally tagged deposit receipt');
-    t.equal(fb.balances!.get('0x00000000000000000000000000000000000000bb'), 0x2540be400n);
+    t.equal(fbBalances(fb)!.get('0x00000000000000000000000000000000000000bb'), 0x2540be400n);
   }
   const pinned = decodeFrame(Buffer.from(swap(f.PINNED_INDEX3!, eip1559, '0x02ff', '0x' + '99'.repeat(32))), 1 << 20, false);
   const legacy = decodeFrame(Buffer.from(swap(f.LEGACY_TAGGED_INDEX3!, eip1559, '0x02ff', '0x' + '99'.repeat(32))), 1 << 20, false);
@@ -64,8 +65,8 @@ t.test('the golden frames with real transactions decode to what they pin', async
   if (pinned.ok && legacy.ok) {
     t.equal(pinned.fb.base, null, 'base omitted');
     t.equal(pinned.fb.diff.blobGasUsed, null, 'blob_gas_used omitted (pre-Jovian)');
-    t.same([...pinned.fb.receipts!.values()], [...legacy.fb.receipts!.values()], 'internal and external tagging give the same receipt');
-    t.same([...pinned.fb.receipts!.values()][0]!.logs, [{ address: '0x00000000000000000000000000000000000000aa', topics: ['0x' + '00'.repeat(31) + 'a1'], data: '0x0102' }]);
+    t.same([...fbReceipts(pinned.fb)!.values()], [...fbReceipts(legacy.fb)!.values()], 'internal and external tagging give the same receipt');
+    t.same([...fbReceipts(pinned.fb)!.values()][0]!.logs, [{ address: '0x00000000000000000000000000000000000000aa', topics: ['0x' + '00'.repeat(31) + 'a1'], data: '0x0102' }]);
   }
 });
 
@@ -79,16 +80,16 @@ function replayAgainstCanonical(t: Test, msgs: Record<string, any>[], opts: Para
   const block = p.state.pendingBlock()!;
   const want = unichainRpcBlock();
   const wantTxs = want.transactions as Record<string, unknown>[];
-  t.equal(block.txs.length, wantTxs.length, 'same transaction count');
+  t.equal(block.txCount, wantTxs.length, 'same transaction count');
   for (let i = 0; i < wantTxs.length; i++) {
-    const g = { ...txToRpc(block.txs[i]!) };
+    const g = { ...txToRpc(block.txAt(i)!) };
     const w = { ...wantTxs[i] };
     for (const o of [g, w]) {
       delete o.blockHash;
       delete o.blockTimestamp;
     }
     t.same(g, w, `transaction ${i} as the canonical block has it`);
-    const r = receiptToRpc(block.txs[i]!);
+    const r = receiptToRpc(block.txAt(i)!);
     t.ok(r, `receipt ${i} served from the stream`);
   }
   return { ...p, block, want };
@@ -99,7 +100,7 @@ t.test('op-rbuilder ≥ v0.4.13 shape: the Unichain capture (builder transaction
   const { block, want } = replayAgainstCanonical(t, msgs);
   // Unichain's flashblock-number builder transaction (Uniswap/flashblocks_number_contract) opens flashblocks 1-4.
   for (let i = 1; i < 5; i++) {
-    const first = block.txs[block.txCountAt[i - 1]!]!;
+    const first = block.txAt(block.txCountAt[i - 1]!)!;
     t.equal(first.tx.to, '0xf878f0340bf132c28f3211e8b46c569edf817495', `flashblock ${i} opens with the builder transaction`);
     t.equal(first.tx.from, '0xc0043c50ba044a5f948d32faed806913d781d428');
     t.equal(first.tx.input, '0x3fd553e8', 'incrementFlashblockNumber() (op-rbuilder flashblocks_builder_tx.rs)');
@@ -123,30 +124,30 @@ t.test('diff.post_exec_tx: served at the block end with its spec shape and recei
   const rec = block.postExec!;
   t.ok(rec, 'held after flashblock 2');
   t.equal(p.state.tx(rec.tx.hash), rec, 'indexed by hash');
-  t.equal(rec.position, block.txs.length, 'after every transaction of the block so far');
+  t.equal(rec.position, block.txCount, 'after every transaction of the block so far');
   t.equal(rec.tx.executes, false, 'flagged for the engine to skip');
   const obj = txToRpc(rec);
-  t.same(obj, { blockHash: block.hash, blockNumber: '0x' + n.toString(16), transactionIndex: '0x' + block.txs.length.toString(16), blockTimestamp: '0x' + block.base.timestamp.toString(16),
+  t.same(obj, { blockHash: block.hash, blockNumber: '0x' + n.toString(16), transactionIndex: '0x' + block.txCount.toString(16), blockTimestamp: '0x' + block.base.timestamp.toString(16),
     hash: rec.tx.hash, type: '0x7d', from: ZERO_ADDRESS, gas: '0x0', value: '0x0', input: '0x' + pe1.slice(4) }, 'lagoon/post-exec.md transaction object');
   const r = receiptToRpc(rec)!;
-  const prev = receiptToRpc(block.txs[block.txs.length - 1]!)!;
+  const prev = receiptToRpc(block.txAt(block.txCount - 1)!)!;
   t.match(r, { type: '0x7d', status: '0x1', gasUsed: '0x0', logs: [], cumulativeGasUsed: prev.cumulativeGasUsed, from: ZERO_ADDRESS, contractAddress: null, effectiveGasPrice: '0x0' }, 'PostExec receipt: success, no gas, previous cumulative');
   t.equal(p.state.nextNonce(ZERO_ADDRESS), null, 'no pending nonce for the zero address');
 
   const listed = blockToRpc(block, false);
-  const raws = block.txs.map((r) => Buffer.from(r.tx.raw.slice(2), 'hex'));
-  t.same(listed.transactions, [...block.txs.map((r) => r.tx.hash), rec.tx.hash], 'the pending block lists it last (op-alloy: base + transactions + post_exec_tx)');
+  const raws = txsOf(block).map((r) => Buffer.from(r.tx.raw.slice(2), 'hex'));
+  t.same(listed.transactions, [...txsOf(block).map((r) => r.tx.hash), rec.tx.hash], 'the pending block lists it last (op-alloy: base + transactions + post_exec_tx)');
   t.equal(listed.transactionsRoot, orderedTrieRoot([...raws, Buffer.from(pe1.slice(2), 'hex')]), 'and commits to it in transactionsRoot');
 
   feed(p.pipeline, msgs[3]);
   t.equal(block.postExec, null, 'a flashblock without post_exec_tx: none so far');
-  t.equal(blockToRpc(block, false).transactionsRoot, orderedTrieRoot(block.txs.map((r) => Buffer.from(r.tx.raw.slice(2), 'hex'))), 'its root again without it (the kept trie was not changed by it)');
+  t.equal(blockToRpc(block, false).transactionsRoot, orderedTrieRoot(txsOf(block).map((r) => Buffer.from(r.tx.raw.slice(2), 'hex'))), 'its root again without it (the kept trie was not changed by it)');
   t.equal((blockToRpc(block, false, 2).transactions as string[]).at(-1), rec.tx.hash, 'as of flashblock 2 the block still lists it');
   t.equal(p.state.tx(rec.tx.hash), undefined, 'the superseded one is no longer served');
   feed(p.pipeline, msgs[4]);
   t.equal(block.postExec!.tx.raw, pe2, 'the latest restated one');
-  t.equal(block.postExec!.position, block.txs.length);
-  t.equal(block.txs.length, 6, 'never among the streamed transactions');
+  t.equal(block.postExec!.position, block.txCount);
+  t.equal(block.txCount, 6, 'never among the streamed transactions');
   t.equal((blockToRpc(block, false).transactions as string[]).length, 7);
 });
 
@@ -178,7 +179,7 @@ t.test('OP subblocks: zero block_hash never served; a local header hash per flas
   const got = blockToRpc(block, true);
   t.not(got.hash, want.hash, 'a local identifier, not the sealed block hash');
   for (const tx of got.transactions as Record<string, unknown>[]) t.equal(tx.blockHash, got.hash, 'transactions carry the local hash');
-  t.equal(receiptToRpc(block.txs[0]!)!.blockHash, got.hash, 'receipts carry the local hash');
+  t.equal(receiptToRpc(block.txAt(0)!)!.blockHash, got.hash, 'receipts carry the local hash');
   for (const k of Object.keys(want)) {
     if (['hash', 'stateRoot', 'withdrawalsRoot', 'transactions', 'size'].includes(k)) continue;
     t.same(got[k], want[k], `field ${k} as the canonical block`);
@@ -192,7 +193,7 @@ t.test('an externally tagged PostExec receipt decodes as type 0x7d', async (t) =
   m.metadata.receipts[k!] = { PostExec: { status: '0x1', cumulativeGasUsed: '0x5208', logs: [] } };
   const r = decodeFrame(Buffer.from(JSON.stringify(m)), 1 << 20, false);
   t.ok(r.ok);
-  if (r.ok) t.equal(r.fb.receipts!.get(k!)!.type, 0x7d);
+  if (r.ok) t.equal(fbReceipts(r.fb)!.get(k!)!.type, 0x7d);
 });
 
 t.test('OP subblocks with a post-exec transaction: the local hash commits to it, and each still resolves', async (t) => {

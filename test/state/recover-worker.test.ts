@@ -95,7 +95,7 @@ t.test('a lazy worker starts at the first batch of a JS-decoded frame, not befor
   const canonical = unichainRpcBlock() as { transactions: { hash: string; from: string }[] };
   t.same(canonical.transactions.filter((x) => state.tx(x.hash)?.tx.from !== x.from.toLowerCase()).map((x) => x.hash), [], "each sender equals the canonical block's `from`");
   const rec = state.tx(canonical.transactions.find((x) => x.from !== canonical.transactions[0]!.from)!.hash)!;
-  t.equal(pipeline.senders.recoveredSender(rec.tx), rec.tx.from, 'a sender the worker recovered is one the engine may be given');
+  t.equal(pipeline.senders.recoveredSender(rec.block, rec.position), rec.tx.from, 'a sender the worker recovered is one the engine may be given');
   await lazy.close();
   t.equal(lazy.usable, false, 'closed: not usable, and no thread starts again');
   await t.rejects(lazy.recover([]), { message: /closed/ }, 'a batch after close is refused');
@@ -114,6 +114,6 @@ t.test('a lazy worker never starts for natively decoded frames (the native core 
   t.same(canonical.transactions.filter((x) => state.tx(x.hash)?.tx.from !== x.from.toLowerCase()).map((x) => x.hash), [], "each sender equals the canonical block's `from`");
   const signed = canonical.transactions.filter((x) => x.type !== '0x7e');
   const deposit = canonical.transactions.find((x) => x.type === '0x7e')!;
-  t.same(signed.filter((x) => pipeline.senders.recoveredSender(state.tx(x.hash)!.tx) !== x.from.toLowerCase()).map((x) => x.hash), [], 'each natively recovered sender may be handed to the engine');
-  t.equal(pipeline.senders.recoveredSender(state.tx(deposit.hash)!.tx), null, 'a deposit\'s is never (its from is in its bytes)');
+  t.same(signed.filter((x) => pipeline.senders.recoveredSender(state.tx(x.hash)!.block, state.tx(x.hash)!.position) !== x.from.toLowerCase()).map((x) => x.hash), [], 'each natively recovered sender may be handed to the engine');
+  t.equal(pipeline.senders.recoveredSender(state.tx(deposit.hash)!.block, state.tx(deposit.hash)!.position), null, 'a deposit\'s is never (its from is in its bytes)');
 });

@@ -198,7 +198,7 @@ function balanceFromStream(ctx: MethodContext, a: string, top: BlockView | null,
     for (let n = top.number; n > ctx.view.canonical; n--) {
       const b = ctx.view.block(n);
       if (b === undefined || b.broken) break;
-      const v = b.balances.get(a);
+      const v = b.balanceOf(a);
       if (v !== undefined) return toQuantity(v);
     }
   }
@@ -230,8 +230,8 @@ function nonceAt(ctx: MethodContext, a: string, n: number): bigint | null {
   for (let k = n; k > ctx.view.canonical; k--) {
     const b = ctx.view.block(k);
     if (b === undefined || b.broken) return null;
-    for (let i = b.txs.length - 1; i >= 0; i--) {
-      const rec = b.txs[i]!;
+    for (let i = b.txCount - 1; i >= 0; i--) {
+      const rec = b.txAt(i)!;
       if (rec.tx.from === null) ctx.senders.recover([rec]); // newest first: stops at the sender's last transaction
       if (rec.tx.from !== a) continue;
       // A deposit's nonce is in its receipt: the stream's, else the executed one (when the engine has it).

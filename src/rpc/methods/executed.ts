@@ -33,7 +33,7 @@ function pendingTarget(ctx: MethodContext, tag: unknown): BlockView | null | und
  */
 export function atNewestState(ctx: MethodContext, b: BlockView): boolean {
   const top = ctx.view.highestNumber;
-  return b.number === top || (b.number === top - 1 && (ctx.view.block(top)?.txs.length ?? 0) === 0);
+  return b.number === top || (b.number === top - 1 && (ctx.view.block(top)?.txCount ?? 0) === 0);
 }
 
 /**

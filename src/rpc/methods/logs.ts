@@ -29,7 +29,7 @@ function rangeParam(v: unknown, name: string): BlockParam {
 function blockLogs(shapes: Shapes, block: BlockView, index: number, f: LogFilter, out: unknown[]): boolean {
   const count = block.txCountAt[index] as number;
   for (let i = 0; i < count; i++) {
-    const rec = block.txs[i]!;
+    const rec = block.txAt(i)!;
     const raw = shapes.rawLogs(rec);
     if (raw === null) return false;
     if (raw.length === 0) continue;

@@ -26,9 +26,9 @@ export function usablePending(ctx: MethodContext): BlockView | null {
     ctx.metrics.pendingFallbacks[fallbackReason(ctx)].inc();
     return null;
   }
-  if (b.txs.length > 0) return b;
+  if (b.txCount > 0) return b;
   const prev = ctx.view.block(b.number - 1);
-  if (prev !== undefined && !prev.broken) return prev.txs.length > 0 ? prev : b;
+  if (prev !== undefined && !prev.broken) return prev.txCount > 0 ? prev : b;
   return ctx.view.canonical === b.number - 1 && ctx.view.settledTxCount === 0 ? b : null;
 }
 

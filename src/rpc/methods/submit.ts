@@ -63,9 +63,9 @@ export const ethSendRawTransactionSync: Handler = (ctx: MethodContext, params) =
       );
     };
     const offApplied = ctx.events.onApplied((_block: BlockView, fb) => {
-      const txs = fb.txs;
-      for (let i = 0; i < txs.length; i++) {
-        if (txs[i]!.hash === hash) {
+      const body = fb.body;
+      for (let i = 0; i < body.txCount; i++) {
+        if (body.txHashIs(i, hash)) {
           if (!fromState()) fromNode();
           return;
         }

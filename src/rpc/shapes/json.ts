@@ -8,6 +8,7 @@
 import { TX_DEPOSIT } from '../../chain/types.js';
 import type { BlockView, SenderSource, TxView } from '../../state/view.js';
 import { blockToRpc } from './block.js';
+import { BlockTexts, depositWaitsForExecution } from './block-json.js';
 import { txContext, type DepositExtrasSource } from './context.js';
 import { pendingLogs, receiptToRpc, STREAM_RECEIPTS, streamHasReceipt, type ReceiptSource, type TxLogs } from './receipt.js';
 import { toRpcTransaction } from './transaction.js';
@@ -46,6 +47,8 @@ function txNeedsExecution(rec: TxView): boolean {
 /** The RPC objects of pending data, as objects or as cached JSON. */
 export class Shapes {
   private readonly caches = new WeakMap<BlockView, BlockJson>();
+  /** Text kept per held block and flashblock, from which block JSON is assembled (block-json.ts). */
+  private readonly texts = new BlockTexts();
   /** A deposit's receipt extras: the stream's receipt, else the receipt source's (execution), as receipts are. */
   private readonly depositExtras: DepositExtrasSource = (rec) => rec.receipt ?? this.receipts.facts(rec);
 
@@ -76,7 +79,7 @@ export class Shapes {
 
   /** The transactions of `block` up to flashblock `index`, with their senders recovered. */
   private withSenders(block: BlockView, index: number): void {
-    this.senders.recover(block.txs.slice(0, block.txCountAt[index]));
+    this.senders.recoverFirst(block, block.txCountAt[index] as number);
   }
 
   /** The block object as of flashblock `index` (default latest), with hashes or full transactions. */
@@ -94,9 +97,10 @@ export class Shapes {
     let epoch = STABLE;
     if (fullTx) {
       const count = block.txCountAt[index] as number;
-      for (let i = 0; i < count && epoch === STABLE; i++) if (txNeedsExecution(block.txs[i]!)) epoch = this.epoch();
+      for (let i = 0; i < count && epoch === STABLE; i++) if (depositWaitsForExecution(block, i)) epoch = this.epoch();
     }
-    const r = new RawJson(JSON.stringify(this.blockObject(block, fullTx, index)));
+    if (fullTx) this.withSenders(block, index);
+    const r = new RawJson(this.texts.blockJson(block, fullTx, index, this.depositExtras, (p) => depositWaitsForExecution(block, p)));
     c.blocks.set(key, new Cached(r, epoch));
     return r;
   }

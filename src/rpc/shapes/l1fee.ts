@@ -4,7 +4,7 @@
 // no L1-info deposit (the devnet emits none) or an unknown layout means no fields.
 import { hexToBytes } from '../../chain/hex.js';
 import { l1AttributesOf, txL1Fee, type L1Attributes, type TxL1Fee } from '../../chain/l1fee.js';
-import { TX_DEPOSIT, type DecodedTx } from '../../chain/types.js';
+import { TX_DEPOSIT } from '../../chain/types.js';
 import type { BlockView, TxView } from '../../state/view.js';
 
 /**
@@ -14,33 +14,30 @@ import type { BlockView, TxView } from '../../state/view.js';
  */
 export const ECOTONE_LAYOUT_MEANS_FJORD = true;
 
-/** Decoded attributes by the block's first transaction object (a re-built block has a new one). */
-const attributesByDeposit = new WeakMap<Readonly<DecodedTx>, L1Attributes | null>();
-/** A transaction's fields and the attributes they were computed with (the same tx may land in another block). */
-const feeByTx = new WeakMap<Readonly<DecodedTx>, { attrs: L1Attributes; fee: TxL1Fee }>();
+/** Decoded attributes by block (its first transaction, the L1-info deposit, never changes: a re-built block is new). */
+const attributesByBlock = new WeakMap<BlockView, L1Attributes | null>();
 
 /** The L1 attributes `block`'s L1-info deposit set, or null when its first transaction is none (or unknown). */
 export function blockL1Attributes(block: BlockView): L1Attributes | null {
-  const first = block.txs[0];
-  if (first === undefined || first.flashblockIndex !== 0) return null;
-  let a = attributesByDeposit.get(first.tx);
+  if (block.txCount === 0 || (block.txCountAt[0] as number) === 0) return null;
+  let a = attributesByBlock.get(block);
   if (a === undefined) {
-    a = l1AttributesOf(first.tx);
-    attributesByDeposit.set(first.tx, a);
+    a = l1AttributesOf(block.txAt(0)!.tx);
+    attributesByBlock.set(block, a);
   }
   return a;
 }
 
-/** The OP fee fields of `rec`'s receipt; null for deposits and when its block has no usable L1 attributes. */
+/**
+ * The OP fee fields of `rec`'s receipt; null for deposits and when its block has no usable L1 attributes. Computed
+ * per call (FastLZ over the bytes, a few µs): receipts are cached as JSON per block version (json.ts), and a cache
+ * per transaction would keep an object per transaction for the block's life.
+ */
 export function l1FeeFacts(rec: TxView): TxL1Fee | null {
   if (rec.tx.type === TX_DEPOSIT) return null;
   const attrs = blockL1Attributes(rec.block);
   if (attrs === null) return null;
-  const c = feeByTx.get(rec.tx);
-  if (c !== undefined && c.attrs === attrs) return c.fee;
-  // Cached: FastLZ over the raw bytes per receipt build would repeat on every flashblock (the receipt JSON cache is
-  // per block version).
-  const fee = txL1Fee(hexToBytes(rec.tx.raw), attrs, ECOTONE_LAYOUT_MEANS_FJORD);
-  feeByTx.set(rec.tx, { attrs, fee });
+  const b = rec.block;
+  const fee = txL1Fee(rec.position < b.txCount ? b.txBytes(rec.position) : hexToBytes(rec.tx.raw), attrs, ECOTONE_LAYOUT_MEANS_FJORD);
   return fee;
 }

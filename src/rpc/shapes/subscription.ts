@@ -22,6 +22,11 @@ export function flashblockPayload(block: Record<string, unknown>, index: number)
   return block;
 }
 
+/** flashblockPayload on the block object's JSON text: the same bytes as JSON.stringify of flashblockPayload(block). */
+export function flashblockPayloadJson(blockJson: string, index: number): string {
+  return blockJson.slice(0, -1) + ',"flashblockIndex":"0x' + index.toString(16) + '"}';
+}
+
 /** newFlashblockTransactions with full objects: the transaction object with its receipt (null when unknown). */
 export function transactionWithReceipt(tx: Record<string, unknown>, receipt: Record<string, unknown> | null): Record<string, unknown> {
   tx.receipt = receipt;

@@ -22,6 +22,7 @@ import { loadConfig } from '../../../src/config.js';
 import { captureReceipts, opGethDepositNonce } from '../../helpers/capture-execution.js';
 import { unichainMessages } from '../../helpers/fixtures.js';
 import { feed, makePipeline } from '../../helpers/ingest.js';
+import { txsOf } from '../../helpers/views.js';
 
 /**
  * The capture fed as is (receipts in metadata), or post-Azul (metadata `{block_number}` only), or with the receipts
@@ -101,7 +102,7 @@ t.test('a deposit transaction object from execution is byte-identical to the str
   const fromStream = new Shapes(ref.senders);
   const fromExecution = new Shapes(azul.senders, executionReceiptSource(engine));
   const hashes = [ref.block.hash, azul.block.hash];
-  const deposits = azul.block.txs.filter((r) => r.tx.type === TX_DEPOSIT);
+  const deposits = txsOf(azul.block).filter((r) => r.tx.type === TX_DEPOSIT);
   t.ok(deposits.length > 0, 'the capture holds a deposit');
 
   // Before the engine ran the block: no receipt to take the deposit's nonce from (read, and cached, like this).
@@ -114,18 +115,18 @@ t.test('a deposit transaction object from execution is byte-identical to the str
 
   engine.execute(azul.block.lastIndex);
   for (const rec of deposits) {
-    const want = fromStream.txJson(ref.block.txs[rec.position]!).json;
+    const want = fromStream.txJson(ref.block.txAt(rec.position)!).json;
     t.match(JSON.parse(want), { nonce: /^0x[0-9a-f]+$/, depositReceiptVersion: '0x1' }, 'the stream shows nonce and receipt version');
     t.equal(strip(fromExecution.txJson(rec).json, ...hashes), strip(want, ...hashes), `eth_getTransactionByHash ${rec.tx.hash.slice(0, 10)}: byte-identical once executed`);
-    t.equal(strip(JSON.stringify(fromExecution.txObject(rec, rec.flashblockIndex)), ...hashes), strip(JSON.stringify(fromStream.txObject(ref.block.txs[rec.position]!, rec.flashblockIndex)), ...hashes), 'as of its own flashblock too');
+    t.equal(strip(JSON.stringify(fromExecution.txObject(rec, rec.flashblockIndex)), ...hashes), strip(JSON.stringify(fromStream.txObject(ref.block.txAt(rec.position)!, rec.flashblockIndex)), ...hashes), 'as of its own flashblock too');
   }
   const blockAfter = fromExecution.blockJson(azul.block, true).json;
   t.not(blockAfter, blockBefore, 'the cached full block of before execution is not served after it');
   t.equal(strip(blockAfter, ...hashes), strip(fromStream.blockJson(ref.block, true).json, ...hashes), "eth_getBlockByNumber('pending', true): byte-identical");
   // newFlashblockTransactions full objects (built as the subscriptions hub builds them).
-  for (let i = 0; i < azul.block.txs.length; i++) {
-    const a = azul.block.txs[i]!;
-    const b = ref.block.txs[i]!;
+  for (let i = 0; i < azul.block.txCount; i++) {
+    const a = azul.block.txAt(i)!;
+    const b = ref.block.txAt(i)!;
     const got = JSON.stringify(transactionWithReceipt(fromExecution.txObject(a, a.flashblockIndex), fromExecution.receiptObject(a, a.flashblockIndex)));
     const want = JSON.stringify(transactionWithReceipt(fromStream.txObject(b, b.flashblockIndex), fromStream.receiptObject(b, b.flashblockIndex)));
     t.equal(strip(got, ...hashes), strip(want, ...hashes), `newFlashblockTransactions payload ${i}`);
@@ -139,13 +140,13 @@ t.test('a receipt the engine lacked is served from the moment it has it (the nul
   const shapes = new Shapes(azul.senders, executionReceiptSource(engine));
   const stream = new Shapes(ref.senders);
   const hashes = [ref.block.hash, azul.block.hash];
-  const rec = azul.block.txs[azul.block.txs.length - 1]!;
+  const rec = azul.block.txAt(azul.block.txCount - 1)!;
   t.equal(shapes.receiptJson(rec), null, 'not executed: no receipt');
   t.equal(shapes.receiptJson(rec), null, 'polled again: still none');
   engine.execute(azul.block.lastIndex);
   const got = shapes.receiptJson(rec);
   t.ok(got, 'executed: the receipt, with no new flashblock in between');
-  t.equal(strip(got?.json, ...hashes), strip(stream.receiptJson(ref.block.txs[rec.position]!)?.json, ...hashes), 'byte-identical to the stream one');
+  t.equal(strip(got?.json, ...hashes), strip(stream.receiptJson(ref.block.txAt(rec.position)!)?.json, ...hashes), 'byte-identical to the stream one');
   t.equal(shapes.receiptJson(rec), got, 'then cached');
 });
 
@@ -154,12 +155,12 @@ t.test("a cached executed receipt is dropped when the block's execution diverges
   const engine = new SteppedEngine(azul.block);
   const shapes = new Shapes(azul.senders, executionReceiptSource(engine));
   engine.execute(azul.block.lastIndex);
-  const rec = azul.block.txs[1]!;
+  const rec = azul.block.txAt(1)!;
   t.ok(shapes.receiptJson(rec), 'served (and cached) while verified');
-  t.ok(shapes.txJson(azul.block.txs[0]!).json.includes('"nonce"'), 'the deposit object shows its nonce');
+  t.ok(shapes.txJson(azul.block.txAt(0)!).json.includes('"nonce"'), 'the deposit object shows its nonce');
   engine.diverge();
   t.equal(shapes.receiptJson(rec), null, 'not served once its block diverged');
-  t.notOk(shapes.txJson(azul.block.txs[0]!).json.includes('"nonce"'), 'nor the nonce taken from it');
+  t.notOk(shapes.txJson(azul.block.txAt(0)!).json.includes('"nonce"'), 'nor the nonce taken from it');
 });
 
 /** The eth_ handlers over the post-Azul run with the stepped engine; the node is a closed port (never asked here). */
@@ -193,7 +194,7 @@ t.test('eth_getTransactionReceipt, eth_getBlockReceipts, eth_getLogs(pending): f
   t.teardown(() => ctx.subscriptions.close());
   const stream = new Shapes(ref.senders);
   const hashes = [ref.block.hash, azul.block.hash];
-  const last = azul.block.txs[azul.block.txs.length - 1]!;
+  const last = azul.block.txAt(azul.block.txCount - 1)!;
   const logsFilter = [{ fromBlock: 'pending', toBlock: 'pending' }];
 
   // The engine is behind (readyFor false: the wait ran out): answered by the node, i.e. forwarded.
@@ -204,16 +205,16 @@ t.test('eth_getTransactionReceipt, eth_getBlockReceipts, eth_getLogs(pending): f
 
   engine.execute(azul.block.lastIndex);
   const receipt = await answer(ctx, 'eth_getTransactionReceipt', [last.tx.hash]);
-  t.equal(strip(text(receipt), ...hashes), strip(stream.receiptJson(ref.block.txs[last.position]!)!.json, ...hashes), 'receipt: from execution at once, byte-identical to the stream one');
+  t.equal(strip(text(receipt), ...hashes), strip(stream.receiptJson(ref.block.txAt(last.position)!)!.json, ...hashes), 'receipt: from execution at once, byte-identical to the stream one');
   const all = await answer(ctx, 'eth_getBlockReceipts', ['pending']);
-  const want = '[' + ref.block.txs.map((r) => stream.receiptJson(r)!.json).join(',') + ']';
+  const want = '[' + txsOf(ref.block).map((r) => stream.receiptJson(r)!.json).join(',') + ']';
   t.equal(strip(text(all), ...hashes), strip(want, ...hashes), 'block receipts: from execution at once, byte-identical');
   const logs = await answer(ctx, 'eth_getLogs', logsFilter);
-  const wantLogs = ref.block.txs.flatMap((r) => stream.logObjects(r) ?? []);
+  const wantLogs = txsOf(ref.block).flatMap((r) => stream.logObjects(r) ?? []);
   t.ok(wantLogs.length > 0, 'the capture has logs');
   t.equal(strip(text(logs), ...hashes), strip(JSON.stringify(wantLogs), ...hashes), 'logs: from execution at once, byte-identical');
-  const tx = await answer(ctx, 'eth_getTransactionByHash', [azul.block.txs[0]!.tx.hash]);
-  t.equal(strip(text(tx), ...hashes), strip(stream.txJson(ref.block.txs[0]!).json, ...hashes), 'the deposit via eth_getTransactionByHash: byte-identical');
+  const tx = await answer(ctx, 'eth_getTransactionByHash', [azul.block.txAt(0)!.tx.hash]);
+  t.equal(strip(text(tx), ...hashes), strip(stream.txJson(ref.block.txAt(0)!).json, ...hashes), 'the deposit via eth_getTransactionByHash: byte-identical');
 });
 
 t.test('a stream with receipts for only some transactions: those at once, the others (and what they hide) from execution', async (t) => {
@@ -224,17 +225,17 @@ t.test('a stream with receipts for only some transactions: those at once, the ot
   const stream = new Shapes(ref.senders);
   const hashes = [ref.block.hash, part.block.hash];
   const missing = part.block.txCountAt[2]!; // flashblock 3's transaction
-  t.equal(part.block.txs[missing]!.receipt, null, 'no receipt carried for it');
-  const after = part.block.txs[missing + 1]!;
+  t.equal(part.block.txAt(missing)!.receipt, null, 'no receipt carried for it');
+  const after = part.block.txAt(missing + 1)!;
   t.ok(after.receipt, 'the receipt after the missing one is kept');
   t.equal(after.gasUsed, null, 'its gasUsed needs the missing cumulative gas');
   for (let i = 0; i < missing; i++) {
-    t.equal(strip(shapes.receiptJson(part.block.txs[i]!)?.json, ...hashes), strip(stream.receiptJson(ref.block.txs[i]!)?.json, ...hashes), `receipt ${i} served at once`);
+    t.equal(strip(shapes.receiptJson(part.block.txAt(i)!)?.json, ...hashes), strip(stream.receiptJson(ref.block.txAt(i)!)?.json, ...hashes), `receipt ${i} served at once`);
   }
-  t.equal(shapes.receiptJson(part.block.txs[missing]!), null, 'the missing one waits for execution');
+  t.equal(shapes.receiptJson(part.block.txAt(missing)!), null, 'the missing one waits for execution');
   t.equal(shapes.receiptJson(after), null, 'so does the one whose gasUsed and logIndex depend on it');
   engine.execute(part.block.lastIndex);
   for (const i of [missing, missing + 1]) {
-    t.equal(strip(shapes.receiptJson(part.block.txs[i]!)?.json, ...hashes), strip(stream.receiptJson(ref.block.txs[i]!)?.json, ...hashes), `receipt ${i} from execution, as the full stream gives it`);
+    t.equal(strip(shapes.receiptJson(part.block.txAt(i)!)?.json, ...hashes), strip(stream.receiptJson(ref.block.txAt(i)!)?.json, ...hashes), `receipt ${i} from execution, as the full stream gives it`);
   }
 });

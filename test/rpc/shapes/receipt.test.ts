@@ -16,6 +16,7 @@ import { keccak256 } from 'viem';
 import { TX_DEPOSIT } from '../../../src/chain/types.js';
 import { unichainMessages } from '../../helpers/fixtures.js';
 import { feed, makePipeline } from '../../helpers/ingest.js';
+import { txsOf } from '../../helpers/views.js';
 
 function pending() {
   const { state, pipeline, senders } = makePipeline();
@@ -32,7 +33,7 @@ t.test('an executed receipt with the same facts is byte-identical to the one fro
   for (const m of msgs) for (const [h, r] of Object.entries((m.metadata as any).receipts)) raw.set(h, Object.values(r as object)[0] as Record<string, any>);
   let prevCum = 0n;
   let firstLogIndex = 0;
-  for (const rec of block.txs) {
+  for (const rec of txsOf(block)) {
     const r = raw.get(rec.tx.hash)!;
     const cum = BigInt(r.cumulativeGasUsed);
     const executed: ReceiptFacts = {
@@ -58,7 +59,7 @@ t.test('an executed receipt with the same facts is byte-identical to the one fro
 
 t.test('as of flashblock i is another context: only blockHash differs, in the receipt and its logs', async (t) => {
   const { block } = pending();
-  for (const rec of block.txs) {
+  for (const rec of txsOf(block)) {
     const latest = receiptToRpc(rec)!;
     for (let i = rec.flashblockIndex; i <= block.lastIndex; i++) {
       const asOf = receiptToRpc(rec, i)!;
@@ -74,8 +75,8 @@ t.test('as of flashblock i is another context: only blockHash differs, in the re
 
 t.test('receipt builder table: status, creation, deposits, OP L1 fee fields', async (t) => {
   const { block } = pending();
-  const user = block.txs.find((r) => r.tx.type !== TX_DEPOSIT)!;
-  const deposit = block.txs.find((r) => r.tx.type === TX_DEPOSIT)!;
+  const user = txsOf(block).find((r) => r.tx.type !== TX_DEPOSIT)!;
+  const deposit = txsOf(block).find((r) => r.tx.type === TX_DEPOSIT)!;
   const base = streamReceiptFacts(user)!;
   const l1: OpL1Fee = {
     l1GasPrice: 7n, l1GasUsed: 1600n, l1Fee: 11200n, l1FeeScalar: null, l1BaseFeeScalar: 2269n, l1BlobBaseFee: 1n,
@@ -141,14 +142,14 @@ t.test('a receipt source stands in for the stream: a post-Azul block gets the sa
   azul.senders.recoverQueued();
   const block = azul.state.pendingBlock()!;
   // What an executor would report, keyed by transaction hash (here: the facts the stream gave the other run).
-  const executed = new Map(withMeta.block.txs.map((r) => [r.tx.hash, streamReceiptFacts(r)!]));
+  const executed = new Map(txsOf(withMeta.block).map((r) => [r.tx.hash, streamReceiptFacts(r)!]));
   const source: ReceiptSource = { facts: (rec) => executed.get(rec.tx.hash) ?? null, logs: (rec) => executed.get(rec.tx.hash) ?? null };
   const fromStream = new Shapes(withMeta.senders);
   const fromExecution = new Shapes(azul.senders, source);
-  t.equal(new Shapes(azul.senders).receiptJson(block.txs[1]!), null, 'no receipts in a post-Azul stream');
-  for (let i = 0; i < block.txs.length; i++) {
-    const a = withMeta.block.txs[i]!;
-    const b = block.txs[i]!;
+  t.equal(new Shapes(azul.senders).receiptJson(block.txAt(1)!), null, 'no receipts in a post-Azul stream');
+  for (let i = 0; i < block.txCount; i++) {
+    const a = withMeta.block.txAt(i)!;
+    const b = block.txAt(i)!;
     const strip = (json: string | undefined) => json?.replaceAll(withMeta.block.hash, 'H').replaceAll(block.hash, 'H');
     t.equal(strip(fromExecution.receiptJson(b)?.json), strip(fromStream.receiptJson(a)?.json), `receipt ${i} byte-identical (block hash aside)`);
     t.same(fromExecution.logObjects(b), fromStream.logObjects(a)?.map((l) => ({ ...l, blockHash: block.hash })), `logs ${i}`);
@@ -173,18 +174,18 @@ t.test('OP fee fields: a receipt from execution and one from stream metadata are
   const fromStream = new Shapes(withMeta.senders);
   const fromExecution = new Shapes(azul.senders, executionReceiptSource(captureExecution()));
   const strip = (json: string | undefined) => json?.replaceAll(withMeta.block.hash, 'H').replaceAll(azul.block.hash, 'H');
-  for (let i = 0; i < azul.block.txs.length; i++) {
-    const a = fromStream.receiptJson(withMeta.block.txs[i]!)?.json;
-    const b = fromExecution.receiptJson(azul.block.txs[i]!)?.json;
+  for (let i = 0; i < azul.block.txCount; i++) {
+    const a = fromStream.receiptJson(withMeta.block.txAt(i)!)?.json;
+    const b = fromExecution.receiptJson(azul.block.txAt(i)!)?.json;
     t.ok(b, `receipt ${i} from execution`);
     t.equal(strip(b), strip(a), `receipt ${i} byte-identical (block hash aside)`);
   }
   // The user transaction: the Unichain block's Isthmus L1 attributes, Fjord cost at the 100-byte minimum.
-  const user = JSON.parse(fromExecution.receiptJson(azul.block.txs[1]!)!.json) as Record<string, string>;
+  const user = JSON.parse(fromExecution.receiptJson(azul.block.txAt(1)!)!.json) as Record<string, string>;
   const fee = (100_000_000n * (9n * 16n * 2000n + 900_000n)) / 1_000_000_000_000n;
   t.match(user, { l1GasPrice: '0x9', l1GasUsed: '0x640', l1Fee: '0x' + fee.toString(16), l1BaseFeeScalar: '0x7d0', l1BlobBaseFee: '0x1', l1BlobBaseFeeScalar: '0xdbba0' });
   for (const k of ['l1FeeScalar', 'operatorFeeScalar', 'operatorFeeConstant', 'daFootprintGasScalar', 'blobGasUsed']) t.notOk(k in user, `${k} omitted (pre-Ecotone / both operator params zero / pre-Jovian)`);
-  const dep = JSON.parse(fromExecution.receiptJson(azul.block.txs[0]!)!.json) as Record<string, string>;
+  const dep = JSON.parse(fromExecution.receiptJson(azul.block.txAt(0)!)!.json) as Record<string, string>;
   t.match(dep, { type: '0x7e', depositNonce: '0x21e3b52', depositReceiptVersion: '0x1' });
   t.notOk('l1Fee' in dep, 'the deposit has no fee fields');
 });
@@ -197,8 +198,8 @@ t.test('a block without an L1-info deposit (the devnet emits none): no OP fee fi
   for (const m of msgs) feed(pipeline, m as unknown as Record<string, unknown>);
   senders.recoverQueued();
   const block = state.pendingBlock()!;
-  t.not(block.txs[0]!.tx.type, TX_DEPOSIT, 'the first transaction is a user transaction now');
-  for (const rec of block.txs) {
+  t.not(block.txAt(0)!.tx.type, TX_DEPOSIT, 'the first transaction is a user transaction now');
+  for (const rec of txsOf(block)) {
     t.equal(l1FeeFacts(rec), null);
     const r = receiptToRpc(rec)!;
     t.ok(r, 'the stream receipt is served');
