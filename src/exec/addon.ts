@@ -25,7 +25,9 @@ export interface Addon {
   /** Frame decoding (native/src/frame), read by src/ingest/native-frame.ts; absent from an older build. */
   decodeFlashblock?(json: Buffer, mem: Buffer, at: number, room: number): AddonDecodeOutcome;
   takeLayout?(mem: Buffer, at: number): boolean;
-  recoverSenders?(txBytes: Buffer, signed: Uint32Array): Promise<Buffer>;
+  /** Sender recovery on the native recovery threads: `recoverStart` returns at once, `done(id, rows)` follows. */
+  recoverInit?(done: (id: number, rows: Buffer) => void): void;
+  recoverStart?(id: number, txBytes: Buffer, signed: Uint32Array): void;
 }
 
 /**

@@ -27,13 +27,57 @@ export interface NativeDecoder {
   recoverSenders(txBytes: Buffer, signed: Uint32Array): Promise<Buffer>;
 }
 
+type RecoverStart = (id: number, txBytes: Buffer, signed: Uint32Array) => void;
+
+/**
+ * Recoveries in flight on the native recovery threads, by id. The addon's completion callback does not hold the event
+ * loop (a weak threadsafe function), so a ref'd timer does while any is in flight: a caller awaiting one is not left
+ * by a loop that ran dry.
+ */
+class Recoveries {
+  private readonly waiting = new Map<number, (rows: Buffer) => void>();
+  private nextId = 0;
+  /** Ref'd while a recovery is in flight (one timer for the process's life: ref() and unref() cost next to nothing). */
+  private readonly hold = setInterval(() => undefined, 1 << 30).unref();
+
+  constructor(private readonly start: RecoverStart) {}
+
+  readonly done = (id: number, rows: Buffer): void => {
+    const resolve = this.waiting.get(id);
+    if (resolve === undefined) return;
+    this.waiting.delete(id);
+    if (this.waiting.size === 0) this.hold.unref();
+    resolve(rows);
+  };
+
+  recover(txBytes: Buffer, signed: Uint32Array): Promise<Buffer> {
+    const id = this.nextId;
+    this.nextId = (this.nextId + 1) >>> 0;
+    return new Promise<Buffer>((resolve) => {
+      this.start(id, txBytes, signed);
+      this.waiting.set(id, resolve);
+      this.hold.ref();
+    });
+  }
+}
+
 let decoder: NativeDecoder | null | undefined;
 
 /** The native decoder, or null when the addon is not built (or predates it): the JS decoder is used then. */
 export function nativeDecoder(): NativeDecoder | null {
   if (decoder !== undefined) return decoder;
   const a = loadAddon();
-  decoder = a instanceof Error || typeof a.decodeFlashblock !== 'function' || typeof a.takeLayout !== 'function' || typeof a.recoverSenders !== 'function' ? null : (a as NativeDecoder);
+  if (a instanceof Error || a.decodeFlashblock === undefined || a.takeLayout === undefined || a.recoverInit === undefined || a.recoverStart === undefined) {
+    decoder = null;
+    return decoder;
+  }
+  const recoveries = new Recoveries(a.recoverStart.bind(a));
+  a.recoverInit(recoveries.done);
+  decoder = {
+    decodeFlashblock: a.decodeFlashblock.bind(a),
+    takeLayout: a.takeLayout.bind(a),
+    recoverSenders: (txBytes, signed) => recoveries.recover(txBytes, signed),
+  };
   return decoder;
 }
 

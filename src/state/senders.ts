@@ -20,9 +20,10 @@ export interface SenderRecoveryOptions {
   /** Time slice for recovery on the event loop between frames. */
   sliceMs?: number;
   /**
-   * The native core's recovery (native/src/frame `recoverSenders`) for flashblocks the native decoder laid out:
-   * resolves to 21 bytes per signed transaction (status 1 = recovered, 0 = does not recover, 2 = left to this side;
-   * then the address). Runs on the native thread pool, so nothing waits for a socket poll first.
+   * The native core's recovery (native/src/frame/recover.rs, through src/ingest/native-frame.ts) for flashblocks the
+   * native decoder laid out: resolves to 21 bytes per signed transaction (status 1 = recovered, 0 = does not recover,
+   * 2 = left to this side; then the address). Runs on the core's nice-19 recovery threads, so nothing waits for a
+   * socket poll first.
    */
   native?: ((txBytes: Buffer, signed: Uint32Array) => Promise<Buffer>) | null;
 }
@@ -82,7 +83,7 @@ export class SenderRecovery implements SenderSource {
   private drainWaiters: (() => void)[] = [];
   /**
    * Native recoveries, one per flashblock, in order: one in flight at a time (`nativeRunning`), so a burst of frames
-   * (a replay) never floods the thread pool; a waiting one whose block is gone is dropped.
+   * (a replay) never floods the recovery threads; a waiting one whose block is gone is dropped.
    */
   private readonly native = new Set<NativeBatch>();
   private nativeRunning: NativeBatch | null = null;

@@ -314,6 +314,30 @@ t.test('senders recovered natively (off the JS thread) equal the JS recovery', a
   t.same([bad[0], bad[21]], [2, 2], 'undecodable bytes and out-of-range bounds are left to the JS recovery');
 });
 
+t.test('native recoveries in flight at once each resolve to their own rows, whatever order the threads end in', async (t) => {
+  const frames = [5, 40, 3, 200, 17, 1].map((n, i) => generateFlashblocks({ blockNumber: 10 + i, flashblocks: 1, txsPerFlashblock: n, calldataBytes: 10 }).messages[0]);
+  const batches = frames.map((m) => {
+    const r = decodeFrame(Buffer.from(JSON.stringify(m)), MAX, false, native);
+    if (!r.ok || r.senders == null) throw new Error('the native decoder did not take the frame');
+    const signed = Uint32Array.from(r.senders.signed);
+    const expected: string[] = [];
+    for (let k = 0; k < signed.length / 3; k++) expected.push(recoverSender((decodeTransaction(r.fb.body.tx(signed[3 * k]!).raw) as { tx: DecodedTx }).tx)!);
+    // Copied out: the frame pool region goes back before the recoveries end.
+    const txBytes = Buffer.from(r.senders.txBytes());
+    r.fb.body.release();
+    return { txBytes, signed, expected };
+  });
+  // Each started twice, all before any ends (batches of 16 or more are split over the recovery threads).
+  const outs = await Promise.all([...batches, ...batches].map((b) => native!.recoverSenders(b.txBytes, b.signed)));
+  outs.forEach((out, i) => {
+    const b = batches[i % batches.length]!;
+    const got: string[] = [];
+    for (let k = 0; k < b.expected.length; k++) got.push(out[21 * k] === 1 ? '0x' + out.toString('hex', 21 * k + 1, 21 * k + 21) : `status ${out[21 * k]}`);
+    t.equal(out.length, 21 * b.expected.length, `batch ${i}: one row per signed transaction`);
+    t.same(got, b.expected, `batch ${i} (${b.expected.length} txs): every sender as the JS recovery`);
+  });
+});
+
 t.test('the pipeline decodes natively, recovers senders natively and indexes their nonces', async (t) => {
   const { state, pipeline, senders, observer } = makePipeline();
   for (const m of unichainMessages()) feed(pipeline, m);
