@@ -151,9 +151,10 @@ export class GcTally {
   readonly major: GcKindTally = { n: 0, ms: 0, maxMs: 0 };
   private readonly obs: PerformanceObserver;
 
-  constructor() {
+  /** `within`: counts only pauses starting at a time (performance.now()) it accepts; every pause without. */
+  constructor(within?: (startMs: number) => boolean) {
     this.obs = new PerformanceObserver((list) => {
-      for (const e of list.getEntries()) this.count(e);
+      for (const e of list.getEntries()) if (within === undefined || within(e.startTime)) this.count(e);
     });
     this.obs.observe({ entryTypes: ['gc'] });
   }
