@@ -1,7 +1,7 @@
 // Benchmark: parse + apply of a realistic 200-transaction (~150 KB) flashblock through the real pipeline, side by
 // side with bare JSON.parse of the same bytes (issue 24's budget: ≤ 1.0× at p50, p99 < 3 ms), with the native decoder
 // (native/src/frame, the default when the addon is built) and with the JS one (the fallback), in the same run; and
-// sender recovery of the frame's 200 transactions: natively (the addon's nice-19 recovery threads, all cores) and in JS
+// sender recovery of the frame's 200 transactions: natively (the addon's idle-priority recovery threads, all cores) and in JS
 // on this thread.
 import { Session } from 'node:inspector/promises';
 import { performance } from 'node:perf_hooks';
@@ -251,7 +251,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
                 `p99 / p50 = ${fmt(p99Apply / p50Apply)}; GC while sampling: ${(nat ?? js).gc.describe()}. ` +
                 (p99Apply > 3 * p50Apply
                   ? 'Not the work itself (decode alone stays < 0.6 ms at p99): the slow frames are the ones a GC pause or another thread ' +
-                    'lands in. Sender recovery runs on nice-19 threads that start without a lock shared with the event loop (at nice 0 on ' +
+                    'lands in. Sender recovery runs on SCHED_IDLE threads that yield every 50 µs and start without a lock shared with the event loop (at nice 0 on ' +
                     'libuv\'s pool, it blocked the event loop 3.5–5 ms in ~1 % of applies: p99 3.9 ms)'
                   : 'the work itself') +
                 `; ${profiled}.`,
@@ -271,7 +271,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
       { name: 'sender recovery of 200 txs in JS on this thread (the fallback without the worker: ≤ 2 ms slices), total, p50', value: percentile(recoverUs, 50), unit: 'µs' },
       ...(native === null
         ? []
-        : [{ name: 'sender recovery of 200 txs, native (off the JS thread: nice-19 recovery threads, split over the cores): apply → last sender known, p50', value: percentile(nativeRecoverUs, 50), unit: 'µs', baseline: { label: 'JS on this thread', value: percentile(recoverUs, 50) }, verdict: `${fmt(percentile(recoverUs, 50) / percentile(nativeRecoverUs, 50))}× sooner; ~0 µs of the JS thread (one call to start it, one callback)` }]),
+        : [{ name: 'sender recovery of 200 txs, native (off the JS thread: idle-priority recovery threads, split over the cores): apply → last sender known, p50', value: percentile(nativeRecoverUs, 50), unit: 'µs', baseline: { label: 'JS on this thread', value: percentile(recoverUs, 50) }, verdict: `${fmt(percentile(recoverUs, 50) / percentile(nativeRecoverUs, 50))}× sooner; ~0 µs of the JS thread (one call to start it, one callback)` }]),
     ],
     plots,
     notes:

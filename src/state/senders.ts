@@ -22,7 +22,7 @@ export interface SenderRecoveryOptions {
   /**
    * The native core's recovery (native/src/frame/recover.rs, through src/ingest/native-frame.ts) for flashblocks the
    * native decoder laid out: resolves to 21 bytes per signed transaction (status 1 = recovered, 0 = does not recover,
-   * 2 = left to this side; then the address). Runs on the core's nice-19 recovery threads, so nothing waits for a
+   * 2 = left to this side; then the address). Runs on the core's idle-priority recovery threads, so nothing waits for a
    * socket poll first.
    */
   native?: ((txBytes: Buffer, signed: Uint32Array) => Promise<Buffer>) | null;

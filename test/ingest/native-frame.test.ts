@@ -2,7 +2,7 @@
 // transaction corpus and random mutation, decodeFrame gives the same verdict, reason and flashblock with either;
 // the native decoder takes every valid frame of the fixtures itself; recovered senders equal the JS ones.
 import t from 'tap';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import v8 from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { brotliCompressSync } from 'node:zlib';
@@ -336,6 +336,26 @@ t.test('native recoveries in flight at once each resolve to their own rows, what
     t.equal(out.length, 21 * b.expected.length, `batch ${i}: one row per signed transaction`);
     t.same(got, b.expected, `batch ${i} (${b.expected.length} txs): every sender as the JS recovery`);
   });
+});
+
+t.test('native recovery runs on its own threads at idle priority, never at the event loop\'s', { skip: process.platform !== 'linux' && 'reads /proc' }, async (t) => {
+  const m = generateFlashblocks({ blockNumber: 30, flashblocks: 1, txsPerFlashblock: 40, calldataBytes: 10 }).messages[0];
+  const r = decodeFrame(Buffer.from(JSON.stringify(m)), MAX, false, native);
+  if (!r.ok || r.senders == null) throw new Error('the native decoder did not take the frame');
+  const out = await native!.recoverSenders(Buffer.from(r.senders.txBytes()), Uint32Array.from(r.senders.signed));
+  r.fb.body.release();
+  t.equal(out[0], 1, 'a sender recovered');
+  // /proc/self/task/<tid>/stat: field 2 is (comm), field 41 the scheduling policy (5 = SCHED_IDLE).
+  const threads = readdirSync('/proc/self/task').map((tid) => readFileSync(`/proc/self/task/${tid}/stat`, 'utf8'));
+  const policies = threads.flatMap((st) => {
+    const name = st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'));
+    const fields = st.slice(st.lastIndexOf(')') + 2).split(' ');
+    return name.startsWith('fbd-recover') ? [[name, Number(fields[38])] as const] : [];
+  });
+  t.ok(policies.length >= 1, `recovery threads: ${policies.map((p) => p[0]).join(', ')}`);
+  t.same(policies.filter(([, policy]) => policy !== 5), [], 'every recovery thread is SCHED_IDLE');
+  const main = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8');
+  t.equal(Number(main.slice(main.lastIndexOf(')') + 2).split(' ')[38]), 0, 'the event loop keeps SCHED_OTHER');
 });
 
 t.test('the pipeline decodes natively, recovers senders natively and indexes their nonces', async (t) => {

@@ -9,6 +9,7 @@ use std::panic::catch_unwind;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
 use std::thread::Thread;
+use std::time::{Duration, Instant};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Per transaction: 1 + the sender; 0 when its signature does not recover; 2 when it is not decoded here (a type the
@@ -30,11 +31,22 @@ fn sender_of(raw: &[u8]) -> (u8, Address) {
     }
 }
 
+/// How long a recovery thread works before it offers its core back (see `recover_all`).
+const GIVE_WAY_EVERY: Duration = Duration::from_micros(50);
+
 /// Recovers the senders of the transactions at `bounds` (pairs [start, end) into `bytes`): 21 bytes each, a status
-/// (see `sender_of`) and the address, on the calling thread.
-pub fn recover_all(bytes: &[u8], bounds: &[(usize, usize)]) -> Vec<u8> {
+/// (see `sender_of`) and the address, on the calling thread. With `give_way`, the thread yields its core every
+/// `GIVE_WAY_EVERY` of work: a low-priority thread woken onto the event loop's core can be picked to run there (the
+/// scheduler counts what it is owed) and then keeps the core until the next tick, up to 4 ms here (HZ 250); yielding
+/// hands it back within ~50 µs (perf sched, before: the event loop preempted 2–4 ms in half the frames).
+pub fn recover_all(bytes: &[u8], bounds: &[(usize, usize)], give_way: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(bounds.len() * 21);
+    let mut since = Instant::now();
     for &(a, b) in bounds {
+        if give_way && since.elapsed() >= GIVE_WAY_EVERY {
+            std::thread::yield_now();
+            since = Instant::now();
+        }
         let mut r = [0u8; 21];
         if a <= b && b <= bytes.len() {
             let (st, addr) = catch_unwind(|| sender_of(&bytes[a..b])).unwrap_or((2, Address::ZERO));
@@ -55,7 +67,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
 /// One recovery thread's inbox: a lock-free stack of jobs (pushed by any thread, taken whole by its owner) and the
-/// thread to unpark. No lock is shared with the event loop: a nice-19 thread preempted while holding one would stall
+/// thread to unpark. No lock is shared with the event loop: a low-priority thread preempted while holding one would stall
 /// it (a shared `Mutex<Receiver>` also made every send wait ~45 µs for the thread holding it).
 struct Inbox {
     head: AtomicPtr<Node>,
@@ -114,15 +126,21 @@ fn recovery_threads() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get()).min(4)
 }
 
-/// Lowers the calling thread to nice 19: a recovery thread then never preempts the event loop when it wakes, and
-/// under load gets the cores only when the event loop leaves them (at nice 0, recovering on libuv's pool took the
-/// event loop's core for 3.5–5 ms in 1 % of applies: bench/ingest.ts paced p99 3.9 ms → 0.65 ms). Linux applies
-/// PRIO_PROCESS 0 to the calling thread alone; other systems keep the default priority.
+/// Puts the calling thread in SCHED_IDLE (Linux; any user may): a recovery thread then never preempts a normal
+/// thread when it wakes, and yields the core as soon as one wants it — it runs in the time the event loop and the
+/// rest of the machine leave (still a small share under full load, so it never starves). Nice 19 was not enough:
+/// with kernel 6.18's EEVDF scheduler a woken nice-19 thread took the event loop's core for its whole batch (2–4.5 ms,
+/// perf sched: the event loop preempted, state R) whenever the other core was busy; at nice 0 on libuv's pool it did
+/// too (bench/ingest.ts paced p99 3.9 ms). Elsewhere the thread keeps the default policy.
 fn lower_priority() {
     #[cfg(target_os = "linux")]
-    // SAFETY: setpriority takes plain integers and touches no memory of ours.
+    // SAFETY: sched_setscheduler reads the sched_param we pass and keeps no pointer to it.
     unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+        let param = libc::sched_param { sched_priority: 0 };
+        if libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0 {
+            // Not permitted (a seccomp or container policy): the lowest nice value instead.
+            libc::setpriority(libc::PRIO_PROCESS, 0, 19);
+        }
     }
 }
 
@@ -175,13 +193,13 @@ pub fn recover_init(done: Done) {
 /// N-API: starts recovering the senders of `signed` (the layout's triples [index in the flashblock, start, end) into
 /// `tx_bytes`) on the recovery threads — a batch of 16 or more split over them — and returns at once; the callback
 /// of `recoverInit` gets `(id, rows)` when the last chunk is done. Nothing on the calling thread but a copy of the
-/// bytes and a queue push: a nice-19 thread woken here never preempts the event loop.
+/// bytes, a queue push and an unpark.
 #[napi(js_name = "recoverStart")]
 pub fn recover_start(id: u32, tx_bytes: &[u8], signed: &[u32]) -> napi::Result<()> {
     let Some(done) = lock(done_slot()).clone() else {
         return Err(napi::Error::from_reason("recoverStart before recoverInit"));
     };
-    // try_lock: a recovery thread (nice 19) holding the lock may not run again soon; a fresh buffer does then.
+    // try_lock: a recovery thread (low priority) holding the lock may not run again soon; a fresh buffer does then.
     let mut bytes = SPARE.try_lock().ok().and_then(|mut s| s.pop()).unwrap_or_default();
     bytes.clear();
     bytes.extend_from_slice(tx_bytes);
@@ -230,7 +248,7 @@ impl Batch {
             }
         }
         let (from, to) = (k * self.size, ((k + 1) * self.size).min(self.bounds.len()));
-        let rows = recover_all(&self.bytes, &self.bounds[from.min(to)..to]);
+        let rows = recover_all(&self.bytes, &self.bounds[from.min(to)..to], true);
         lock(&self.parts)[k] = rows;
         if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
             let out = std::mem::take(&mut *lock(&self.parts)).concat();
