@@ -4,7 +4,7 @@
 // (not its process group) stops the daemon cleanly and leaves no process behind; `kill -9` of npm does too.
 import t, { type Test } from 'tap';
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { privateKeyToAccount } from 'viem/accounts';
 import { rpcCall } from '../../scripts/devnet/anvil.js';
 import { SETTINGS } from '../../src/config.js';
@@ -39,6 +39,28 @@ function commOf(pid: number): string {
     return readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
   } catch {
     return '';
+  }
+}
+
+/** Each thread of `pid` as "name state wchan" (/proc), for a diagnosis of a process that did not exit. */
+function threadStates(pid: number): string {
+  try {
+    return readdirSync(`/proc/${pid}/task`)
+      .map((tid) => {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+        const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
+        let wchan = '';
+        try {
+          wchan = readFileSync(`/proc/${pid}/task/${tid}/wchan`, 'utf8');
+        } catch {
+          // not readable here
+        }
+        return `${name} ${state} ${wchan}`;
+      })
+      .join('; ');
+  } catch {
+    return 'gone';
   }
 }
 
@@ -167,6 +189,13 @@ t.test('kill -9 of the `npm start` process: the daemon notices, stops, and leave
   t.ok(tree.length >= 2, `npm's tree: ${tree.map((p) => `${p} ${commOf(p)}`).join(', ')}`);
   d.proc.kill('SIGKILL');
   await d.exited;
-  t.same(await waitGone(tree, 30_000), [], 'the daemon and anvil exited after npm died');
+  const killedAt = Date.now();
+  const left = await waitGone(tree, 30_000);
+  t.same(left, [], 'the daemon and anvil exited after npm died');
   t.ok(d.logs().some((l) => l.msg === 'stopped cleanly'), 'the daemon stopped cleanly (its output still reaches us)');
+  if (left.length > 0 || !d.logs().some((l) => l.msg === 'stopped cleanly')) {
+    // What the daemon said last, and what its threads were doing, for a failure that only a busy machine shows.
+    t.comment(`${Date.now() - killedAt} ms after npm died; the daemon's last log lines: ${JSON.stringify(d.logs().slice(-8))}`);
+    for (const pid of left) t.comment(`${pid} ${commOf(pid)}: ${threadStates(pid)}`);
+  }
 });
