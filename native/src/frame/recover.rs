@@ -5,7 +5,7 @@ use alloy_primitives::Address;
 use napi::bindgen_prelude::*;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi_derive::napi;
-use std::panic::catch_unwind;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::mpsc::channel;
 use std::thread::Thread;
@@ -110,7 +110,9 @@ impl Inbox {
                 jobs.push(node.job);
             }
             for job in jobs.into_iter().rev() {
-                job();
+                // A job that panics (recover_all catches per transaction; this is the belt) must not end the thread:
+                // the jobs queued behind it would never run and their callers would wait for ever.
+                let _ = catch_unwind(AssertUnwindSafe(job));
             }
         }
     }
