@@ -37,6 +37,13 @@ export interface NativeSignedTxs {
 }
 
 /** One flashblock's native recovery, waiting or in flight, and its completion. */
+/**
+ * How long a nonce query waits for the native core's batches before it recovers what they still hold on this
+ * thread. A 200-transaction batch takes ~5 ms on idle cores; the recovery threads run at idle priority, so on a
+ * machine whose cores are all busy they may take much longer, and a query must not wait for that.
+ */
+export const NATIVE_WAIT_MS = 25;
+
 interface NativeBatch {
   block: PendingBlock;
   /** The flashblock, and the position of its first transaction in the block. */
@@ -373,10 +380,20 @@ export class SenderRecovery implements SenderSource {
     this.flushToWorker();
     if ((this.inWorkerDone !== null || this.native.size > 0) && this.maySend(address)) {
       return (async () => {
+        const deadline = performance.now() + NATIVE_WAIT_MS;
         // A batch that finishes may start the next (senders that arrived meanwhile): wait for those too.
         while (this.inWorkerDone !== null || this.native.size > 0) {
-          if (this.inWorkerDone !== null) await this.inWorkerDone;
-          else for (const b of this.native) await b.done;
+          if (this.inWorkerDone !== null) {
+            await this.inWorkerDone;
+            continue;
+          }
+          const left = deadline - performance.now();
+          // The native batches are late (their threads get no core): what they hold is recovered here instead,
+          // and their answers, when they come, only confirm it.
+          if (left <= 0 || !(await settlesWithin(Promise.all([...this.native].map((b) => b.done)), left))) {
+            this.recoverQueued();
+            return;
+          }
         }
         if (this.queued.length > 0 && this.maySend(address)) this.recoverQueued();
       })();
@@ -398,7 +415,20 @@ export class SenderRecovery implements SenderSource {
       return this.state.holds(b) && (!b.balancesComplete || b.balanceOf(address) !== undefined);
     };
     for (const q of [this.queued, this.inWorker]) for (const b of q.blocks) if (may(b)) return true;
-    for (const b of this.native) if (may(b.block)) return true;
+    // A native batch whose senders were all recovered here meanwhile (it was late) holds nothing to wait for.
+    for (const b of this.native) if (!SenderRecovery.allKnown(b) && may(b.block)) return true;
     return false;
   }
+}
+
+/** Whether `p` settles within `ms` (the timer is cleared when it does). */
+function settlesWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms);
+    const done = (): void => {
+      clearTimeout(timer);
+      resolve(true);
+    };
+    p.then(done, done);
+  });
 }

@@ -9,6 +9,7 @@ import { brotliCompressSync } from 'node:zlib';
 import { fileURLToPath } from 'node:url';
 import { decodeFrame, type DecodeFrameResult } from '../../src/ingest/frame.js';
 import { nativeDecoder } from '../../src/ingest/native-frame.js';
+import { NATIVE_WAIT_MS } from '../../src/state/senders.js';
 import { decodeTransaction } from '../../src/chain/tx.js';
 import { recoverSender } from '../../src/chain/sender.js';
 import type { DecodedTx } from '../../src/chain/types.js';
@@ -370,6 +371,28 @@ t.test('the pipeline decodes natively, recovers senders natively and indexes the
   const user = canonical.transactions.find((x) => x.type !== '0x7e')!;
   const last = canonical.transactions.filter((x) => x.from === user.from).reduce((a, x) => (BigInt(x.nonce) > a ? BigInt(x.nonce) : a), 0n);
   t.equal(state.nextNonce(user.from.toLowerCase()), last + 1n, 'nonce index filled from the native answers');
+});
+
+t.test('a nonce query waits for late native batches at most NATIVE_WAIT_MS, then recovers on this thread', async (t) => {
+  const canonical = unichainRpcBlock() as { transactions: { from: string; nonce: string; type: string }[] };
+  const user = canonical.transactions.find((x) => x.type !== '0x7e')!.from;
+  const last = canonical.transactions.filter((x) => x.from === user).reduce((a, x) => (BigInt(x.nonce) > a ? BigInt(x.nonce) : a), 0n);
+  const a = makePipeline();
+  // Recovery threads that never get a core: their answers never come.
+  let started = 0;
+  (a.senders as unknown as { opts: { native: () => Promise<Buffer> } }).opts.native = () => {
+    started++;
+    return new Promise<Buffer>(() => undefined);
+  };
+  for (const m of unichainMessages()) feed(a.pipeline, m);
+  t.ok(started > 0, 'the batch went to the (stalled) native core');
+  const settled = a.senders.settled(user.toLowerCase());
+  t.ok(settled instanceof Promise, 'a possible sender waits first');
+  const t0 = performance.now();
+  await settled;
+  t.ok(performance.now() - t0 >= NATIVE_WAIT_MS - 1, `it waited for the native batch (${NATIVE_WAIT_MS} ms) before recovering here`);
+  t.equal(a.state.nextNonce(user.toLowerCase()), last + 1n, 'then the nonce index is complete, recovered on this thread');
+  t.equal(a.senders.settled(user.toLowerCase()), null, 'and the next query answers at once');
 });
 
 t.test('a nonce query waits for the native recovery; recoverQueued() recovers on this thread at once', async (t) => {
