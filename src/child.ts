@@ -61,13 +61,18 @@ export function tiedCommand(file: string, args: readonly string[]): TiedCommand 
   return { file: sp, args: ['--pdeathsig', 'KILL', '--', file, ...args], tied: true };
 }
 
+/** The parent this process started with, read as this module loads (with the entry point's first imports). */
+const parentAtStart = process.ppid;
+
 /**
  * Calls `onGone` once when this process's parent exits (the process is re-parented: its ppid changes), checking
  * every `intervalMs` on an unref'd timer. For runs whose parent is a wrapper that must not leave us behind
- * (`npm start`): a plain `nohup` or systemd run must not use it, since being re-parented is normal there.
+ * (`npm start`): a plain `nohup` or systemd run must not use it, since being re-parented is normal there. The parent
+ * compared with is the one at start-up, not at the call: a parent that died while the process was starting (before
+ * the call) is noticed at the first check too.
  */
 export function onParentExit(onGone: () => void, intervalMs = 500): () => void {
-  const ppid = process.ppid;
+  const ppid = parentAtStart;
   const timer = setInterval(() => {
     if (process.ppid === ppid) return;
     clearInterval(timer);
