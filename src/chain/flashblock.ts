@@ -67,6 +67,11 @@ export interface SenderLookup {
  */
 export interface FlashblockBody {
   readonly txCount: number;
+  /**
+   * Whether `tx()` returns objects this body keeps (the JS decoder's), whose `from` a recovered sender is written
+   * into; false when it builds a view per call that reads senders from the block.
+   */
+  readonly keepsTxObjects: boolean;
   txType(j: number): number;
   /** hashKey (keys.ts) of the transaction's hash. */
   txHashKey(j: number): number;

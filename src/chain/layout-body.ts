@@ -94,6 +94,7 @@ export class LayoutBody implements FlashblockBody, PoolTenant {
   readonly txCount: number;
   readonly hasReceipts: boolean;
   readonly balanceCount: number;
+  readonly keepsTxObjects = false;
   /** Word offsets (into `words`) of the frame's own fields and the tables; byte offsets of the tx bytes and the text. */
   private fieldsWord: number;
   private txAt: number;

@@ -22,6 +22,7 @@ export class ObjectBody implements FlashblockBody {
   private readonly bytesMemo: (Buffer | undefined)[] = [];
   readonly hasReceipts: boolean;
   readonly balanceCount: number;
+  readonly keepsTxObjects = true;
 
   constructor(
     private readonly txs: readonly DecodedTx[],

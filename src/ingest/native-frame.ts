@@ -25,6 +25,8 @@ export interface NativeDecoder {
   takeLayout(mem: Buffer, at: number): boolean;
   /** Resolves to 21 bytes per signed transaction: status (1 recovered, 0 unrecoverable, 2 not decoded natively) + address. */
   recoverSenders(txBytes: Buffer, signed: Uint32Array): Promise<Buffer>;
+  /** The same recovery on the calling thread (null when the addon predates it). */
+  recoverNow: ((txBytes: Buffer, signed: Uint32Array) => Buffer) | null;
 }
 
 type RecoverStart = (id: number, txBytes: Buffer, signed: Uint32Array) => void;
@@ -77,6 +79,7 @@ export function nativeDecoder(): NativeDecoder | null {
     decodeFlashblock: a.decodeFlashblock.bind(a),
     takeLayout: a.takeLayout.bind(a),
     recoverSenders: (txBytes, signed) => recoveries.recover(txBytes, signed),
+    recoverNow: a.recoverNow?.bind(a) ?? null,
   };
   return decoder;
 }

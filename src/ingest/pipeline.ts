@@ -137,6 +137,7 @@ export class IngestPipeline {
       worker: opts.recoveryWorker ?? null,
       sliceMs: opts.recoverSliceMs ?? 2,
       native: native === null ? null : (txBytes, signed) => native.recoverSenders(txBytes, signed),
+      nativeNow: native?.recoverNow ?? null,
     });
     this.blockTimeMs = opts.blockTimeMs ?? 2000;
     this.strictSequence = opts.dialect === 'op-subblocks';

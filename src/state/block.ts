@@ -361,6 +361,18 @@ export class PendingBlock implements BlockView, SenderLookup, NonceSource {
     flags[position]! |= F_SENDER | F_OFF_THREAD;
   }
 
+  /**
+   * The sender of `position` recovered on this thread by the native core from the transaction's own bytes, at
+   * `src[at, at + 20)`: as setSenderOffThread (the engine may take it), and into a kept transaction object.
+   */
+  setSenderRecovered(position: number, src: Uint8Array, at: number): void {
+    this.setSenderOffThread(position, src, at);
+    if (this.bodyAt(position).keepsTxObjects) {
+      const tx = this.txObject(position);
+      if (tx.from === null) tx.from = this.senderAt(position);
+    }
+  }
+
   /** Writes the sender of `position` from its 0x-hex, and into the transaction object the JS decoder keeps. */
   setSenderHex(position: number, hex: string, offThread: boolean): void {
     writeAddress(this.cols.senders, position * SENDER_BYTES, hex);

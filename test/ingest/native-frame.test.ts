@@ -310,9 +310,37 @@ t.test('senders recovered natively (off the JS thread) equal the JS recovery', a
       const status = out[21 * k];
       t.equal(status === 1 ? '0x' + out.toString('hex', 21 * k + 1, 21 * k + 21) : status === 0 ? null : 'js', status === 2 ? 'js' : js, tx.hash);
     }
+    t.same(native!.recoverNow!(r.senders.txBytes(), r.senders.signed), out, 'recoverNow (on this thread) gives the rows the threads gave');
   }
   const bad = await native!.recoverSenders(Buffer.from([1, 2, 3]), Uint32Array.from([0, 0, 3, 0, 2, 99]));
   t.same([bad[0], bad[21]], [2, 2], 'undecodable bytes and out-of-range bounds are left to the JS recovery');
+  t.same(native!.recoverNow!(Buffer.from([1, 2, 3]), Uint32Array.from([0, 0, 3, 0, 2, 99])), bad, 'and recoverNow says the same');
+});
+
+t.test('a read that needs a sender before the native batch answers recovers it natively, on this thread', async (t) => {
+  const canonical = unichainRpcBlock() as { transactions: { hash: string; from: string; type: string }[] };
+  const signed = canonical.transactions.filter((x) => x.type !== '0x7e');
+  for (const nativeDecode of [true, false]) {
+    const a = makePipeline({ nativeDecode });
+    const opts = (a.senders as unknown as { opts: { native: () => Promise<Buffer>; nativeNow: (bytes: Buffer, sig: Uint32Array) => Buffer } }).opts;
+    // Recovery threads that never answer, and a count of the native recoveries made on this thread.
+    opts.native = () => new Promise<Buffer>(() => undefined);
+    let now = 0;
+    opts.nativeNow = (bytes, sig) => {
+      now++;
+      return native!.recoverNow!(bytes, sig);
+    };
+    for (const m of unichainMessages()) feed(a.pipeline, m);
+    const how = nativeDecode ? 'native layout' : 'JS-decoded block';
+    for (const x of signed.slice(0, 3)) {
+      const rec = a.state.tx(x.hash)!;
+      t.equal(a.senders.recoveredSender(rec.block, rec.position), null, `${how}: not known before the read`);
+      a.senders.recover([rec]);
+      t.equal(a.state.tx(x.hash)!.tx.from, x.from.toLowerCase(), `${how}: the read sees the canonical sender`);
+      t.equal(a.senders.recoveredSender(rec.block, rec.position), x.from.toLowerCase(), `${how}: recovered from its own bytes (the engine may take it)`);
+    }
+    t.equal(now, 3, `${how}: one native recovery on this thread per read`);
+  }
 });
 
 t.test('native recoveries in flight at once each resolve to their own rows, whatever order the threads end in', async (t) => {
