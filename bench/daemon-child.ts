@@ -14,9 +14,10 @@ import { absNow } from './lib.js';
 
 /**
  * [block number, index, received (abs ms), applied (abs ms), synchronous listeners returned (abs ms), fan-out queue
- * drained after it (abs ms; raw stream + subscriptions sent)]
+ * drained after it (abs ms; raw stream + subscriptions sent), the first RPC request after it dispatched (abs ms; 0:
+ * none before the next flashblock)]
  */
-export type AppliedRow = [number, number, number, number, number, number];
+export type AppliedRow = [number, number, number, number, number, number, number];
 
 async function main(): Promise<void> {
   const config = loadConfig(process.argv.slice(2), {});
@@ -27,9 +28,17 @@ async function main(): Promise<void> {
   events.emitApplied = (block, fb, frame, onError) => {
     const applied = absNow();
     emit(block, fb, frame, onError);
-    const row: AppliedRow = [fb.blockNumber, fb.index, performance.timeOrigin + frame.receivedAtMs, applied, absNow(), 0];
+    const row: AppliedRow = [fb.blockNumber, fb.index, performance.timeOrigin + frame.receivedAtMs, applied, absNow(), 0, 0];
     rows.push(row);
     void events.fanout.idle().then(() => (row[5] = absNow()));
+  };
+  // The RPC server observes flashblock_visible_seconds as the first request after an apply is dispatched.
+  const visible = d.metrics.flashblockVisibleSeconds;
+  const observe = visible.observe.bind(visible);
+  visible.observe = (seconds) => {
+    const last = rows.at(-1);
+    if (last !== undefined && last[6] === 0) last[6] = absNow();
+    observe(seconds);
   };
   process.on('message', (msg: { report?: true; stop?: true }) => {
     if (msg.report !== undefined) {
