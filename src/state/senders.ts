@@ -28,7 +28,7 @@ export interface SenderRecoveryOptions {
   native?: ((txBytes: Buffer, signed: Uint32Array) => Promise<Buffer>) | null;
   /**
    * The same native recovery on this thread (rows as for `native`): a read that needs a sender now, before the
-   * recovery threads have it, pays ~20 µs instead of the JS path's ~120 µs (signing hash, libsecp256k1 binding, keccak).
+   * recovery threads have it, pays ~35 µs instead of the JS path's ~120 µs (signing hash, libsecp256k1 binding, keccak).
    */
   nativeNow?: ((txBytes: Buffer, signed: Uint32Array) => Buffer) | null;
 }

@@ -223,7 +223,7 @@ pub fn recover_start(id: u32, tx_bytes: &[u8], signed: &[u32]) -> napi::Result<(
 
 /// N-API: recovers the senders of `signed` (triples as for `recoverStart`) on the calling thread and returns the rows
 /// (21 bytes per triple, see `recover_all`). For a read that needs a sender before the recovery threads have it: the
-/// same recovery as theirs (~20 µs a transaction), not a second implementation.
+/// same recovery as theirs (~35 µs a transaction through N-API), not a second implementation.
 #[napi(js_name = "recoverNow")]
 pub fn recover_now(tx_bytes: &[u8], signed: &[u32]) -> Buffer {
     let bounds: Vec<(usize, usize)> = signed.chunks_exact(3).map(|t| (t[1] as usize, t[2] as usize)).collect();
