@@ -59,8 +59,11 @@ export interface RpcDeps {
 
 /** The mounted JSON-RPC transports. */
 export interface MountedRpc {
-  /** Stop accepting new work; close WebSocket clients with 1001; resolve when in-flight work finished or timed out. */
-  drain(graceMs: number): Promise<void>;
+  /**
+   * Stop accepting new work; close WebSocket clients with 1001; resolve when in-flight work finished and no request
+   * has ended for `quietMs` (default DRAIN_QUIET_MS, at most the grace), or when `graceMs` ran out.
+   */
+  drain(graceMs: number, quietMs?: number): Promise<void>;
   /** What the handlers run with (its eth_subscribe hub included); for benchmarks and tests. */
   readonly ctx: MethodContext;
 }
@@ -217,6 +220,8 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
   let draining = false;
   let inflight = 0;
   let onIdle: (() => void) | null = null;
+  /** When the last HTTP request ended (performance.now()); drain waits for a quiet spell after it. */
+  let lastAnsweredAt = 0;
   const sinks = new Set<WsSink>();
   let nextSinkId = 1;
   /** Arrival time (performance.now()) of the newest applied frame no request has read yet; 0 when one has. */
@@ -237,6 +242,7 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
   function end(call: HttpCall): void {
     if (call.done) return;
     call.done = true;
+    lastAnsweredAt = performance.now();
     inflight--;
     if (inflight === 0 && onIdle !== null) onIdle();
   }
@@ -513,26 +519,45 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
 
   return {
     ctx,
-    drain(graceMs: number): Promise<void> {
+    drain(graceMs: number, quietMs: number = DRAIN_QUIET_MS): Promise<void> {
       draining = true;
       stopWatchingApplies();
       subscriptions.close();
       // Waiting requests are answered now (the -32000 error, saying the server is shutting down).
       pins.close();
       for (const s of [...sinks]) s.close(1001, 'server shutting down');
-      if (inflight === 0) return Promise.resolve();
+      // Done when nothing is in flight and nothing has been for DRAIN_QUIET_MS, or at the grace's end: a keep-alive
+      // client that has just had an answer sends its next request on the same connection a moment later (new
+      // connections are refused by now), and gets an answer with Connection: close instead of a connection the exit
+      // closed under it. Each connection gets at most one such answer, so the quiet spell comes.
+      const deadline = performance.now() + graceMs;
+      const quiet = Math.min(quietMs, graceMs);
       return new Promise<void>((resolve) => {
-        const timer = setTimeout(done, graceMs);
-        function done(): void {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const check = (): void => {
           clearTimeout(timer);
-          onIdle = null;
-          resolve();
-        }
-        onIdle = done;
+          const now = performance.now();
+          const quietAt = lastAnsweredAt + quiet;
+          if (now >= deadline || (inflight === 0 && now >= quietAt)) {
+            onIdle = null;
+            resolve();
+            return;
+          }
+          // In flight: onIdle calls again when the last one ends; the deadline bounds the wait either way.
+          timer = setTimeout(check, (inflight === 0 ? Math.min(quietAt, deadline) : deadline) - now);
+        };
+        onIdle = check;
+        check();
       });
     },
   };
 }
+
+/**
+ * How long drain waits after the last request ended before it counts the server idle: a keep-alive client's next
+ * request follows its answer within a loop turn, milliseconds on a busy machine.
+ */
+const DRAIN_QUIET_MS = 50;
 
 /** HTTP 400 body for an X-Flashblock-Min that does not parse (the value quoted, at most 64 characters). */
 function badPinBody(value: string): string {

@@ -2,7 +2,7 @@
 // in order, node errors passed through (reverts keep code 3 and data), node down or slow → a clear error within the
 // timeout while pending methods keep answering, refused namespaces and the allow flag.
 import t from 'tap';
-import { createServer, type Socket } from 'node:net';
+import { connect, createServer, type Socket } from 'node:net';
 import { RpcCode } from '../../src/errors.js';
 import { feed } from '../helpers/ingest.js';
 import { unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
@@ -135,6 +135,45 @@ t.test('CORS when configured', async (tt) => {
   tt.equal(r.headers.get('access-control-allow-origin'), 'https://app.example');
   const other = await fetch(h.url, { method: 'POST', headers: { origin: 'https://evil.example', 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0","id":1,"method":"eth_chainId"}' });
   tt.equal(other.headers.get('access-control-allow-origin'), null);
+});
+
+t.test('drain: a keep-alive client that sends again right after its answer is answered, with Connection: close, before drain ends', async (tt) => {
+  const h = await startRpc({ nodeUrl: anvil.url });
+  const sock = connect(h.port, '127.0.0.1');
+  await new Promise((resolve) => sock.once('connect', resolve));
+  let received = '';
+  sock.on('data', (d: Buffer) => (received += d.toString('latin1')));
+  const body = '{"jsonrpc":"2.0","id":1,"method":"eth_blockNumber","params":["pending"]}';
+  const request = `POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+  /** Resolves with the next whole response on the connection (headers, then Content-Length bytes of body). */
+  const answer = async (): Promise<string> => {
+    for (;;) {
+      const head = received.indexOf('\r\n\r\n');
+      const len = head < 0 ? NaN : Number(/content-length: *(\d+)/i.exec(received.slice(0, head))?.[1]);
+      if (head >= 0 && received.length >= head + 4 + len) {
+        const whole = received.slice(0, head + 4 + len);
+        received = received.slice(head + 4 + len);
+        return whole;
+      }
+      await new Promise((resolve) => sock.once('data', resolve));
+    }
+  };
+  sock.write(request);
+  const first = await answer();
+  tt.match(first, /^HTTP\/1\.1 200/, 'answered before the drain');
+  tt.notMatch(first, /connection: close/i, 'and kept alive');
+  // The drain starts with nothing in flight; the client's next request follows its answer at once.
+  let drained = false;
+  const drain = h.mounted.drain(10_000, 2_000).then(() => (drained = true));
+  sock.write(request);
+  const second = await answer();
+  tt.equal(drained, false, 'the drain had not ended when the next request was answered');
+  tt.match(second, /^HTTP\/1\.1 503/, 'a refusal (the server is draining)');
+  tt.match(second, /connection: close/i, 'that closes the connection');
+  await drain;
+  tt.ok(drained, 'the drain ends once no request has ended for the quiet spell');
+  sock.destroy();
+  await h.close();
 });
 
 t.test('drain: new requests get 503, WebSocket clients are closed with 1001', async (tt) => {
