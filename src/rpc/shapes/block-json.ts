@@ -15,12 +15,29 @@ const OWN_FROM = ',"hash":"';
 /** What stands for the transaction list in the block object's JSON until it is spliced in. */
 const PLACEHOLDER = '"transactions":[]';
 
-/** Per block: per flashblock, its transactions' hashes and own object texts (with where each ends). */
+/**
+ * Per block: per flashblock, its transactions' hashes and own object texts (with where each ends). The texts are
+ * ASCII, kept as latin1 bytes off the JS heap: as strings they outlived scavenges and were promoted, then freed by
+ * mark-compacts (~30 KB a frame with one reader of the pending block; bench/combined.ts counts major GCs).
+ */
 interface Texts {
-  hashes: (string | undefined)[];
-  own: (string | undefined)[];
+  hashes: (Kept | undefined)[];
+  own: (Kept | undefined)[];
   /** End of each transaction's own text in `own[f]`; -1: not kept (built at each read: a deposit whose extras wait for execution). */
   ownEnds: (Int32Array | undefined)[];
+}
+
+/** A text as kept: latin1 bytes when it is printable ASCII (always, for these objects), else the string itself. */
+type Kept = Buffer | string;
+
+const NOT_ASCII = /[^ -~]/; // anything outside printable ASCII (JSON text here has no control characters)
+
+function keep(s: string): Kept {
+  return NOT_ASCII.test(s) ? s : Buffer.from(s, 'latin1');
+}
+
+function text(k: Kept): string {
+  return typeof k === 'string' ? k : k.toString('latin1');
 }
 
 function firstOf(block: BlockView, f: number): number {
@@ -29,12 +46,12 @@ function firstOf(block: BlockView, f: number): number {
 
 /** `"0x…","0x…"` of flashblock f's transactions. */
 function hashesOf(block: BlockView, t: Texts, f: number): string {
-  let s = t.hashes[f];
-  if (s === undefined) {
-    const parts: string[] = [];
-    for (let p = firstOf(block, f); p < (block.txCountAt[f] as number); p++) parts.push('"' + block.txHash(p) + '"');
-    t.hashes[f] = s = parts.join(',');
-  }
+  const kept = t.hashes[f];
+  if (kept !== undefined) return text(kept);
+  const parts: string[] = [];
+  for (let p = firstOf(block, f); p < (block.txCountAt[f] as number); p++) parts.push('"' + block.txHash(p) + '"');
+  const s = parts.join(',');
+  t.hashes[f] = keep(s);
   return s;
 }
 
@@ -71,7 +88,7 @@ function ownOf(block: BlockView, t: Texts, f: number, deposit: DepositExtrasSour
     len += own.length;
     ends[j] = len;
   }
-  t.own[f] = parts.join('');
+  t.own[f] = keep(parts.join(''));
   t.ownEnds[f] = ends;
 }
 
@@ -102,7 +119,7 @@ function assemble(block: BlockView, t: Texts, fullTx: boolean, index: number, de
     for (let f = 0; f <= index; f++) {
       ownOf(block, t, f, deposit, live);
       const first = firstOf(block, f);
-      const own = t.own[f]!;
+      const own = text(t.own[f]!);
       const ends = t.ownEnds[f]!;
       let from = 0;
       for (let j = 0; j < ends.length; j++) {
