@@ -12,7 +12,7 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { brotliCompressSync, constants } from 'node:zlib';
 import { startAnvil } from '../scripts/devnet/anvil.js';
-import { startReplayServer } from '../test/helpers/replay-server.js';
+import { startReplayServer, type ReplayServer } from '../test/helpers/replay-server.js';
 import { freePort } from '../test/helpers/rpc-harness.js';
 import { RPC_MIX, type MixReport } from './clients.js';
 import type { AppliedRow } from './daemon-child.js';
@@ -203,7 +203,7 @@ async function phase(s: Setup, frames: Frame[], raw: number, nf: number, rate: n
 }
 
 /** Where the slowest 5 % of frames (sent → receipt visible) spent their time, against the median frame. */
-function tailText(loaded: PhaseResult, idle: PhaseResult): string {
+function tailText(loaded: PhaseResult, idle: PhaseResult, floor: Collected['floor']): string {
   const byVisible = [...loaded.frames].sort((a, b) => b[0]! - a[0]!);
   const tail = byVisible.slice(0, Math.max(1, Math.ceil(byVisible.length * 0.05)));
   const mean = (rows: number[][], k: number): number => rows.reduce((a, r) => a + r[k]!, 0) / Math.max(1, rows.length);
@@ -216,8 +216,46 @@ function tailText(loaded: PhaseResult, idle: PhaseResult): string {
     `Loaded, applied → first request dispatched p99 ${fmt(loaded.appliedToRead.percentile(99))} ms, that → seen p99 ` +
     `${fmt(loaded.readToSeen.percentile(99))} ms: the tail is after the apply — the poller's request behind the mix's (500 req/s), the fan-out's ` +
     `~33 MB of loopback sends per frame, and 4 load processes on 2 vCPUs (in this issue's probes, the subscriber processes or the stream thread ` +
-    `at nice 10 did not move it)`
+    `at nice 10 did not move it). The floor rows, at idle with the same frames, pace, poller and background: the transport alone (no ` +
+    `decode) p50 ${fmt(floor.transport.percentile(50))} / p99 ${fmt(floor.transport.percentile(99))} ms; a minimal JS indexer (inflate + ` +
+    `JSON.parse) p50 ${fmt(floor.indexer.percentile(50))} / p99 ${fmt(floor.indexer.percentile(99))} ms`
   );
+}
+
+/**
+ * A floor of frame sent → receipt visible on this machine (bench/visible-floor.ts: the transport alone, or a minimal JS
+ * indexer) with the same frames, pace and poller as the daemon's idle baseline, and its background: one raw subscriber
+ * and the RPC mix at 20 req/s (answered null). `frames` starts with `warm` unmeasured.
+ */
+async function floorPhase(kind: '--transport' | '--indexer', upstream: ReplayServer, frames: Frame[], warm: number, rawPool: SubscriberPool, mixChild: ReturnType<typeof forkTs>): Promise<LatencyHistogram> {
+  const child = forkTs('visible-floor.ts', [kind]);
+  try {
+    const { port } = await request<{ port: number }>(child, { upstream: upstream.url, hashes: frames.map((f) => f.lastTx) }, 'ready', 60_000);
+    // The daemon's idle background: a raw subscriber (the floor publishes each frame to it) and the mix at 20 req/s.
+    await rawPool.start(`ws://127.0.0.1:${port}/`, 1, 'raw');
+    await request(mixChild, { mix: { url: `http://127.0.0.1:${port}/`, rate: 20 } }, 'started');
+    const poller = receiptPoller(`http://127.0.0.1:${port}/`);
+    const visible = new LatencyHistogram();
+    const t0 = absNow() + 50;
+    for (let i = 0; i < frames.length; i++) {
+      const f = frames[i]!;
+      const wait = t0 + i * INTERVAL_MS - absNow();
+      if (wait > 0) await sleep(wait);
+      const sent = absNow();
+      upstream.send(f.data, { binary: true });
+      const seen = await poller.until(f.lastTx, sent + INTERVAL_MS * 0.75);
+      if (i >= warm) visible.record(seen === null ? INTERVAL_MS * 0.75 : seen - sent);
+    }
+    poller.close();
+    await request(mixChild, { report: true }, 'report');
+    await rawPool.report(new Map());
+    return visible;
+  } finally {
+    child.send({ stop: true });
+    await waitExit(child);
+    // The daemon started next must be the only client the frames go to.
+    for (let i = 0; i < 100 && upstream.clients() > 0; i++) await sleep(20);
+  }
 }
 
 /** Runs the idle baseline and the loaded phase against one daemon child. */
@@ -234,22 +272,30 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
 
   const anvil = await startAnvil();
   const upstream = await startReplayServer();
-  const streamPort = await freePort();
-  const daemon = forkTs('daemon-child.ts', [
-    // The third phase: the raw subscribers on the stream port, served by worker threads (default count).
-    '--stream-port', String(streamPort),
-    '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--port', '0', '--metrics-port', '0', '--execution', 'false',
-    '--stream-max-per-ip', '5000', '--stream-max-subscribers', '5000', '--log-level', 'error',
-    // The stream's blocks are not anvil's, so the canonical head never catches up: hold 2 blocks, as a daemon whose
-    // node is one block behind does (the default 8 would keep 4× the state a real deployment holds).
-    '--max-pending-blocks', '2',
-    // For the same reason the far-ahead bound is off: anvil's head is ~35 M blocks behind the replayed capture.
-    '--max-ahead-ms', '0',
-  ], [...(process.env.BENCH_DAEMON_FLAGS ?? '').split(' ').filter((x) => x !== ''), ...(profDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`])]);
   const rawPool = new SubscriberPool(2);
   const nfPool = new SubscriberPool(1);
   const mixChild = forkTs('clients.ts', ['--rpc-mix']);
+  let daemonChild: ReturnType<typeof forkTs> | null = null;
   try {
+    // The floors first, before the daemon starts (it would take their frames too).
+    const floorFrames = frames.slice(1, WARM_FRAMES + idleN);
+    const floor = {
+      transport: await floorPhase('--transport', upstream, floorFrames, WARM_FRAMES - 1, rawPool, mixChild),
+      indexer: await floorPhase('--indexer', upstream, floorFrames, WARM_FRAMES - 1, rawPool, mixChild),
+    };
+    const streamPort = await freePort();
+    const daemon = forkTs('daemon-child.ts', [
+      // The third phase: the raw subscribers on the stream port, served by worker threads (default count).
+      '--stream-port', String(streamPort),
+      '--flashblocks-url', upstream.url, '--node-rpc-url', anvil.url, '--port', '0', '--metrics-port', '0', '--execution', 'false',
+      '--stream-max-per-ip', '5000', '--stream-max-subscribers', '5000', '--log-level', 'error',
+      // The stream's blocks are not anvil's, so the canonical head never catches up: hold 2 blocks, as a daemon whose
+      // node is one block behind does (the default 8 would keep 4× the state a real deployment holds).
+      '--max-pending-blocks', '2',
+      // For the same reason the far-ahead bound is off: anvil's head is ~35 M blocks behind the replayed capture.
+      '--max-ahead-ms', '0',
+    ], [...(process.env.BENCH_DAEMON_FLAGS ?? '').split(' ').filter((x) => x !== ''), ...(profDir === null ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`])]);
+    daemonChild = daemon;
     const ready = await request<{ rpcPort: number; metricsPort: number; pid: number }>(daemon, {}, 'ready', 60_000);
     await upstream.waitForClients(1, 10_000);
     const base = `127.0.0.1:${ready.rpcPort}`;
@@ -313,12 +359,12 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
       }
       rmSync(profDir, { recursive: true, force: true });
     }
-    return report(opts, { idle, loaded, threadsPhase, streamThreads, proc, loadCpu, samples: sampler.samples, loadStartT, slowCloses, framesDropped, daemonView, jsonBytes, txs, frames: frames[1]!.data.length, genSeconds, rate, loadSeconds, idleSeconds, profileNote, top });
+    return report(opts, { idle, floor, loaded, threadsPhase, streamThreads, proc, loadCpu, samples: sampler.samples, loadStartT, slowCloses, framesDropped, daemonView, jsonBytes, txs, frames: frames[1]!.data.length, genSeconds, rate, loadSeconds, idleSeconds, profileNote, top });
   } finally {
     rawPool.kill();
     nfPool.kill();
     mixChild.kill();
-    if (daemon.exitCode === null) daemon.kill();
+    if (daemonChild !== null && daemonChild.exitCode === null) daemonChild.kill();
     await upstream.close();
     await anvil.stop();
   }
@@ -326,6 +372,8 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
 
 interface Collected {
   idle: PhaseResult;
+  /** Frame sent → receipt visible at idle with each floor server in the daemon's place (floorPhase), ms. */
+  floor: { transport: LatencyHistogram; indexer: LatencyHistogram };
   loaded: PhaseResult;
   /** The loaded phase again with the raw subscribers on --stream-port (worker threads). */
   threadsPhase: PhaseResult;
@@ -380,10 +428,23 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
         ...(met
           ? {}
           : {
-              bottleneck: tailText(loaded, idle),
+              bottleneck: tailText(loaded, idle, c.floor),
             }),
       });
     })(),
+    ...([
+      ['transport', 'the transport alone (bench/visible-floor.ts --transport: ws client upstream, uWS HTTP; a frame\'s arrival makes its hash visible, no decode)'],
+      ['indexer', 'a minimal JS indexer (bench/visible-floor.ts --indexer: ws client, brotli inflate, JSON.parse, the receipts\' hashes in a set, uWS HTTP)'],
+    ] as const).map(([k, what]) => {
+      const h = c.floor[k];
+      const floor99 = h.percentile(99);
+      return lat(`floor on this machine, at idle (the idle baseline's background, no daemon): frame sent → receipt visible, ${what}`, h, idle.visible, {
+        baseline: { label: 'flashblocksd idle', value: idle.visible.percentile(99), display: `${triple(idle.visible)} ms` },
+        verdict:
+          `p99 ${fmt(floor99)} ms, ${floor99 > ISSUE24_VISIBLE_MS ? `above issue 24's ${ISSUE24_VISIBLE_MS} ms at idle` : `within issue 24's ${ISSUE24_VISIBLE_MS} ms`}; ` +
+          `flashblocksd at idle ${fmt(idle.visible.percentile(99) / floor99)}× its p99`,
+      });
+    }),
     (() => {
       const ratio = vis99 / idle.visible.percentile(99);
       return lat('latency isolation: receipt visible under the full fan-out load vs idle', loaded.visible, idle.visible, {
@@ -486,7 +547,8 @@ function report(opts: BenchOptions, c: Collected): BenchResult {
       `eth_subscribe newFlashblocks subscribers (1 child), an open-loop RPC mix at ${c.rate} req/s (1 child; latency from the scheduled send time: ` +
       `${RPC_MIX.map((m) => `${m.method} ${m.weight} %`).join(', ')}), and the replay process polling eth_getTransactionReceipt of each frame's last ` +
       `transaction back to back from the moment it sent the frame (resolution: one loopback round trip). Baseline "idle": the same daemon and stream ` +
-      `for ${c.idleSeconds} s with 1 subscriber of each kind and the mix at 20 req/s. Times: performance.timeOrigin + performance.now() in every ` +
+      `for ${c.idleSeconds} s with 1 subscriber of each kind and the mix at 20 req/s (after ${WARM_FRAMES} unmeasured frames). Floor, measured before ` +
+      `the daemon starts: bench/visible-floor.ts in the daemon's place (--transport, then --indexer) with the same frames (the same warm-up), pace, poller and idle background (1 raw subscriber, the mix at 20 req/s; no newFlashblocks subscriber). Times: performance.timeOrigin + performance.now() in every ` +
       `process. Daemon CPU and RSS from /proc/<pid>/stat every 250 ms; whole-run average CPU ${fmt(c.proc.cpuPct)} %. A third phase repeats the load ` +
       `with the ${RAW_SUBSCRIBERS} raw subscribers on --stream-port (${c.streamThreads} worker thread${c.streamThreads === 1 ? '' : 's'}, the default here) instead of --port; ` +
       `the per-frame "applied → visible" rows subtract the daemon's own apply time, leaving what the serving design controls.` +
