@@ -97,6 +97,16 @@ function receiptPoller(url: string): { until(hash: string, deadline: number): Pr
   };
 }
 
+/** Runs `each(i)` for i = 0…n-1, the i-th INTERVAL_MS × i after a start 50 ms from now (later if the previous one ran long). */
+async function everyInterval(n: number, each: (i: number) => Promise<void>): Promise<void> {
+  const t0 = absNow() + 50;
+  for (let i = 0; i < n; i++) {
+    const wait = t0 + i * INTERVAL_MS - absNow();
+    if (wait > 0) await sleep(wait);
+    await each(i);
+  }
+}
+
 interface PhaseResult {
   /** sent → daemon received / applied / fan-out done, ms */
   received: LatencyHistogram;
@@ -147,11 +157,8 @@ async function phase(s: Setup, frames: Frame[], raw: number, nf: number, rate: n
   const visible = new LatencyHistogram();
   const seenByIndex = new Map<string, number>();
   let notVisible = 0;
-  const t0 = absNow() + 50;
-  for (let i = 0; i < frames.length; i++) {
+  await everyInterval(frames.length, async (i) => {
     const f = frames[i]!;
-    const wait = t0 + i * INTERVAL_MS - absNow();
-    if (wait > 0) await sleep(wait);
     const sent = absNow();
     s.send(f);
     sentAt.set(f.key, sent);
@@ -164,7 +171,7 @@ async function phase(s: Setup, frames: Frame[], raw: number, nf: number, rate: n
       visible.record(seen - sent);
       seenByIndex.set(`${f.blockNumber}:${f.index}`, seen);
     }
-  }
+  });
   await sleep(500);
   poller.close();
   const mix = await request<MixReport>(s.mixChild, { report: true }, 'report');
@@ -236,16 +243,13 @@ async function floorPhase(kind: '--transport' | '--indexer', upstream: ReplaySer
     await request(mixChild, { mix: { url: `http://127.0.0.1:${port}/`, rate: 20 } }, 'started');
     const poller = receiptPoller(`http://127.0.0.1:${port}/`);
     const visible = new LatencyHistogram();
-    const t0 = absNow() + 50;
-    for (let i = 0; i < frames.length; i++) {
+    await everyInterval(frames.length, async (i) => {
       const f = frames[i]!;
-      const wait = t0 + i * INTERVAL_MS - absNow();
-      if (wait > 0) await sleep(wait);
       const sent = absNow();
       upstream.send(f.data, { binary: true });
       const seen = await poller.until(f.lastTx, sent + INTERVAL_MS * 0.75);
       if (i >= warm) visible.record(seen === null ? INTERVAL_MS * 0.75 : seen - sent);
-    }
+    });
     poller.close();
     await request(mixChild, { report: true }, 'report');
     await rawPool.report(new Map());
