@@ -3,7 +3,8 @@
 // `--transport`: a `ws` client upstream and a uWS HTTP endpoint; the k-th frame's arrival makes the k-th hash the harness
 //   named at start visible — the loopback hops and the two processes' wake-ups, no decode;
 // `--indexer`: the least a JS server must do to answer a receipt from the stream — brotli inflate and JSON.parse of
-//   each frame, its receipts' hashes in a set. No validation, no state, no fan-out, no metrics.
+//   each frame, its receipts' hashes in a set. No validation, no state, no metrics.
+// Both then publish each frame as is to the raw subscribers of their WebSocket endpoint (one uWS topic).
 // IPC: {upstream: url, hashes?} → {ready: {port}} once connected upstream; {stop} → exits.
 import { brotliDecompressSync } from 'node:zlib';
 import WebSocket from 'ws';
