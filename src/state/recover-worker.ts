@@ -11,6 +11,7 @@ import { createRequire } from 'node:module';
 import type { EventLoopUtilization } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.js';
+import { LAG_RESOLUTION_MS } from '../metrics/metrics.js';
 import type { RecoveryInput } from '../chain/signing.js';
 
 const WORKER_SOURCE = `
@@ -19,7 +20,7 @@ const { monitorEventLoopDelay } = require('node:perf_hooks');
 const secp = require(workerData.binding);
 // Event-loop delay p99 and max (seconds) over the last second, for the main thread's /metrics (unref'd: never keeps
 // the thread alive).
-const delay = monitorEventLoopDelay({ resolution: 10 });
+const delay = monitorEventLoopDelay({ resolution: workerData.lagResolutionMs });
 delay.enable();
 const lag = new Float64Array(workerData.lag);
 setInterval(() => {
@@ -96,7 +97,7 @@ export class RecoveryWorker implements RecoveryThread {
     try {
       const binding = createRequire(import.meta.url).resolve('secp256k1/bindings');
       const lag = new SharedArrayBuffer(16);
-      return new RecoveryWorker(new Worker(WORKER_SOURCE, { eval: true, workerData: { binding, lag } }), new Float64Array(lag), log);
+      return new RecoveryWorker(new Worker(WORKER_SOURCE, { eval: true, workerData: { binding, lag, lagResolutionMs: LAG_RESOLUTION_MS } }), new Float64Array(lag), log);
     } catch (e) {
       log.warn('sender recovery stays on the event loop: the worker thread could not start', { error: (e as Error).message });
       return null;

@@ -5,6 +5,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { createLogger } from '../log.js';
+import { LAG_RESOLUTION_MS } from '../metrics/metrics.js';
 import { loadUws } from '../native.js';
 import { FanoutQueue } from '../state/events.js';
 import type { RawFrameView } from '../state/view.js';
@@ -66,7 +67,7 @@ function run(port: MessagePort, data: StreamThreadData): void {
     log,
   });
 
-  const delay = monitorEventLoopDelay({ resolution: 10 });
+  const delay = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
   delay.enable();
   const lag = new Float64Array(data.lag);
   const lagTimer = setInterval(() => {
