@@ -4,7 +4,8 @@
 // `--uws` = the floor of a uWS topic fan-out (ws client upstream, one uWS publish of each message to one topic that
 // every client is subscribed to: no decode, no slices, no limits).
 // IPC: {start: {upstreamUrl, streamThreads?, subscribers}} → {ready: {url, pid}}; {usage} → {usage: {userUs, systemUs,
-// rssBytes}} (cumulative, the harness takes differences); {stop} → stops the server and exits.
+// rssBytes, decodeUs}} (cumulative, the harness takes differences; decodeUs = flashblocksd's own decode + apply time,
+// its flashblock_processing_seconds sum, 0 for the others); {stop} → stops the server and exits.
 import WebSocket, { WebSocketServer } from 'ws';
 import { loadConfig } from '../src/config.js';
 import { startDaemon } from '../src/daemon.js';
@@ -24,6 +25,8 @@ interface Start {
 interface Running {
   url: string;
   stop(): Promise<void>;
+  /** Time spent decoding and applying frames so far (µs); 0 for a server that does not decode. */
+  decodeUs(): number;
 }
 
 async function daemon(s: Start): Promise<Running> {
@@ -46,7 +49,11 @@ async function daemon(s: Start): Promise<Running> {
     streamThreads: threads ?? 0,
   };
   const d = await startDaemon(config, { log: silentLogger });
-  return { url: `ws://127.0.0.1:${streamPort > 0 ? streamPort : d.rpcPort}/flashblocks`, stop: () => d.stop() };
+  return {
+    url: `ws://127.0.0.1:${streamPort > 0 ? streamPort : d.rpcPort}/flashblocks`,
+    stop: () => d.stop(),
+    decodeUs: () => d.metrics.processingSeconds.sum * 1e6,
+  };
 }
 
 async function relay(s: Start): Promise<Running> {
@@ -59,6 +66,7 @@ async function relay(s: Start): Promise<Running> {
   await new Promise<void>((r) => up.once('open', () => r()));
   return {
     url: `ws://127.0.0.1:${(server.address() as { port: number }).port}/`,
+    decodeUs: () => 0,
     async stop() {
       up.terminate();
       for (const c of server.clients) c.terminate();
@@ -78,6 +86,7 @@ async function uwsPublish(s: Start): Promise<Running> {
   await new Promise<void>((r) => up.once('open', () => r()));
   return {
     url: `ws://127.0.0.1:${uWS.us_socket_local_port(listen as never)}/`,
+    decodeUs: () => 0,
     async stop() {
       up.terminate();
       uWS.us_listen_socket_close(listen as never);
@@ -102,7 +111,7 @@ process.on('message', (m: { start?: Start; usage?: true; stop?: true }) => {
     );
   } else if (m.usage !== undefined) {
     const c = process.cpuUsage();
-    process.send!({ usage: { userUs: c.user, systemUs: c.system, rssBytes: process.memoryUsage().rss } });
+    process.send!({ usage: { userUs: c.user, systemUs: c.system, rssBytes: process.memoryUsage().rss, decodeUs: running?.decodeUs() ?? 0 } });
   } else if (m.stop !== undefined) {
     void (running?.stop() ?? Promise.resolve()).finally(() => process.exit(0));
   }

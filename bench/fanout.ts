@@ -37,6 +37,8 @@ interface Usage {
   userUs: number;
   systemUs: number;
   rssBytes: number;
+  /** flashblocksd's decode + apply time so far (0 for the others). */
+  decodeUs: number;
 }
 
 interface Measured {
@@ -58,6 +60,8 @@ interface Measured {
   systemUsPerFrame: number;
   /** Its CPU per ms with the subscribers connected and no frames (µs, user + system). */
   idleUsPerMs: number;
+  /** flashblocksd's own decode + apply time per measured frame (µs; 0 for the others). */
+  decodeUsPerFrame: number;
 }
 
 /** What one round of one server measured (sums, merged over rounds by {@link combine}). */
@@ -75,6 +79,7 @@ interface Round {
   wallMs: number;
   frames: number;
   idleUs: number;
+  decodeUs: number;
 }
 
 /** The rounds of one server as one measurement. */
@@ -103,6 +108,7 @@ function combine(rounds: Round[]): Measured {
     userUsPerFrame: (sum((r) => r.userUs) / frames) * per1000,
     systemUsPerFrame: (sum((r) => r.systemUs) / frames) * per1000,
     idleUsPerMs: sum((r) => r.idleUs) / (IDLE_MS * rounds.length),
+    decodeUsPerFrame: sum((r) => r.decodeUs) / frames,
   };
 }
 
@@ -176,6 +182,7 @@ async function measure(subject: Subject, pool: SubscriberPool, frames: Buffer[],
       wallMs: wall,
       frames: frames.length - warmup,
       idleUs: idleEnd.userUs - connectedUsage.userUs + idleEnd.systemUs - connectedUsage.systemUs,
+      decodeUs: cpu1.decodeUs - cpu0.decodeUs,
     };
   } finally {
     server.send({ stop: true });
@@ -229,6 +236,10 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
       `while frames flowed the ${CHILDREN} subscriber processes used ${fmt(ours.clientCpuPct)} % of a core (relay run: ${fmt(relay.clientCpuPct)} %) and the ` +
       `server process ${fmt(ours.serverCpuPct)} % (relay: ${fmt(relay.serverCpuPct)} %), all on 2 cores`;
     const kernel = `the server's kernel time per frame (${fmt(ours.systemUsPerFrame)} µs vs the relay's ${fmt(relay.systemUsPerFrame)} µs: one send per subscriber either way) bounds the ratio`;
+    // The least user time a server that decodes each frame could take here: the bare publish plus flashblocksd's own
+    // decode + apply of the frame (wall time of synchronous work; sender recovery on other threads not included).
+    const bound = floor.userUsPerFrame + ours.decodeUsPerFrame;
+    const boundText = `flashblocksd's decode + apply of each frame alone took ${fmt(ours.decodeUsPerFrame)} µs (its flashblock_processing_seconds, same run): the bare publish plus that, ${fmt(bound)} µs, is ${less(relay.userUsPerFrame / bound)} — the most any server that decodes what it relays could reach here`;
     const floorText = `a bare uWS server publishing each frame to one topic (no decode, no slices, no cap check) measured p99 ${fmt(floor.p99Ms)} ms and ${fmt(floor.userUsPerFrame)} µs user / ${fmt(floor.systemUsPerFrame)} µs system per frame in the same run (${less(relay.userUsPerFrame / floor.userUsPerFrame)} user time): uWS's own per-socket send sets the floor`;
     return {
       title: 'Fan-out to 1,000 subscribers',
@@ -260,7 +271,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
           verdict: `${less(userRatio)} (target ≥ 5× less)`,
           met: userRatio >= 5,
           design: 'fan-out to 1,000 subscribers: user-space CPU per frame ≥ 5× lower than a ws relay',
-          bottleneck: `${floorText}; flashblocksd's user time adds its upstream client, the decode and apply of every frame (sender recovery included), its background timers (idle: ${fmt(ours.idleUsPerMs * intervalMs)} µs per ${intervalMs} ms) and a loop turn per 128 subscribers; ${load}`,
+          bottleneck: `${floorText}; ${boundText}; flashblocksd's user time adds its upstream client, the decode and apply of every frame (sender recovery included), its background timers (idle: ${fmt(ours.idleUsPerMs * intervalMs)} µs per ${intervalMs} ms) and a loop turn per 128 subscribers; ${load}`,
         },
         {
           name: 'floor: a bare uWS publish to one topic, upstream → last of 1,000, p99 / user CPU per frame',
@@ -269,6 +280,13 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
           display: `${fmt(floor.p99Ms)} ms / ${fmt(floor.userUsPerFrame)} µs`,
           baseline: { label: 'ws relay', value: relay.p99Ms, display: `${fmt(relay.p99Ms)} ms / ${fmt(relay.userUsPerFrame)} µs` },
           verdict: `p99 ${faster(relay.p99Ms / floor.p99Ms)}, user CPU ${less(relay.userUsPerFrame / floor.userUsPerFrame)}; flashblocksd (same run): ${fmt(ours.p99Ms)} ms / ${fmt(ours.userUsPerFrame)} µs`,
+        },
+        {
+          name: "bound: the bare publish + flashblocksd's decode + apply, user CPU per frame",
+          value: bound,
+          unit: 'µs',
+          baseline: { label: 'ws relay', value: relay.userUsPerFrame },
+          verdict: `${less(relay.userUsPerFrame / bound)}: the least a server that decodes each frame could use here; flashblocksd (same run): ${fmt(ours.userUsPerFrame)} µs, decode + apply ${fmt(ours.decodeUsPerFrame)} µs of it`,
         },
         { name: 'server kernel (system) CPU per frame per 1,000 subscribers', value: ours.systemUsPerFrame, unit: 'µs', baseline: { label: 'ws relay', value: relay.systemUsPerFrame }, verdict: less(relay.systemUsPerFrame / ours.systemUsPerFrame) },
         {
