@@ -99,11 +99,24 @@ export class Subscriptions {
     private readonly maxPerConnection: number = DEFAULT_MAX_PER_CONNECTION,
   ) {
     this.stops = [
-      ctx.events.onApplied((block, fb) => this.deliver(() => this.onApplied(block, fb.index))),
+      // No task (and no loop turn of the fan-out queue) per flashblock while nobody holds a pending-kind subscription.
+      ctx.events.onApplied((block, fb) => {
+        if (this.pendingSubscribers()) this.deliver(() => this.onApplied(block, fb.index));
+      }),
       ctx.events.onCanonical((n) => this.onCanonical(n)),
     ];
     const ex = ctx.execution;
-    if (ex != null) this.stops.push(ex.onExecuted((block, index) => this.deliver(() => this.onExecuted(block, index))));
+    if (ex != null) {
+      this.stops.push(ex.onExecuted((block, index) => {
+        if (this.byKind.pendingLogs.size > 0) this.deliver(() => this.onExecuted(block, index));
+      }));
+    }
+  }
+
+  /** Whether any subscription is notified per applied flashblock. */
+  private pendingSubscribers(): boolean {
+    const k = this.byKind;
+    return k.newFlashblocks.size > 0 || k.newFlashblockTransactions.size > 0 || k.newPendingTransactions.size > 0 || k.pendingLogs.size > 0;
   }
 
   /**
