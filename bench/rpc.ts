@@ -14,6 +14,7 @@ import { fmt, percentile, postLoad, sequentialPosts, writePlot, type AutocannonR
 import { cdfChart, cdfPoints } from './svg.js';
 import { NodeClient as HttpNodeClient } from './baseline/node-http-client.js';
 import { NodeClient as UndiciNodeClient } from './baseline/undici-client.js';
+import { startBareProxy } from './baseline/bare-proxy.js';
 
 async function load(url: string, body: string, seconds: number, connections: number, pipelining = 16): Promise<number> {
   return (await postLoad(url, body, seconds, connections, { workers: 1, pipelining })).requests.average;
@@ -84,11 +85,14 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
       { name: 'undici', client: undiciClient },
       { name: 'http', client: httpClient },
     ] as const;
-    const seq = { direct: [] as number[], net: [] as number[], undici: [] as number[], http: [] as number[] };
+    // The floor: the same extra hop through a proxy that does nothing else (bench/baseline/bare-proxy.ts).
+    const bare = await startBareProxy(anvil.url);
+    const seq = { direct: [] as number[], bare: [] as number[], net: [] as number[], undici: [] as number[], http: [] as number[] };
     const seqLatest = { direct: [] as number[], net: [] as number[], undici: [] as number[], http: [] as number[] };
     for (let r = 0; r < rounds; r++) {
       seq.direct.push(...(await sequentialPosts(anvil.url, chainId, n / rounds)));
       seqLatest.direct.push(...(await sequentialPosts(anvil.url, latest, n / rounds / 2, { warmup: 50 })));
+      seq.bare.push(...(await sequentialPosts(bare.url, chainId, n / rounds)));
       for (const c of clients) {
         mutable.node = c.client;
         seq[c.name].push(...(await sequentialPosts(h.url, chainId, n / rounds)));
@@ -112,8 +116,10 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const lat = (r: AutocannonResult): string => `p50 ${r.latency.p50} / p99 ${r.latency.p99} ms`;
     undiciClient.close();
     httpClient.close();
+    bare.close();
     const plot = writePlot('rpc-forwarded-cdf', cdfChart('Forwarded eth_chainId: sequential keep-alive round trips', 'µs (log)', [
       { name: 'direct to anvil (baseline)', points: cdfPoints(seq.direct), dashed: true },
+      { name: 'through a bare uWS → node:net proxy (floor)', points: cdfPoints(seq.bare), dashed: true },
       { name: 'through flashblocksd (node client over node:net)', points: cdfPoints(seq.net) },
       { name: 'through flashblocksd (undici Pool client, before)', points: cdfPoints(seq.undici), dashed: true },
       { name: 'through flashblocksd (node:http client, before that)', points: cdfPoints(seq.http), dashed: true },
@@ -121,6 +127,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const p = (xs: number[], q: number): number => percentile(xs, q);
     const d50 = p(seq.direct, 50);
     const d99 = p(seq.direct, 99);
+    const b50 = p(seq.bare, 50);
     const v50 = p(seq.net, 50);
     const v99 = p(seq.net, 99);
     const u50 = p(seq.undici, 50);
@@ -160,7 +167,14 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
           verdict: `+${fmt(v50 - d50)} µs (target ≤ 100 µs)`,
           met: v50 - d50 <= 100,
           design: 'forwarded call overhead ≤ 100 µs at p50 over a direct call',
-          bottleneck: `one more loopback hop (client → flashblocksd → anvil) costs +${fmt(v50 - d50)} µs p50 and +${fmt(v99 - d99)} µs p99 on this machine; with other processes on the 2 cores each wake-up can wait for a core`,
+          bottleneck: `one more loopback hop (client → flashblocksd → anvil) costs +${fmt(v50 - d50)} µs p50 and +${fmt(v99 - d99)} µs p99 on this machine; with other processes on the 2 cores each wake-up can wait for a core; a bare proxy (uWS in, one node:net socket out, nothing else) added +${fmt(b50 - d50)} µs p50 in the same run`,
+        },
+        {
+          name: 'floor: forwarded eth_chainId p50 through a bare uWS → node:net proxy',
+          value: b50,
+          unit: 'µs',
+          baseline: { label: 'direct to anvil', value: d50 },
+          verdict: `+${fmt(b50 - d50)} µs: the extra loopback hop alone on this machine; flashblocksd +${fmt(v50 - d50)} µs (same run)`,
         },
         { name: 'forwarded eth_chainId p99', value: v99, unit: 'µs', baseline: { label: 'direct to anvil', value: d99 }, verdict: `+${fmt(v99 - d99)} µs` },
         { name: 'forwarded eth_getBlockByNumber(latest) p50', value: l50('net'), unit: 'µs', baseline: { label: 'direct to anvil', value: l50('direct') }, verdict: `+${fmt(l50('net') - l50('direct'))} µs; undici client +${fmt(l50('undici') - l50('direct'))}, node:http client +${fmt(l50('http') - l50('direct'))} µs` },
