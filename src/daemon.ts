@@ -19,7 +19,7 @@ import { RequestQuota } from './limits/quota.js';
 import { RedisLink } from './limits/redis.js';
 import { createLogger, type Logger } from './log.js';
 import { healthReport, type HealthInputs } from './metrics/health.js';
-import { createMetrics, type Metrics } from './metrics/metrics.js';
+import { createMetrics, LAG_RESOLUTION_MS, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer, type HealthReport, type MetricsServer } from './metrics/server.js';
 import { mainThreadLoad, watchThreads } from './metrics/threads.js';
 import { checkNative, listenExclusive, loadUws, type NativeReport } from './native.js';
@@ -170,7 +170,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });
   // Sender recovery (~50 µs a transaction) of frames the JS decoder handled, on a worker thread started by the first
   // such frame (natively decoded frames are recovered by the native core); with the JS fallback it stays on the event loop.
-  const recoveryWorker = native.secp256k1 ? RecoveryWorker.lazy(log) : null;
+  const recoveryWorker = native.secp256k1 ? RecoveryWorker.lazy(log, LAG_RESOLUTION_MS) : null;
   // Is the node on the stream's chain? One error line when it is not, a metric per flashblock, a /readyz reason.
   const chainMatch = new ChainMatch(CHAIN_MATCH_DEFAULTS, {
     mismatch: (m) =>

@@ -11,7 +11,6 @@ import { createRequire } from 'node:module';
 import type { EventLoopUtilization } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.js';
-import { LAG_RESOLUTION_MS } from '../metrics/metrics.js';
 import type { RecoveryInput } from '../chain/signing.js';
 
 const WORKER_SOURCE = `
@@ -92,12 +91,15 @@ export class RecoveryWorker implements RecoveryThread {
     worker.unref();
   }
 
-  /** Starts the worker, or returns null (logged) when the native binding cannot be loaded on a thread here. */
-  static start(log: Logger): RecoveryWorker | null {
+  /**
+   * Starts the worker, or returns null (logged) when the native binding cannot be loaded on a thread here.
+   * `lagResolutionMs`: how often the thread samples its event-loop delay (the daemon's LAG_RESOLUTION_MS).
+   */
+  static start(log: Logger, lagResolutionMs: number): RecoveryWorker | null {
     try {
       const binding = createRequire(import.meta.url).resolve('secp256k1/bindings');
       const lag = new SharedArrayBuffer(16);
-      return new RecoveryWorker(new Worker(WORKER_SOURCE, { eval: true, workerData: { binding, lag, lagResolutionMs: LAG_RESOLUTION_MS } }), new Float64Array(lag), log);
+      return new RecoveryWorker(new Worker(WORKER_SOURCE, { eval: true, workerData: { binding, lag, lagResolutionMs } }), new Float64Array(lag), log);
     } catch (e) {
       log.warn('sender recovery stays on the event loop: the worker thread could not start', { error: (e as Error).message });
       return null;
@@ -105,8 +107,8 @@ export class RecoveryWorker implements RecoveryThread {
   }
 
   /** A worker started at its first batch (see LazyRecoveryWorker); nothing runs until then. */
-  static lazy(log: Logger): LazyRecoveryWorker {
-    return new LazyRecoveryWorker(log);
+  static lazy(log: Logger, lagResolutionMs: number): LazyRecoveryWorker {
+    return new LazyRecoveryWorker(log, lagResolutionMs);
   }
 
   /** The thread's event-loop load since the previous call (null once it has exited). */
@@ -162,7 +164,10 @@ export class LazyRecoveryWorker implements RecoveryThread {
   private cannotStart = false;
   private closed = false;
 
-  constructor(private readonly log: Logger) {}
+  constructor(
+    private readonly log: Logger,
+    private readonly lagResolutionMs: number,
+  ) {}
 
   /** Whether the thread has been started (by a first batch). */
   get started(): boolean {
@@ -182,7 +187,7 @@ export class LazyRecoveryWorker implements RecoveryThread {
   recover(inputs: RecoveryInput[]): Promise<(Uint8Array | null)[]> {
     if (this.closed) return Promise.reject(new Error('sender recovery worker closed'));
     if (this.worker === null && !this.cannotStart) {
-      this.worker = RecoveryWorker.start(this.log);
+      this.worker = RecoveryWorker.start(this.log, this.lagResolutionMs);
       this.cannotStart = this.worker === null;
     }
     if (this.worker === null) return Promise.reject(new Error('sender recovery worker could not start'));

@@ -7,11 +7,12 @@ import { addressOfPublicKey, recoverSender, recoveryInput } from '../../src/chai
 import { decodeTransaction } from '../../src/chain/tx.js';
 import { IngestPipeline } from '../../src/ingest/pipeline.js';
 import { silentLogger } from '../../src/log.js';
+import { LAG_RESOLUTION_MS } from '../../src/metrics/metrics.js';
 import { PendingState } from '../../src/state/pending.js';
 import { loadJson, unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
 import { feed } from '../helpers/ingest.js';
 
-const worker = RecoveryWorker.start(silentLogger);
+const worker = RecoveryWorker.start(silentLogger, LAG_RESOLUTION_MS);
 t.ok(worker, 'the worker starts here (native secp256k1 loads on a thread)');
 t.teardown(() => worker?.close());
 
@@ -67,7 +68,7 @@ t.test('a nonce query waits for the worker instead of recovering on the event lo
 });
 
 t.test('a dead worker: the pipeline falls back to recovery on the event loop', async (t) => {
-  const doomed = RecoveryWorker.start(silentLogger)!;
+  const doomed = RecoveryWorker.start(silentLogger, LAG_RESOLUTION_MS)!;
   await doomed.close(); // resolves after the thread exited (the exit handler marks it failed)
   t.equal(doomed.usable, false, 'a closed worker is not usable');
   const state = new PendingState({ maxPendingBlocks: 8 });
@@ -78,7 +79,7 @@ t.test('a dead worker: the pipeline falls back to recovery on the event loop', a
 });
 
 t.test('a lazy worker starts at the first batch of a JS-decoded frame, not before, and recovers the same senders', async (t) => {
-  const lazy = RecoveryWorker.lazy(silentLogger);
+  const lazy = RecoveryWorker.lazy(silentLogger, LAG_RESOLUTION_MS);
   t.teardown(() => lazy.close());
   const workers = (): number => (process.report.getReport() as { workers: unknown[] }).workers.length;
   const before = workers();
@@ -102,7 +103,7 @@ t.test('a lazy worker starts at the first batch of a JS-decoded frame, not befor
 });
 
 t.test('a lazy worker never starts for natively decoded frames (the native core recovers them)', async (t) => {
-  const lazy = RecoveryWorker.lazy(silentLogger);
+  const lazy = RecoveryWorker.lazy(silentLogger, LAG_RESOLUTION_MS);
   t.teardown(() => lazy.close());
   const state = new PendingState({ maxPendingBlocks: 8 });
   const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: lazy }, silentLogger, null);
