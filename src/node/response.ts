@@ -207,8 +207,8 @@ export class ResponseParser {
 
   /**
    * Status line and headers in `b` [from, to) (without the blank line); sets the body phase. False (with error set)
-   * when malformed. Read as bytes: only four header names matter, and a value becomes a string only for those (an
-   * answer's head was ~10 µs of string work per call as text; forwarded calls pay it on every answer).
+   * when malformed. Read as bytes: only four header names matter, and a value becomes a string only for those. Every
+   * forwarded call pays this: anvil's head took ~11 µs as text and ~7.5 µs as bytes at 1 ms gaps here.
    */
   private parseHead(b: Buffer, from: number, to: number): boolean {
     // "HTTP/1.1 200 OK"
