@@ -125,6 +125,8 @@ t.test('SIGTERM under keep-alive load: every sent request is answered, none rese
   t.teardown(() => agent.destroy());
   const answers: Answer[] = [];
   const lastAnswers: (Answer | undefined)[] = [];
+  /** Clients whose next request found the port closed (ECONNREFUSED: nothing was sent on it). */
+  const refusedAfter: boolean[] = [];
   const failures: string[] = [];
   let sigtermSent = false;
   let answeredAfterSigterm = 0;
@@ -139,7 +141,10 @@ t.test('SIGTERM under keep-alive load: every sent request is answered, none rese
         a = await post(d.rpcUrl, bodies[i % 2], agent);
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
-        if (code === 'ECONNREFUSED' && sigtermSent) return;
+        if (code === 'ECONNREFUSED' && sigtermSent) {
+          refusedAfter[n] = true;
+          return;
+        }
         failures.push(`${code ?? ''} ${(e as Error).message}`);
         return;
       }
@@ -165,7 +170,12 @@ t.test('SIGTERM under keep-alive load: every sent request is answered, none rese
   t.same(bad, [], 'every answer is a 200 JSON-RPC result or a 503 JSON-RPC refusal');
   const refused = answers.filter((a) => a.status === 503);
   t.ok(refused.every((a) => a.connection === 'close'), `${refused.length} 503 refusals, each closing the connection`);
-  t.ok(lastAnswers.every((a) => a?.connection === 'close'), "each client's last answer closed its connection (none left idle to race the exit)");
+  // The daemon ends its drain once no request has ended for 50 ms: a client slower than that to send its next request
+  // (a busy machine) finds its idle connection closed and the port refused — nothing sent, nothing lost.
+  t.ok(
+    lastAnswers.every((a, n) => a?.connection === 'close' || refusedAfter[n] === true),
+    "each client ended cleanly: its last answer closed its connection, or its next request found the port closed before sending anything",
+  );
 
   const raw = await inFlight.response;
   t.match(raw, /^HTTP\/1\.1 200 OK\r\n/, 'the request in flight at SIGTERM was answered');
