@@ -166,7 +166,7 @@ t.test('every documented metric family moves in one end-to-end run with targeted
       }
     });
   });
-  await until(() => value('flashblocksd_stream_slow_closes_total'), (v) => v > 0, onFlashblock, 20_000, 'the slow close');
+  await until(() => value('flashblocksd_stream_slow_closes_total'), (v) => v > 0, onFlashblock, 60_000, 'the slow close');
   stalled.resume(); // it reads what the kernel held, then the end of the connection
   t.equal(await stalledClosed, 1006, 'the never-reading subscriber was closed at once over its cap');
   await until(() => value('flashblocksd_preconfirmation_reorgs_total'), (v) => v > 0, onFlashblock, 20_000, `block ${target.blockNumber} to settle`);
