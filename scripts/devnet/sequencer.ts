@@ -123,6 +123,9 @@ export interface DevnetStats {
   /** Seals held by a {@link Devnet.holdSeals} holder, and those sealed anyway because the holder took too long. */
   heldSeals: number;
   sealHoldTimeouts: number;
+  /** Build steps held by {@link Devnet.holdNext}, and those run anyway because the hold took too long. */
+  heldBuilds: number;
+  buildHoldTimeouts: number;
 }
 
 /** A flashblock in the sequencer's own terms, before encoding for a subscriber. */
@@ -180,6 +183,14 @@ export interface Devnet {
    * anyway; stop() ends a hold at once. One holder at a time; returns the function that removes it.
    */
   holdSeals(hold: (last: BuiltFlashblock) => Promise<void>, maxHoldMs?: number): () => void;
+  /**
+   * Test hook: the next build step (the next flashblock, or the seal and the next block's index 0) waits, once its
+   * time has come, until `until` settles, so whatever a test sends meanwhile reaches its reader before the devnet's
+   * next flashblock however slow the machine is. Called from an {@link onFlashblock} listener, it holds the flashblock
+   * after that one. After `maxHoldMs` the step runs anyway (`buildHoldTimeouts`); stop() ends a hold at once. One hold
+   * at a time.
+   */
+  holdNext(until: Promise<unknown>, maxHoldMs?: number): void;
   stats(): DevnetStats;
   /** Stops the build loop, closes the stream and the ingress, kills anvil. Idempotent. */
   stop(): Promise<void>;
@@ -453,7 +464,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   const st: DevnetStats = {
     blocks: 0, flashblocks: 0, transactions: 0, txTypes: {}, hashMatches: 0, hashMismatches: 0, prefixViolations: 0,
     resendErrors: 0, cycleErrors: 0, cycleMsMax: 0, cycleMsAvg: 0, subscribers: 0, lastBlockNumber: 0,
-    lateFlashblocks: 0, longGaps: 0, heldSeals: 0, sealHoldTimeouts: 0,
+    lateFlashblocks: 0, longGaps: 0, heldSeals: 0, sealHoldTimeouts: 0, heldBuilds: 0, buildHoldTimeouts: 0,
   };
   let lastPublishMs = -1;
   let cycles = 0;
@@ -819,6 +830,28 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     }
   }
 
+  let nextHold: { until: Promise<unknown>; maxHoldMs: number } | null = null;
+
+  /** Waits for the hold set by holdNext, if any (bounded by its maxHoldMs and by stop()). */
+  async function awaitNextHold(): Promise<void> {
+    const h = nextHold;
+    if (h === null) return;
+    st.heldBuilds++;
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<'expired'>((r) => (timer = setTimeout(() => r('expired'), h.maxHoldMs)));
+    try {
+      if ((await Promise.race([h.until, expired, stoppedSignal])) === 'expired') {
+        st.buildHoldTimeouts++;
+        log('devnet: build hold expired; building anyway', { maxHoldMs: h.maxHoldMs });
+      }
+    } catch (e) {
+      log('devnet: build hold failed; building', { error: e instanceof Error ? e.message : String(e) });
+    } finally {
+      clearTimeout(timer);
+      nextHold = null;
+    }
+  }
+
   function openGate(): void {
     submissionGate = null;
     openSubmissionGate();
@@ -847,12 +880,14 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     while (!stopped) {
       for (let k = 1; k < perBlock && !stopped; k++) {
         await sleep(blockStart + k * flashblockMs - performance.now());
+        await awaitNextHold();
         if (stopped) break;
         await step(async () => {
           if (!(await tick(cur!, false))) emitUnchanged(cur!);
         });
       }
       await sleep(blockStart + blockTimeMs - performance.now());
+      await awaitNextHold();
       if (stopped) break;
       const h = holder;
       if (h !== null) await holdSeal(cur!, h);
@@ -893,6 +928,10 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       return () => {
         if (holder === h) holder = null;
       };
+    },
+    holdNext(until, maxHoldMs = 60_000) {
+      if (nextHold !== null) throw new Error('a build hold is already set');
+      nextHold = { until, maxHoldMs };
     },
     stats: () => ({ ...st, txTypes: { ...st.txTypes }, subscribers: wss.clients.size }),
     stop() {

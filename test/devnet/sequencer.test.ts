@@ -239,6 +239,36 @@ t.test('a held seal waits for its holder: reads are answered, submissions go to 
   t.pass('stop() returned during a hold');
 });
 
+t.test('a held build waits for its promise: no flashblock is published until it settles; a hold past its bound is counted', async (t) => {
+  const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200 });
+  t.teardown(() => devnet.stop());
+  const { seen, next } = watchFlashblocks(devnet);
+
+  let release: () => void = () => undefined;
+  const after = await new Promise<BuiltFlashblock>((resolve) => {
+    const off = devnet.onFlashblock((fb) => {
+      if (fb.index !== 1) return;
+      off();
+      devnet.holdNext(new Promise<void>((r) => (release = r)));
+      resolve(fb);
+    });
+  });
+  // Three flashblock intervals: the build after `after` was due long ago.
+  await new Promise((r) => setTimeout(r, 600));
+  t.equal(seen.at(-1), after, `nothing is published after ${after.blockNumber}/${after.index} while the build is held`);
+  t.throws(() => devnet.holdNext(Promise.resolve()), /already set/, 'one hold at a time');
+  const followingNext = next(() => true);
+  release();
+  const following = await followingNext;
+  t.same([following.blockNumber, following.index], [after.blockNumber, after.index + 1], 'the held flashblock comes once released');
+  t.equal(devnet.stats().heldBuilds, 1, 'counted as held');
+
+  const afterExpiry = next(() => true);
+  devnet.holdNext(new Promise<void>(() => undefined), 100);
+  await afterExpiry;
+  t.equal(devnet.stats().buildHoldTimeouts, 1, 'a hold past its bound expired; the devnet built anyway');
+});
+
 t.test('a tx priced between the block base fee and the base fee a re-mine above the gas target leaves stays in the block (issue 22 soak divergence)', async (t) => {
   // 3 s blocks: room for three flashblocks of the same block after its index 0 on a busy machine.
   const devnet = await startDevnet({ blockTimeMs: 3000, flashblockMs: 200 });

@@ -153,19 +153,24 @@ t.test('every documented metric family moves in one end-to-end run with targeted
   // A bad frame from upstream 1.
   fakeUp.send('{"payload_id": not json');
   // A flashblock of the devnet's current build that upstream 1 delivers first (held until the one before it comes):
-  // the devnet's own copy is a later
-  // copy (dropped), the gap until its next one is an interval budget miss, the 12 MiB pad (beyond what the kernel buffers of a paused socket absorb) puts the never-reading
-  // subscriber over its cap, and its transaction (from another chain) never reaches the canonical block: a reorg.
+  // the devnet's own copy is a later copy (dropped), the gap until its next one is an interval budget miss, the
+  // 12 MiB pad (beyond what the kernel buffers of a paused socket absorb) puts the never-reading subscriber over its
+  // cap, and its transaction (from another chain) never reaches the canonical block: a reorg.
+  // Two ahead, and the devnet builds nothing more until the daemon has buffered it (a 'gap' verdict), so the devnet's
+  // copy comes later however long 12 MiB take to cross a busy machine.
+  const gapsBefore = await value('flashblocksd_sequence_verdicts_total{verdict="gap_buffered"}');
+  let buffered: Promise<number> | null = null;
   const target = await new Promise<BuiltFlashblock>((resolve) => {
     const off = devnet.onFlashblock((fb) => {
       if (fb.index <= 1) {
         off();
-        // Two ahead: it lands in the gap buffer well before the devnet's copy, whatever the transfer time.
+        devnet.holdNext((buffered = until(() => value('flashblocksd_sequence_verdicts_total{verdict="gap_buffered"}'), (v) => v > gapsBefore, everyTickOf(20), 60_000, 'the padded flashblock buffered')));
         fakeUp.send(fake(uni[1]!, fb.blockNumber, fb.index + 2, fb.payloadId, { padBytes: 12 * 1024 * 1024 }));
         resolve(fb);
       }
     });
   });
+  await buffered;
   await until(() => value('flashblocksd_stream_slow_closes_total'), (v) => v > 0, onFlashblock, 60_000, 'the slow close');
   stalled.resume(); // it reads what the kernel held, then the end of the connection
   t.equal(await stalledClosed, 1006, 'the never-reading subscriber was closed at once over its cap');

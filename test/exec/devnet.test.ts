@@ -7,6 +7,9 @@ import type { BlockEnv, FlashblockWork } from '../../src/exec/engine.js';
 import { RevmEngine } from '../../src/exec/revm.js';
 
 const BLOCKS = 3;
+/** Traffic is sent at 40 txs a second but a busy machine sends fewer: the run goes on (up to this many blocks) until it has 20. */
+const MAX_BLOCKS = 30;
+const MIN_TXS = 20;
 
 t.test('the native engine verifies every devnet flashblock against its receipts root', async (t) => {
   const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200 });
@@ -41,7 +44,7 @@ t.test('the native engine verifies every devnet flashblock against its receipts 
   let txs = 0;
   for (;;) {
     if (fb.index === 0) {
-      if (fb.blockNumber >= first + BLOCKS) break;
+      if (fb.blockNumber >= first + BLOCKS && (txs > MIN_TXS || fb.blockNumber >= first + MAX_BLOCKS)) break;
       const b = fb.base!;
       env = {
         number: fb.blockNumber, timestamp: Number(b.timestamp), baseFeePerGas: BigInt(b.base_fee_per_gas!),
@@ -63,6 +66,6 @@ t.test('the native engine verifies every devnet flashblock against its receipts 
     fb = await next();
   }
   t.ok(applied >= BLOCKS * 3, `applied ${applied} flashblocks`);
-  t.ok(txs > 20, `with ${txs} transactions`);
+  t.ok(txs > MIN_TXS, `with ${txs} transactions`);
   t.equal(engine.status().divergences, 0, 'no divergence');
 });
