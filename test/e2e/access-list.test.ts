@@ -18,7 +18,7 @@ import { loadConfig } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
 import { startReplayServer } from '../helpers/replay-server.js';
-import { nextFlashblock } from '../helpers/devnet-wait.js';
+import { holdSealOfTx, nextFlashblock } from '../helpers/devnet-wait.js';
 
 /** Runtime: returns 42. */
 const RUNTIME = '602a60005260206000f3';
@@ -71,24 +71,12 @@ for (const execution of [false, true]) {
     const before = await rpcCall<string>(devnet.nodeRpcUrl, 'eth_getBalance', [acct.address, 'latest']);
     // The seal of the block holding the deploy waits until the pending reads below are done (the node answers reads
     // meanwhile), so they run before the canonical block exists however slow the machine is.
-    const blockOf = new Map<string, number>();
-    const offFlashblocks = devnet.onFlashblock((fb) => {
-      for (const r of fb.receipts) blockOf.set(r.hash.toLowerCase(), fb.blockNumber);
-    });
-    let deployHash: string | null = null;
-    let readsDone: () => void = () => undefined;
-    const reads = new Promise<void>((r) => (readsDone = r));
-    const stopHolding = devnet.holdSeals((last) => (deployHash !== null && blockOf.get(deployHash) === last.blockNumber ? reads : Promise.resolve()), 60_000);
-    t.teardown(() => {
-      readsDone();
-      stopHolding();
-      offFlashblocks();
-    });
+    const seal = holdSealOfTx(devnet, t);
     // Sent just after a block's index 1: it lands several flashblocks before the seal.
     await nextFlashblock(devnet, (fb) => fb.index === 1);
     const fees = { maxFeePerGas: 10_000_000_000n, maxPriorityFeePerGas: 1_000_000n };
     const deploy = await wallet.sendTransaction({ data: INIT, nonce, gas: 200_000n, ...fees });
-    deployHash = deploy.toLowerCase();
+    seal.track(deploy);
     await until(async () => (await rpcCall<{ blockNumber: string | null } | null>(rpc, 'eth_getTransactionByHash', [deploy]))?.blockNumber != null, 5000, 'the daemon serves the deploy');
     const [balance, count, code, nodeReceipt] = await Promise.all([
       rpcCall<string>(rpc, 'eth_getBalance', [acct.address, 'pending']),
@@ -96,7 +84,7 @@ for (const execution of [false, true]) {
       rpcCall<string>(rpc, 'eth_getCode', [contract, 'pending']),
       rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [deploy]),
     ]);
-    readsDone();
+    seal.release();
     t.equal(nodeReceipt, null, 'the node had no receipt yet: the reads ran before the canonical block existed');
     t.not(balance, before, 'the pending balance is not the node latest one (fees paid)');
     t.equal(BigInt(count), BigInt(nonce + 1), 'pending nonce: one after the deploy');

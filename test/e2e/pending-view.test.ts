@@ -14,6 +14,7 @@ import { startTraffic } from '../../scripts/devnet/traffic.js';
 import { loadConfig } from '../../src/config.js';
 import { startDaemon } from '../../src/daemon.js';
 import { silentLogger } from '../../src/log.js';
+import { holdSealOfTx } from '../helpers/devnet-wait.js';
 
 const BOUNDARIES = Number(process.env.E2E_BOUNDARIES ?? 5);
 
@@ -128,23 +129,11 @@ t.test('ethers: 0 confirmations at flashblock inclusion, before the canonical bl
   const signer = new Wallet(devnet.accounts[9]!.privateKey, provider);
   // The seal of the block holding the tx waits until the reads at 0 confirmations are done (the node answers reads
   // meanwhile), so they run before the canonical block exists however slow the machine is.
-  const blockOf = new Map<string, number>();
-  const offFlashblocks = devnet.onFlashblock((fb) => {
-    for (const r of fb.receipts) blockOf.set(r.hash.toLowerCase(), fb.blockNumber);
-  });
-  let hash: string | null = null;
-  let readsDone: () => void = () => undefined;
-  const reads = new Promise<void>((r) => (readsDone = r));
-  const stopHolding = devnet.holdSeals((last) => (hash !== null && blockOf.get(hash) === last.blockNumber ? reads : Promise.resolve()), 60_000);
-  t.teardown(() => {
-    readsDone();
-    stopHolding();
-    offFlashblocks();
-  });
+  const seal = holdSealOfTx(devnet, t);
   // Sent just after index 0: it lands early in the block, several flashblocks before the seal.
   await flashblock((fb) => fb.index === 0);
   const sent = await signer.sendTransaction({ to: '0x000000000000000000000000000000000000dEaD', value: 1n });
-  hash = sent.hash.toLowerCase();
+  seal.track(sent.hash);
   const one = provider.waitForTransaction(sent.hash, 1, 20_000).then(async (r) => ({ r, canonical: await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [sent.hash]) }));
   let receipt = await sent.wait(0);
   let misses = 0;
@@ -161,8 +150,7 @@ t.test('ethers: 0 confirmations at flashblock inclusion, before the canonical bl
   // The same transaction in the same block; its blockHash is the pending block's as of the newest flashblock (or the
   // canonical one once sealed), so it may have moved on between the two reads.
   t.same([waited?.hash, waited?.blockNumber, waited?.index], [receipt.hash, receipt.blockNumber, receipt.index], 'waitForTransaction(hash, 0) too');
-  readsDone();
-  stopHolding();
+  seal.release();
   const { r, canonical } = await one;
   t.equal(r?.hash, sent.hash);
   t.ok(canonical !== null, 'waitForTransaction(hash, 1) returned once the node had the canonical block');

@@ -66,8 +66,8 @@ function threadStates(pid: number): string {
 
 const { NODE_OPTIONS: _tapLoaders, ...childEnv } = process.env;
 
-// Four real process trees, two of them through `npm start` (which compiles first): 2 min on a busy machine, more than
-// the runner's default 120 s for a file.
+// Four real process trees, two of them through `npm start` (which compiles first): 2.5 min with a CPU hog beside the
+// suite, near the runner's 240 s for a file.
 t.setTimeout(360_000);
 
 /** True while `pid` runs. A zombie has exited (its reaper, once npm is gone, may be slow to collect it): not alive. */
