@@ -188,7 +188,7 @@ export interface Devnet {
    * time has come, until `until` settles, so whatever a test sends meanwhile reaches its reader before the devnet's
    * next flashblock however slow the machine is. Called from an {@link onFlashblock} listener, it holds the flashblock
    * after that one. After `maxHoldMs` the step runs anyway (`buildHoldTimeouts`); stop() ends a hold at once. One hold
-   * at a time.
+   * at a time: another set before the held step has run throws.
    */
   holdNext(until: Promise<unknown>, maxHoldMs?: number): void;
   stats(): DevnetStats;
@@ -815,16 +815,22 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     });
     if (stopped || b.last === null) return;
     st.heldSeals++;
+    const last = b.last;
+    const out = await awaitHold(() => h.hold(last), h.maxHoldMs);
+    if (out === 'expired') {
+      st.sealHoldTimeouts++;
+      log('devnet: seal hold expired; sealing anyway', { block: b.number, maxHoldMs: h.maxHoldMs });
+    } else if (out instanceof Error) log('devnet: seal holder failed; sealing', { block: b.number, error: out.message });
+  }
+
+  /** Waits for a test's hold: its settling, `maxHoldMs` ('expired'), or stop(); a throw or rejection is returned as an Error. */
+  async function awaitHold(hold: () => Promise<unknown>, maxHoldMs: number): Promise<'done' | 'expired' | Error> {
     let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<'expired'>((r) => (timer = setTimeout(() => r('expired'), h.maxHoldMs)));
+    const expired = new Promise<'expired'>((r) => (timer = setTimeout(() => r('expired'), maxHoldMs)));
     try {
-      const out = await Promise.race([h.hold(b.last), expired, stoppedSignal]);
-      if (out === 'expired') {
-        st.sealHoldTimeouts++;
-        log('devnet: seal hold expired; sealing anyway', { block: b.number, maxHoldMs: h.maxHoldMs });
-      }
+      return (await Promise.race([hold(), expired, stoppedSignal])) === 'expired' ? 'expired' : 'done';
     } catch (e) {
-      log('devnet: seal holder failed; sealing', { block: b.number, error: e instanceof Error ? e.message : String(e) });
+      return e instanceof Error ? e : new Error(String(e));
     } finally {
       clearTimeout(timer);
     }
@@ -837,19 +843,12 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     const h = nextHold;
     if (h === null) return;
     st.heldBuilds++;
-    let timer: NodeJS.Timeout | undefined;
-    const expired = new Promise<'expired'>((r) => (timer = setTimeout(() => r('expired'), h.maxHoldMs)));
-    try {
-      if ((await Promise.race([h.until, expired, stoppedSignal])) === 'expired') {
-        st.buildHoldTimeouts++;
-        log('devnet: build hold expired; building anyway', { maxHoldMs: h.maxHoldMs });
-      }
-    } catch (e) {
-      log('devnet: build hold failed; building', { error: e instanceof Error ? e.message : String(e) });
-    } finally {
-      clearTimeout(timer);
-      nextHold = null;
-    }
+    const out = await awaitHold(() => h.until, h.maxHoldMs);
+    nextHold = null;
+    if (out === 'expired') {
+      st.buildHoldTimeouts++;
+      log('devnet: build hold expired; building anyway', { maxHoldMs: h.maxHoldMs });
+    } else if (out instanceof Error) log('devnet: build hold failed; building', { error: out.message });
   }
 
   function openGate(): void {
