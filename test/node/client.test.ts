@@ -127,3 +127,65 @@ t.test('node unreachable: reason connect with the errno', async (t) => {
   t.match(err, { reason: 'connect', message: /node unreachable \(ECONNREFUSED\)/ });
   client.close();
 });
+
+t.test('deadlines of calls in flight at once, across clients and timeouts: each fails at its own, none early', async (t) => {
+  // The node answers nothing; calls with later deadlines go first, so each earlier one must re-arm the shared timer.
+  const node = await serve(() => {});
+  const a = new NodeClient({ url: node.url, timeoutMs: 5000, maxSockets: 4 });
+  const b = new NodeClient({ url: node.url, timeoutMs: 5000, maxSockets: 4 });
+  t.teardown(async () => {
+    a.close();
+    b.close();
+    await node.close();
+  });
+  const t0 = performance.now();
+  const settledAt = (p: Promise<unknown>): Promise<{ reason: string; ms: number }> =>
+    reasonOf(p).then((reason) => ({ reason, ms: performance.now() - t0 }));
+  const runs = [
+    settledAt(a.call('eth_chainId', [], 400)),
+    settledAt(b.call('eth_chainId', [], 250)),
+    settledAt(a.call('eth_chainId', [], 60)),
+    settledAt(b.call('eth_chainId', [], 150)),
+  ];
+  const done = await Promise.all(runs);
+  const bounds = [400, 250, 60, 150];
+  for (let i = 0; i < done.length; i++) {
+    t.equal(done[i]!.reason, 'timeout', `call ${i} timed out`);
+    t.ok(done[i]!.ms >= bounds[i]! - 1, `call ${i} not before its ${bounds[i]} ms (${done[i]!.ms.toFixed(1)} ms)`);
+  }
+  const order = done.map((d, i) => [d.ms, bounds[i]!] as const).sort((x, y) => x[0] - y[0]).map((x) => x[1]);
+  t.same(order, [60, 150, 250, 400], 'settled in deadline order');
+  // A call after all that still gets its own deadline.
+  t.equal(await reasonOf(a.call('eth_chainId', [], 30)), 'timeout');
+});
+
+t.test('a call in flight keeps the process alive until it settles; a settled one does not', async (t) => {
+  // A child whose only pending work is one node call (the client's sockets are unref'd): it must wait for the answer
+  // (300 ms), then exit at once although the client is still open (its deadline timer must not hold the process).
+  const node = await serve((_req, body, res) => {
+    const id = (JSON.parse(body) as { id: number }).id;
+    setTimeout(() => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ jsonrpc: '2.0', id, result: 'late' }));
+    }, 300);
+  });
+  t.teardown(() => node.close());
+  const client = new URL('../../src/node/client.ts', import.meta.url).href;
+  const script =
+    `import { NodeClient } from ${JSON.stringify(client)};\n` +
+    `const c = new NodeClient({ url: ${JSON.stringify(node.url)}, timeoutMs: 60000, maxSockets: 1 });\n` +
+    `const t0 = performance.now();\n` +
+    `c.call('eth_chainId', []).then((r) => console.log(JSON.stringify({ r, ms: performance.now() - t0 })));\n`;
+  const { spawn } = await import('node:child_process');
+  const t0 = performance.now();
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  const wall = performance.now() - t0;
+  t.equal(code, 0, err);
+  t.match(out, /"r":"late"/, 'the answer arrived before the process exited');
+  t.ok(wall < 30_000, `the process exited once the call settled, not at the 60 s deadline (${wall.toFixed(0)} ms)`);
+});
