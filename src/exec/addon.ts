@@ -28,6 +28,8 @@ export interface Addon {
   /** Sender recovery on the native recovery threads: `recoverStart` returns at once, `done(id, rows)` follows. */
   recoverInit?(done: (id: number, rows: Buffer) => void): void;
   recoverStart?(id: number, txBytes: Buffer, signed: Uint32Array): void;
+  /** The same on one thread at the default priority (a late batch a query waits for); the same `done` follows. */
+  recoverStartUrgent?(id: number, txBytes: Buffer, signed: Uint32Array): void;
   /** The same recovery on the calling thread: 21 bytes per triple of `signed`. */
   recoverNow?(txBytes: Buffer, signed: Uint32Array): Buffer;
 }

@@ -27,6 +27,11 @@ export interface NativeDecoder {
   recoverSenders(txBytes: Buffer, signed: Uint32Array): Promise<Buffer>;
   /** The same recovery on the calling thread (null when the addon predates it). */
   recoverNow: ((txBytes: Buffer, signed: Uint32Array) => Buffer) | null;
+  /**
+   * The same recovery on one thread at the default priority, for a batch that is late because the idle-priority
+   * threads get no core (null when the addon predates it).
+   */
+  recoverUrgent: ((txBytes: Buffer, signed: Uint32Array) => Promise<Buffer>) | null;
 }
 
 type RecoverStart = (id: number, txBytes: Buffer, signed: Uint32Array) => void;
@@ -52,11 +57,11 @@ class Recoveries {
     resolve(rows);
   };
 
-  recover(txBytes: Buffer, signed: Uint32Array): Promise<Buffer> {
+  recover(txBytes: Buffer, signed: Uint32Array, start: RecoverStart = this.start): Promise<Buffer> {
     const id = this.nextId;
     this.nextId = (this.nextId + 1) >>> 0;
     return new Promise<Buffer>((resolve) => {
-      this.start(id, txBytes, signed);
+      start(id, txBytes, signed);
       this.waiting.set(id, resolve);
       this.hold.ref();
     });
@@ -74,12 +79,14 @@ export function nativeDecoder(): NativeDecoder | null {
     return decoder;
   }
   const recoveries = new Recoveries(a.recoverStart.bind(a));
+  const urgent: RecoverStart | null = a.recoverStartUrgent?.bind(a) ?? null;
   a.recoverInit(recoveries.done);
   decoder = {
     decodeFlashblock: a.decodeFlashblock.bind(a),
     takeLayout: a.takeLayout.bind(a),
     recoverSenders: (txBytes, signed) => recoveries.recover(txBytes, signed),
     recoverNow: a.recoverNow?.bind(a) ?? null,
+    recoverUrgent: urgent === null ? null : (txBytes, signed) => recoveries.recover(txBytes, signed, urgent),
   };
   return decoder;
 }

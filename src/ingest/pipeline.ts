@@ -138,6 +138,7 @@ export class IngestPipeline {
       sliceMs: opts.recoverSliceMs ?? 2,
       native: native === null ? null : (txBytes, signed) => native.recoverSenders(txBytes, signed),
       nativeNow: native?.recoverNow ?? null,
+      nativeUrgent: native?.recoverUrgent ?? null,
     });
     this.blockTimeMs = opts.blockTimeMs ?? 2000;
     this.strictSequence = opts.dialect === 'op-subblocks';

@@ -31,6 +31,11 @@ export interface SenderRecoveryOptions {
    * recovery threads have it, pays ~35 µs instead of the JS path's ~120 µs (signing hash, libsecp256k1 binding, keccak).
    */
   nativeNow?: ((txBytes: Buffer, signed: Uint32Array) => Buffer) | null;
+  /**
+   * The same native recovery on one thread at the default priority (rows as for `native`): for batches that are late
+   * because the idle-priority threads get no core, which a query waits for (see `recoverLate`).
+   */
+  nativeUrgent?: ((txBytes: Buffer, signed: Uint32Array) => Promise<Buffer>) | null;
 }
 
 /** One transaction's [index, start, end) for `nativeNow` (reused: it is read before the call returns). */
@@ -51,6 +56,9 @@ export interface NativeSignedTxs {
  * machine whose cores are all busy they may take much longer, and a query must not wait for that.
  */
 export const NATIVE_WAIT_MS = 25;
+
+/** Rounds on the native core's urgent thread before what is left is recovered on the event loop (see recoverLate). */
+const URGENT_ROUNDS = 3;
 
 interface NativeBatch {
   block: PendingBlock;
@@ -92,6 +100,8 @@ export class SenderRecovery implements SenderSource {
   /** Settles when the worker's batch has been applied (or failed); null when none is in flight. */
   private inWorkerDone: Promise<void> | null = null;
   private sliceScheduled = false;
+  /** The late native batches' recovery on this thread while it runs (recoverLate). */
+  private lateRecovery: Promise<void> | null = null;
   /** A batch for the worker is due (prepared after the loop has polled sockets once; see schedule()). */
   private workerScheduled = false;
   /** Resolvers of drained(), called once nothing awaits recovery. */
@@ -180,11 +190,15 @@ export class SenderRecovery implements SenderSource {
   }
 
   private nativeAnswered(b: NativeBatch, out: Buffer): void {
-    const block = b.block;
+    this.applyRows(b.block, b.first, b.txs.signed, out);
+    this.nativeDone(b);
+  }
+
+  /** Writes a native answer's rows (21 bytes per triple of `sig`) for the flashblock whose first tx is at `first`. */
+  private applyRows(block: PendingBlock, first: number, sig: Uint32Array, out: Buffer): void {
     const held = this.state.holds(block);
-    const sig = b.txs.signed;
     for (let k = 0; 3 * k < sig.length; k++) {
-      const p = b.first + sig[3 * k]!;
+      const p = first + sig[3 * k]!;
       const status = out[21 * k];
       if (status === 2) {
         this.requeue(block, p);
@@ -195,7 +209,6 @@ export class SenderRecovery implements SenderSource {
       // A block settled or replaced meanwhile no longer indexes its senders.
       if (held && block.senderKnown(p)) block.noteNonce(p);
     }
-    this.nativeDone(b);
   }
 
   /** Queues `position` for this side when its block is held and its sender still unknown. */
@@ -416,7 +429,7 @@ export class SenderRecovery implements SenderSource {
           // The native batches are late (their threads get no core): what they hold is recovered here instead,
           // and their answers, when they come, only confirm it.
           if (left <= 0 || !(await settlesWithin(Promise.all([...this.native].map((b) => b.done)), left))) {
-            this.recoverQueued();
+            await this.recoverLate();
             return;
           }
         }
@@ -425,6 +438,62 @@ export class SenderRecovery implements SenderSource {
     }
     if (this.queued.length > 0 && this.maySend(address)) this.recoverQueued();
     return null;
+  }
+
+  /**
+   * Recovers what the late native batches hold (and the queue) without holding the event loop: on the native core's
+   * default-priority thread when there is one (a few rounds, for batches that arrive meanwhile), then what is left on
+   * this thread in slices of `sliceMs` (default 2 ms) with a loop turn between them. Done at once on this thread, it
+   * held the event loop for 15-90 ms each time the recovery threads got no core (bench/combined.ts quick: 424 times,
+   * 5.7 s in 41 s). Queries that find it running wait for the same one. Resolves when nothing is left.
+   */
+  private recoverLate(): Promise<void> {
+    this.lateRecovery ??= (async () => {
+      try {
+        const urgent = this.opts.nativeUrgent;
+        if (urgent != null) for (let round = 0; round < URGENT_ROUNDS && (await this.recoverUrgently(urgent)); round++);
+        while (this.recoverHeldSlice(this.opts.sliceMs ?? 2)) await nextTurn();
+      } finally {
+        this.lateRecovery = null;
+      }
+    })();
+    return this.lateRecovery;
+  }
+
+  /** One round of {@link recoverLate} on the urgent thread: the unknown senders of every held native batch. */
+  private async recoverUrgently(urgent: (txBytes: Buffer, signed: Uint32Array) => Promise<Buffer>): Promise<boolean> {
+    const runs: Promise<void>[] = [];
+    for (const b of this.native) {
+      if (!this.state.holds(b.block)) continue;
+      const sig = b.txs.signed;
+      const left: number[] = [];
+      for (let k = 0; k < sig.length; k += 3) if (!b.block.senderKnown(b.first + sig[k]!)) left.push(sig[k]!, sig[k + 1]!, sig[k + 2]!);
+      if (left.length === 0) continue;
+      const triples = Uint32Array.from(left);
+      // A failure leaves them to the slices on this thread.
+      runs.push(urgent(b.txs.txBytes(), triples).then((out) => this.applyRows(b.block, b.first, triples, out), () => undefined));
+    }
+    if (runs.length === 0) return false;
+    await Promise.all(runs);
+    return true;
+  }
+
+  /** One slice of {@link recoverLate}: true when something is left. */
+  private recoverHeldSlice(budgetMs: number): boolean {
+    const end = performance.now() + budgetMs;
+    let n = 0;
+    for (const b of this.native) {
+      if (!this.state.holds(b.block)) continue;
+      const sig = b.txs.signed;
+      for (let k = 0; k < sig.length; k += 3) {
+        const p = b.first + sig[k]!;
+        if (b.block.senderKnown(p)) continue;
+        this.recoverOne(b.block, p);
+        if ((++n & 7) === 0 && performance.now() >= end) return true;
+      }
+    }
+    const left = performance.now() < end ? this.recoverQueued(Math.max(0, end - performance.now())) : this.queued.length;
+    return left > 0;
   }
 
   /**
@@ -444,6 +513,11 @@ export class SenderRecovery implements SenderSource {
     for (const b of this.native) if (!SenderRecovery.allKnown(b) && may(b.block)) return true;
     return false;
   }
+}
+
+/** Resolves after one event-loop turn (sockets polled in between). */
+function nextTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 /** Whether `p` settles within `ms` (the timer is cleared when it does). */

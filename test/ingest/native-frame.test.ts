@@ -379,7 +379,8 @@ t.test('native recovery runs on its own threads at idle priority, never at the e
   const policies = threads.flatMap((st) => {
     const name = st.slice(st.indexOf('(') + 1, st.lastIndexOf(')'));
     const fields = st.slice(st.lastIndexOf(')') + 2).split(' ');
-    return name.startsWith('fbd-recover') ? [[name, Number(fields[38])] as const] : [];
+    // fbd-recover-urgent (comm: 15 characters) is the one default-priority thread, for late batches only.
+    return name.startsWith('fbd-recover') && name !== 'fbd-recover-urg' ? [[name, Number(fields[38])] as const] : [];
   });
   t.ok(policies.length >= 1, `recovery threads: ${policies.map((p) => p[0]).join(', ')}`);
   t.same(policies.filter(([, policy]) => policy !== 5), [], 'every recovery thread is SCHED_IDLE');
@@ -401,7 +402,7 @@ t.test('the pipeline decodes natively, recovers senders natively and indexes the
   t.equal(state.nextNonce(user.from.toLowerCase()), last + 1n, 'nonce index filled from the native answers');
 });
 
-t.test('a nonce query waits for late native batches at most NATIVE_WAIT_MS, then recovers on this thread', async (t) => {
+t.test('a nonce query waits for late native batches at most NATIVE_WAIT_MS, then has them recovered without the idle threads', async (t) => {
   const canonical = unichainRpcBlock() as { transactions: { from: string; nonce: string; type: string }[] };
   const user = canonical.transactions.find((x) => x.type !== '0x7e')!.from;
   const last = canonical.transactions.filter((x) => x.from === user).reduce((a, x) => (BigInt(x.nonce) > a ? BigInt(x.nonce) : a), 0n);
@@ -418,8 +419,90 @@ t.test('a nonce query waits for late native batches at most NATIVE_WAIT_MS, then
   t.ok(settled instanceof Promise, 'a possible sender waits first');
   await settled;
   t.equal(a.senders.unrecoveredCount, 0, `after waiting up to ${NATIVE_WAIT_MS} ms, every sender was recovered here (the native answer never came)`);
-  t.equal(a.state.nextNonce(user.toLowerCase()), last + 1n, 'then the nonce index is complete, recovered on this thread');
+  t.equal(a.state.nextNonce(user.toLowerCase()), last + 1n, 'then the nonce index is complete');
   t.equal(a.senders.settled(user.toLowerCase()), null, 'and the next query answers at once');
+});
+
+t.test('late native batches are recovered on this thread in slices, the loop turning between them, once for all queries', async (t) => {
+  // Three 200-transaction flashblocks whose recovery threads never answer (no core for them): 600 senders, ~20 ms of
+  // recovery here. Done in one go, that held the event loop; in slices, frames and requests get turns in between.
+  const gen = generateFlashblocks({ blockNumber: 9, flashblocks: 3, txsPerFlashblock: 200, calldataBytes: 20 }).messages as any[];
+  const a = makePipeline();
+  (a.senders as unknown as { opts: { native: () => Promise<Buffer>; sliceMs: number } }).opts.native = () => new Promise<Buffer>(() => undefined);
+  (a.senders as unknown as { opts: { sliceMs: number } }).opts.sliceMs = 0.2;
+  // No default-priority native thread (an addon that predates it): the slices on this thread do it all.
+  (a.senders as unknown as { opts: { nativeUrgent: null } }).opts.nativeUrgent = null;
+  for (const m of gen) feed(a.pipeline, m);
+  const total = a.senders.unrecoveredCount;
+  t.ok(total >= 600, `the signed transactions wait for the stalled native core (${total})`);
+  // Any transaction's sender, as the JS decoder recovers it.
+  const body = decodeFrame(Buffer.from(JSON.stringify(gen[1])), MAX, false, null);
+  const user = recoverSender((body as any).fb.body.tx(3))!.toLowerCase();
+  const first = a.senders.settled(user);
+  const second = a.senders.settled(user);
+  t.ok(first instanceof Promise && second instanceof Promise, 'both queries wait');
+  // Between two loop turns, what is still unrecovered: partial counts mean the loop turned mid-recovery.
+  const seen: number[] = [];
+  let done = false;
+  const watch = (): void => {
+    const n = a.senders.unrecoveredCount;
+    if (n > 0 && n < total) seen.push(n);
+    if (!done) setImmediate(watch);
+  };
+  setImmediate(watch);
+  await Promise.all([first, second]);
+  done = true;
+  t.ok(seen.length >= 3, `the loop turned at least 3 times mid-recovery (${seen.length} turns saw ${seen.slice(0, 5).join(', ')}…)`);
+  t.ok(seen.every((n, i) => i === 0 || n <= seen[i - 1]!), 'each turn saw fewer left');
+  t.equal(a.senders.unrecoveredCount, 0, 'every sender recovered here');
+  const nonce = a.state.nextNonce(user);
+  t.ok(nonce !== null && nonce > 0n, 'the nonce index holds the sender');
+  t.equal(a.senders.settled(user), null, 'the next query answers at once');
+});
+
+t.test('late native batches go to the default-priority native thread: the event loop recovers none of them', async (t) => {
+  const gen = generateFlashblocks({ blockNumber: 9, flashblocks: 3, txsPerFlashblock: 200, calldataBytes: 20 }).messages as any[];
+  const a = makePipeline();
+  type Opts = { native: () => Promise<Buffer>; nativeNow: (b: Buffer, s: Uint32Array) => Buffer; nativeUrgent: (b: Buffer, s: Uint32Array) => Promise<Buffer> };
+  const opts = (a.senders as unknown as { opts: Opts }).opts;
+  t.ok(typeof opts.nativeUrgent === 'function', 'the addon has the urgent thread');
+  opts.native = () => new Promise<Buffer>(() => undefined);
+  let onLoop = 0;
+  const now = opts.nativeNow;
+  opts.nativeNow = (b, s) => {
+    onLoop++;
+    return now(b, s);
+  };
+  const urgent = opts.nativeUrgent;
+  const sent: number[] = [];
+  opts.nativeUrgent = (b, s) => {
+    sent.push(s.length / 3);
+    return urgent(b, s);
+  };
+  for (const m of gen) feed(a.pipeline, m);
+  const total = a.senders.unrecoveredCount;
+  const body = decodeFrame(Buffer.from(JSON.stringify(gen[2])), MAX, false, null);
+  const user = recoverSender((body as any).fb.body.tx(7))!.toLowerCase();
+  await Promise.all([a.senders.settled(user), a.senders.settled(user)]);
+  t.equal(a.senders.unrecoveredCount, 0, 'every sender recovered');
+  t.equal(sent.reduce((x, y) => x + y, 0), total, `the urgent thread got each unknown sender once (${sent.join(' + ')})`);
+  t.equal(onLoop, 0, 'none was recovered on the event loop');
+  if (process.platform === 'linux') {
+    const urgentThreads = readdirSync('/proc/self/task')
+      .map((tid) => readFileSync(`/proc/self/task/${tid}/stat`, 'utf8'))
+      .filter((st) => st.slice(st.indexOf('(') + 1, st.lastIndexOf(')')) === 'fbd-recover-urg');
+    t.equal(urgentThreads.length, 1, 'one urgent thread');
+    t.equal(Number(urgentThreads[0]!.slice(urgentThreads[0]!.lastIndexOf(')') + 2).split(' ')[38]), 0, 'at the default policy (SCHED_OTHER), not SCHED_IDLE');
+  }
+  const nonce = a.state.nextNonce(user);
+  t.ok(nonce !== null && nonce > 0n, 'the nonce index holds the sender');
+  // The answers equal the JS recovery.
+  const block = a.state.pendingBlock()!;
+  for (const p of [0, 1, 250, 599]) {
+    const tx = block.txObject(p);
+    if (tx.type === 0x7e) continue;
+    t.equal(block.senderAt(p), recoverSender(tx)!.toLowerCase(), `sender ${p} as the JS recovery has it`);
+  }
 });
 
 t.test('a nonce query waits for the native recovery; recoverQueued() recovers on this thread at once', async (t) => {

@@ -166,6 +166,26 @@ fn threads() -> &'static [Arc<Inbox>] {
     })
 }
 
+/// The thread for urgent recoveries (`recoverStartUrgent`): one, at the default priority, started on first use.
+static URGENT: OnceLock<Option<Arc<Inbox>>> = OnceLock::new();
+
+fn urgent_thread() -> Option<&'static Arc<Inbox>> {
+    URGENT
+        .get_or_init(|| {
+            let (tx, rx) = channel::<Arc<Inbox>>();
+            let spawned = std::thread::Builder::new().name("fbd-recover-urgent".into()).spawn(move || {
+                if let Ok(inbox) = rx.recv() {
+                    inbox.serve();
+                }
+            });
+            let thread = spawned.ok()?.thread().clone();
+            let inbox = Arc::new(Inbox { head: AtomicPtr::new(std::ptr::null_mut()), thread });
+            tx.send(inbox.clone()).ok()?;
+            Some(inbox)
+        })
+        .as_ref()
+}
+
 /// Runs `job` on recovery thread `k` (modulo their count), or here when there is none (none could start).
 fn dispatch(k: usize, job: Job) {
     let all = threads();
@@ -198,6 +218,18 @@ pub fn recover_init(done: Done) {
 /// bytes, a queue push and an unpark.
 #[napi(js_name = "recoverStart")]
 pub fn recover_start(id: u32, tx_bytes: &[u8], signed: &[u32]) -> napi::Result<()> {
+    start(id, tx_bytes, signed, false)
+}
+
+/// N-API: as `recoverStart`, on one thread at the default priority instead of the idle-priority ones, whole: for a
+/// batch that is late because the recovery threads get no core (every core busy) and that a query waits for: the
+/// scheduler shares the cores with it fairly, and the event loop keeps its turns without doing the work.
+#[napi(js_name = "recoverStartUrgent")]
+pub fn recover_start_urgent(id: u32, tx_bytes: &[u8], signed: &[u32]) -> napi::Result<()> {
+    start(id, tx_bytes, signed, true)
+}
+
+fn start(id: u32, tx_bytes: &[u8], signed: &[u32], urgent: bool) -> napi::Result<()> {
     let Some(done) = lock(done_slot()).clone() else {
         return Err(napi::Error::from_reason("recoverStart before recoverInit"));
     };
@@ -210,11 +242,16 @@ pub fn recover_start(id: u32, tx_bytes: &[u8], signed: &[u32]) -> napi::Result<(
     bounds.extend(signed.chunks_exact(3).map(|t| (t[1] as usize, t[2] as usize)));
     let n = bounds.len();
     // The threads started, not available_parallelism() again: that reads cgroup files (~40 µs a call).
-    let chunks = if n < 16 { 1 } else { threads().len().clamp(1, n) };
-    let batch = Arc::new(Batch { id, bytes, bounds, size: n.div_ceil(chunks).max(1), parts: Mutex::new(Vec::new()), left: AtomicUsize::new(0), done });
+    let urgent = if urgent { urgent_thread() } else { None };
+    let chunks = if n < 16 || urgent.is_some() { 1 } else { threads().len().clamp(1, n) };
+    let batch = Arc::new(Batch { id, bytes, bounds, size: n.div_ceil(chunks).max(1), give_way: urgent.is_none(), parts: Mutex::new(Vec::new()), left: AtomicUsize::new(0), done });
     let chunks = n.div_ceil(batch.size).max(1);
     batch.left.store(chunks, Ordering::Relaxed);
     *lock(&batch.parts) = vec![Vec::new(); chunks];
+    if let Some(inbox) = urgent {
+        inbox.push(Box::new(move || batch.run(0, 0, 1)));
+        return Ok(());
+    }
     // One job from here (one thread woken); it queues the batch's other chunks itself, off this thread.
     let first = NEXT.fetch_add(1, Ordering::Relaxed);
     dispatch(first, Box::new(move || batch.run(first, 0, chunks)));
@@ -244,6 +281,9 @@ struct Batch {
     bounds: Vec<(usize, usize)>,
     /// Transactions per chunk.
     size: usize,
+    /// Yield the core every `GIVE_WAY_EVERY` (the idle-priority threads); not on the urgent thread, whose every
+    /// yield under load waits behind all the machine's runnable threads (bench/combined.ts: nonce queries p99 1.8 s).
+    give_way: bool,
     parts: Mutex<Vec<Vec<u8>>>,
     left: AtomicUsize,
     done: Arc<Done>,
@@ -259,7 +299,7 @@ impl Batch {
             }
         }
         let (from, to) = (k * self.size, ((k + 1) * self.size).min(self.bounds.len()));
-        let rows = recover_all(&self.bytes, &self.bounds[from.min(to)..to], true);
+        let rows = recover_all(&self.bytes, &self.bounds[from.min(to)..to], self.give_way);
         lock(&self.parts)[k] = rows;
         if self.left.fetch_sub(1, Ordering::AcqRel) == 1 {
             let out = std::mem::take(&mut *lock(&self.parts)).concat();
