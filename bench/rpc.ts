@@ -75,7 +75,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const chainId = '{"jsonrpc":"2.0","id":1,"method":"eth_chainId","params":[]}';
     const latest = '{"jsonrpc":"2.0","id":1,"method":"eth_getBlockByNumber","params":["latest",false]}';
     const n = opts.quick ? 2000 : 5000;
-    const rounds = 4;
+    const rounds = 20;
     const mutable = h.ctx as { node: NodeClient };
     const ourClient = h.ctx.node;
     const undiciClient = new UndiciNodeClient({ url: anvil.url, timeoutMs: h.config.nodeTimeoutMs, maxSockets: 16 }) as unknown as NodeClient;
@@ -89,16 +89,21 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
     const bare = await startBareProxy(anvil.url);
     const seq = { direct: [] as number[], bare: [] as number[], net: [] as number[], undici: [] as number[], http: [] as number[] };
     const seqLatest = { direct: [] as number[], net: [] as number[], undici: [] as number[], http: [] as number[] };
-    for (let r = 0; r < rounds; r++) {
-      seq.direct.push(...(await sequentialPosts(anvil.url, chainId, n / rounds)));
-      seqLatest.direct.push(...(await sequentialPosts(anvil.url, latest, n / rounds / 2, { warmup: 50 })));
-      seq.bare.push(...(await sequentialPosts(bare.url, chainId, n / rounds)));
-      for (const c of clients) {
+    // Short rounds, the paths in reverse order every other round: the cores' speed drifts within seconds here, and
+    // 4 long rounds left ±30 µs between two runs of the same code.
+    const paths = [
+      async (): Promise<void> => {
+        seq.direct.push(...(await sequentialPosts(anvil.url, chainId, n / rounds, { warmup: 20 })));
+        seqLatest.direct.push(...(await sequentialPosts(anvil.url, latest, n / rounds / 2, { warmup: 10 })));
+      },
+      async (): Promise<void> => void seq.bare.push(...(await sequentialPosts(bare.url, chainId, n / rounds, { warmup: 20 }))),
+      ...clients.map((c) => async (): Promise<void> => {
         mutable.node = c.client;
-        seq[c.name].push(...(await sequentialPosts(h.url, chainId, n / rounds)));
-        seqLatest[c.name].push(...(await sequentialPosts(h.url, latest, n / rounds / 2, { warmup: 50 })));
-      }
-    }
+        seq[c.name].push(...(await sequentialPosts(h.url, chainId, n / rounds, { warmup: 20 })));
+        seqLatest[c.name].push(...(await sequentialPosts(h.url, latest, n / rounds / 2, { warmup: 10 })));
+      }),
+    ];
+    for (let r = 0; r < rounds; r++) for (const path of r % 2 === 0 ? paths : [...paths].reverse()) await path();
     // Pipelining 1 here: uWS closes a connection that pipelines a request behind a forwarded (asynchronous) one,
     // and autocannon reconnects silently (~100-200 req/s at 32 × 16, p50 1-5 s, either client; see
     // test/rpc/pipelining.test.ts), which would measure that, not the node client.
@@ -186,7 +191,7 @@ export async function run(opts: BenchOptions): Promise<BenchResult> {
         { name: 'forwarded eth_chainId req/s, node client over node:net vs node:http', value: fwdNet.requests.average, unit: 'req/s', baseline: { label: 'node:http client', value: fwdHttp.requests.average }, verdict: `${fmt(fwdNet.requests.average / fwdHttp.requests.average)}× node:http; latency under this load ${lat(fwdNet)} vs ${lat(fwdHttp)}` },
       ],
       notes: `autocannon ${connections} connections, pipelining 16, ${seconds} s per server, in a worker thread of the same process; ` +
-        `body ${body.length} B, answer ${constant.length} B. Forwarding: ${n} sequential keep-alive eth_chainId requests (and ${n / 2} eth_getBlockByNumber(latest)) per path in ${rounds} interleaved rounds (200 / 50 warm-up each), ` +
+        `body ${body.length} B, answer ${constant.length} B. Forwarding: ${n} sequential keep-alive eth_chainId requests (and ${n / 2} eth_getBlockByNumber(latest)) per path in ${rounds} interleaved rounds, the order reversed every other round (20 / 10 warm-up each), ` +
         `then ${fwdSeconds} s of autocannon load per path (32 connections, pipelining 1; direct, then through flashblocksd with each node client: node:net, undici Pool, node:http); each node client has 16 sockets.`,
       plots: [plot],
     };
