@@ -147,43 +147,31 @@ fn lower_priority() {
 }
 
 fn threads() -> &'static [Arc<Inbox>] {
-    RECOVERY.get_or_init(|| {
-        (0..recovery_threads())
-            .filter_map(|i| {
-                let (tx, rx) = channel::<Arc<Inbox>>();
-                let spawned = std::thread::Builder::new().name(format!("fbd-recover-{i}")).spawn(move || {
-                    lower_priority();
-                    if let Ok(inbox) = rx.recv() {
-                        inbox.serve();
-                    }
-                });
-                let thread = spawned.ok()?.thread().clone();
-                let inbox = Arc::new(Inbox { head: AtomicPtr::new(std::ptr::null_mut()), thread });
-                tx.send(inbox.clone()).ok()?;
-                Some(inbox)
-            })
-            .collect()
-    })
+    RECOVERY.get_or_init(|| (0..recovery_threads()).filter_map(|i| spawn_inbox(format!("fbd-recover-{i}"), true)).collect())
+}
+
+/// Starts a thread named `name` serving a new inbox (at idle priority when `idle`); None when it cannot start.
+fn spawn_inbox(name: String, idle: bool) -> Option<Arc<Inbox>> {
+    let (tx, rx) = channel::<Arc<Inbox>>();
+    let spawned = std::thread::Builder::new().name(name).spawn(move || {
+        if idle {
+            lower_priority();
+        }
+        if let Ok(inbox) = rx.recv() {
+            inbox.serve();
+        }
+    });
+    let thread = spawned.ok()?.thread().clone();
+    let inbox = Arc::new(Inbox { head: AtomicPtr::new(std::ptr::null_mut()), thread });
+    tx.send(inbox.clone()).ok()?;
+    Some(inbox)
 }
 
 /// The thread for urgent recoveries (`recoverStartUrgent`): one, at the default priority, started on first use.
 static URGENT: OnceLock<Option<Arc<Inbox>>> = OnceLock::new();
 
 fn urgent_thread() -> Option<&'static Arc<Inbox>> {
-    URGENT
-        .get_or_init(|| {
-            let (tx, rx) = channel::<Arc<Inbox>>();
-            let spawned = std::thread::Builder::new().name("fbd-recover-urgent".into()).spawn(move || {
-                if let Ok(inbox) = rx.recv() {
-                    inbox.serve();
-                }
-            });
-            let thread = spawned.ok()?.thread().clone();
-            let inbox = Arc::new(Inbox { head: AtomicPtr::new(std::ptr::null_mut()), thread });
-            tx.send(inbox.clone()).ok()?;
-            Some(inbox)
-        })
-        .as_ref()
+    URGENT.get_or_init(|| spawn_inbox("fbd-recover-urgent".into(), false)).as_ref()
 }
 
 /// Runs `job` on recovery thread `k` (modulo their count), or here when there is none (none could start).
