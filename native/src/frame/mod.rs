@@ -17,7 +17,7 @@ mod recover;
 mod shape;
 mod txcheck;
 
-pub use recover::{recover_all, recover_init, recover_now, recover_start};
+pub use recover::{recover_all, recover_init, recover_now, recover_start, recover_start_urgent};
 
 use layout::Out;
 use napi::bindgen_prelude::BufferSlice;
