@@ -108,8 +108,9 @@ class Deadlines {
     const now = performance.now();
     let expired: NodeCall[] | null = null;
     for (const c of this.calls) if (c.deadline <= now) (expired ??= []).push(c);
-    // expire() settles each call, which removes it from the set (and may start queued ones): outside the iteration.
-    if (expired !== null) for (const c of expired) c.expire();
+    // expire() settles each call, which removes it from the set (and may start queued ones): outside the iteration,
+    // earliest deadline first (a sweep that ran late fails its calls in the order they were due).
+    if (expired !== null) for (const c of expired.sort(byDeadline)) c.expire();
     let next = Infinity;
     for (const c of this.calls) if (c.deadline < next) next = c.deadline;
     if (next !== Infinity) this.arm(Math.max(next, now + SWEEP_GAP_MS));
@@ -117,6 +118,10 @@ class Deadlines {
 }
 
 const deadlines = new Deadlines();
+
+function byDeadline(a: NodeCall, b: NodeCall): number {
+  return a.deadline - b.deadline;
+}
 
 function sweep(d: Deadlines): void {
   d.sweep();

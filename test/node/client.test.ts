@@ -154,9 +154,25 @@ t.test('deadlines of calls in flight at once, across clients and timeouts: each 
     t.ok(done[i]!.ms >= bounds[i]! - 1, `call ${i} not before its ${bounds[i]} ms (${done[i]!.ms.toFixed(1)} ms)`);
   }
   const order = done.map((d, i) => [d.ms, bounds[i]!] as const).sort((x, y) => x[0] - y[0]).map((x) => x[1]);
-  t.same(order, [60, 150, 250, 400], 'settled in deadline order');
+  t.same(order, [60, 150, 250, 400], 'settled in deadline order (one late sweep fails them in that order too)');
   // A call after all that still gets its own deadline.
   t.equal(await reasonOf(a.call('eth_chainId', [], 30)), 'timeout');
+});
+
+t.test('calls whose deadlines all passed while the event loop was busy fail in the order they were due', async (t) => {
+  const node = await serve(() => {});
+  const client = new NodeClient({ url: node.url, timeoutMs: 5000, maxSockets: 4 });
+  t.teardown(async () => {
+    client.close();
+    await node.close();
+  });
+  const order: number[] = [];
+  const runs = [400, 250, 60, 150].map((ms) => reasonOf(client.call('eth_chainId', [], ms)).then(() => void order.push(ms)));
+  // The loop is held past every deadline: one sweep finds all four due.
+  const until = performance.now() + 450;
+  while (performance.now() < until);
+  await Promise.all(runs);
+  t.same(order, [60, 150, 250, 400]);
 });
 
 t.test('a call in flight keeps the process alive until it settles; a settled one does not', async (t) => {
