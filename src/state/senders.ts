@@ -314,11 +314,9 @@ export class SenderRecovery implements SenderSource {
    */
   recoverQueued(budgetMs?: number): number {
     if (budgetMs === undefined) {
-      for (const b of this.native) {
-        if (!this.state.holds(b.block)) continue;
-        const sig = b.txs.signed;
-        for (let k = 0; k < sig.length; k += 3) this.recoverOne(b.block, b.first + sig[k]!);
-      }
+      // The native batches' senders, then the whole queue (recoverHeldSlice with no bound).
+      this.recoverHeldSlice(Infinity);
+      return this.queued.length;
     }
     const q = this.queued;
     if (q.length === 0) {
@@ -478,7 +476,7 @@ export class SenderRecovery implements SenderSource {
     return true;
   }
 
-  /** One slice of {@link recoverLate}: true when something is left. */
+  /** One slice of {@link recoverLate} (all of it with an Infinity budget): true when something is left. */
   private recoverHeldSlice(budgetMs: number): boolean {
     const end = performance.now() + budgetMs;
     let n = 0;
