@@ -141,7 +141,7 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'canonical-ws-connect-timeout-ms', key: 'canonicalWsConnectTimeoutMs', kind: 'int', def: '3000', min: 100, max: 600000, help: "Connect timeout of the node's newHeads WebSocket" },
   { flag: 'canonical-ws-retry-initial-ms', key: 'canonicalWsRetryInitialMs', kind: 'int', def: '500', min: 1, max: 600000, help: 'First reconnect delay of the newHeads WebSocket (doubles; polling continues meanwhile)' },
   { flag: 'canonical-ws-retry-max-ms', key: 'canonicalWsRetryMaxMs', kind: 'int', def: '10000', min: 1, max: 3600000, help: 'Reconnect delay cap of the newHeads WebSocket' },
-  { flag: 'tick-interval-ms', key: 'tickIntervalMs', kind: 'int', def: '50', min: 5, max: 10000, help: 'Housekeeping tick: how often open gaps are expired and the subscriber gauge is updated' },
+  { flag: 'tick-interval-ms', key: 'tickIntervalMs', kind: 'int', def: '50', min: 5, max: 10000, help: 'How often open gaps are expired while frames wait for a missing predecessor (no timer runs otherwise)' },
   { flag: 'max-body-bytes', key: 'maxBodyBytes', kind: 'int', def: String(5 * MiB), min: 1024, max: 1024 * MiB, help: 'Largest JSON-RPC request body (HTTP 413 above)' },
   { flag: 'max-batch-items', key: 'maxBatchItems', kind: 'int', def: '1000', min: 1, max: 100000, help: 'Largest JSON-RPC batch (-32600 above)' },
   { flag: 'max-response-bytes', key: 'maxResponseBytes', kind: 'int', def: String(100 * MiB), min: 1024, max: 4096 * MiB, help: 'Largest JSON-RPC response (-32005 above)' },

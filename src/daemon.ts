@@ -64,6 +64,9 @@ function pick<K extends keyof Config>(config: Readonly<Config>, keys: readonly K
   return out;
 }
 
+/** How often the daemon judges whether its chain stopped streaming (RetirementWatch; its default threshold is 10 min). */
+const RETIREMENT_CHECK_MS = 1000;
+
 const RPC_SETTINGS = [
   'maxBodyBytes', 'corsOrigins', 'streamMaxBackpressureBytes', 'streamIdleTimeoutS', 'maxBatchItems', 'maxResponseBytes',
   'forwardMethods', 'allowNamespaces', 'flashblocksEnabled', 'sendRawSyncTimeoutMs', 'maxSubscriptionsPerConnection',
@@ -195,6 +198,20 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     metricsObserver(metrics, timing.blockTimeMs, timing.flashblockIntervalMs),
   );
   const events = pipeline.events;
+  // Open gaps (frames held for a missing predecessor) are expired every --tick-interval-ms while there are any; no
+  // timer runs otherwise (started by the upstream's frame handler below).
+  let gapTicker: NodeJS.Timeout | null = null;
+  const stopGapTicker = (): void => {
+    if (gapTicker !== null) clearInterval(gapTicker);
+    gapTicker = null;
+  };
+  const startGapTicker = (): void => {
+    gapTicker = setInterval(() => {
+      pipeline.tick();
+      if (pipeline.bufferedFrames === 0) stopGapTicker();
+    }, config.tickIntervalMs);
+    gapTicker.unref();
+  };
   const node = new NodeClient({
     url: config.nodeRpcUrl,
     timeoutMs: config.nodeTimeoutMs,
@@ -305,6 +322,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
               const change = watch!.frame(performance.timeOrigin + f.receivedAtMs);
               if (change !== null) onRetirement(change);
               pipeline.handleFrame(f);
+              if (gapTicker === null && !stopped && pipeline.bufferedFrames > 0) startGapTicker();
             },
             onEvent: (e) => observeUpstreamEvent(metrics, e),
           },
@@ -391,12 +409,14 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     throw new StartupError(StartupCode.PORT_IN_USE, (e as Error).message);
   }
 
-  const ticker = setInterval(() => {
-    pipeline.tick();
-    if (watch !== null) onRetirement(watch.check(Date.now()));
-  }, config.tickIntervalMs);
-  ticker.unref();
-  const mainLoad = mainThreadLoad();
+  // No timer wakes an idle daemon more than a few times a second (each JS wake-up costs ~0.2 ms of CPU on a small VM):
+  // open gaps are expired every tick only while frames wait for a predecessor, retirement is judged once a second.
+  // A short --upstream-absent-ms is judged within a tenth of it.
+  const absentCheckMs = config.upstreamAbsentMs > 0 ? config.upstreamAbsentMs / 10 : RETIREMENT_CHECK_MS;
+  const retirementCheckMs = Math.max(config.tickIntervalMs, Math.min(RETIREMENT_CHECK_MS, absentCheckMs));
+  const retirementTicker = watch === null ? null : setInterval(() => onRetirement(watch.check(Date.now())), retirementCheckMs);
+  retirementTicker?.unref();
+  const mainLoad = mainThreadLoad(metrics.mainLoopDelay);
   const stopWatchingThreads = watchThreads(metrics, { main: mainLoad.sample, recover: () => recoveryWorker?.loopLoad() ?? null, ...streamPort?.loads });
   execution?.start();
   pool?.start();
@@ -406,7 +426,8 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   let stopping: Promise<void> | null = null;
   const stop = (): Promise<void> => {
     stopping ??= (async () => {
-      clearInterval(ticker);
+      if (retirementTicker !== null) clearInterval(retirementTicker);
+      stopGapTicker();
       stopped = true;
       if (chainIdTimer !== null) clearTimeout(chainIdTimer);
       stopWatchingThreads();

@@ -1,6 +1,7 @@
 // Every flashblocksd metric, defined once: names, help, units, buckets, closed label sets, pre-resolved handles.
 // A leaf module: it imports nothing of the daemon and decides nothing; callers record, /metrics reads.
 
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import { Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 
 // ── Closed label sets ──────────────────────────────────────────────────────────────────────────────────────────
@@ -313,6 +314,11 @@ export interface RpcHandle {
 
 export interface Metrics {
   readonly registry: Registry;
+  /**
+   * The main thread's event-loop delay (resolution LAG_RESOLUTION_MS) for its thread metrics (threads.ts), enabled
+   * with the default metrics' own: both timers fall due together and wake the loop once per resolution, not twice.
+   */
+  readonly mainLoopDelay: IntervalHistogram;
   readonly upstreamCount: number;
   /** Indexed by upstream (0 … upstreamCount − 1). */
   readonly upstreamFrames: readonly Readonly<Record<FrameKind, CounterCell>>[];
@@ -439,6 +445,9 @@ export function createMetrics(opts: MetricsOptions): Metrics {
 
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: PREFIX, eventLoopMonitoringPrecision: LAG_RESOLUTION_MS });
+  // In the same turn as the default metrics' delay timer (same start, same period): see Metrics.mainLoopDelay.
+  const mainLoopDelay = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
+  mainLoopDelay.enable();
   for (const n of DROPPED_DEFAULTS) registry.removeSingleMetric(PREFIX + n);
 
   const counter = (name: string, help: string, labelNames: readonly string[] = [], omitUnused = false) =>
@@ -579,6 +588,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
 
   const metrics: Metrics = {
     registry,
+    mainLoopDelay,
     upstreamCount,
     upstreamFrames: range(upstreamCount, (i) => at(i).frames),
     upstreamBytes: range(upstreamCount, (i) => at(i).bytes),

@@ -1,7 +1,7 @@
 // Per-thread event-loop load for /metrics: utilisation (share of time busy) and delay (p99, max) over the last
 // second, for the main thread (RPC, stream, ingest) and each worker that reports its own numbers.
-import { monitorEventLoopDelay, performance, type EventLoopUtilization } from 'node:perf_hooks';
-import { LAG_RESOLUTION_MS, type Metrics, type ThreadName } from './metrics.js';
+import { performance, type EventLoopUtilization, type IntervalHistogram } from 'node:perf_hooks';
+import type { Metrics, ThreadName } from './metrics.js';
 
 /** One thread's load over the window since its previous sample. */
 export interface ThreadLoad {
@@ -13,10 +13,8 @@ export interface ThreadLoad {
 /** A thread that can be sampled; null when it is not running. */
 export type ThreadLoadSource = () => ThreadLoad | null;
 
-/** The main thread's load: libuv's idle time for utilisation, a delay histogram (LAG_RESOLUTION_MS) for lag. */
-export function mainThreadLoad(): { sample: ThreadLoadSource; stop(): void } {
-  const delay = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
-  delay.enable();
+/** The main thread's load: libuv's idle time for utilisation, its delay histogram (Metrics.mainLoopDelay) for lag. */
+export function mainThreadLoad(delay: IntervalHistogram): { sample: ThreadLoadSource; stop(): void } {
   let last: EventLoopUtilization = performance.eventLoopUtilization();
   return {
     sample() {
