@@ -21,13 +21,16 @@ async function signed(nonce: number): Promise<`0x${string}`> {
 
 t.test('resolves with the receipt of the flashblock that includes it', async (tt) => {
   const raw = await signed(0);
-  const pending = h.call('eth_sendRawTransactionSync', [raw, 3000]);
+  let answered = false;
+  const pending = h.call('eth_sendRawTransactionSync', [raw, 3000]).finally(() => (answered = true));
   await new Promise((r) => setTimeout(r, 100));
   const preview = await previewNextBlock(anvil, []);
-  const t0 = performance.now();
+  tt.notOk(answered, 'no answer before the flashblock that includes it');
   for (const m of flashblocksOf(preview)) feed(h.pipeline, m);
   const r = await pending;
-  tt.ok(performance.now() - t0 < 100, 'answered right after the flashblock');
+  // A receipt, not the timeout's error (code 4), and not mined (below): the flashblock answered it. (No clock: a
+  // busy machine may take long, never 3 s, to get here.)
+  tt.equal(r.error, undefined, 'answered with a result, not the timeout');
   const receipt = r.result as { transactionHash: string; blockHash: string; status: string };
   tt.equal(receipt.transactionHash, preview.block.transactions[0]);
   tt.equal(receipt.blockHash, preview.block.hash);
@@ -41,7 +44,8 @@ t.test('times out with code 4 and the hash as data; a bad timeout uses the defau
   const t0 = performance.now();
   const r = await h.call('eth_sendRawTransactionSync', [raw, '0xc8']);
   const ms = performance.now() - t0;
-  tt.ok(ms >= 190 && ms < 1500, `after ~200 ms (${Math.round(ms)})`);
+  // Never early; the message names the 200 ms asked for (the default would be 10 s).
+  tt.ok(ms >= 190, `not before 200 ms (${Math.round(ms)})`);
   tt.equal(r.error?.code, 4);
   tt.match(r.error?.message, /wasn't processed in 200 ms/);
   tt.match(r.error?.data, /^0x[0-9a-f]{64}$/);
