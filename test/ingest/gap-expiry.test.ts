@@ -42,8 +42,8 @@ t.test('a frame held for a missing predecessor is given up after --gap-timeout-m
     server.send(JSON.stringify(frames[0]));
     await until(`block ${n} index 0 applied`, () => d.view.block(n) !== undefined);
     server.send(JSON.stringify(frames[2])); // index 1 never comes
+    // Counted when held (no check of the buffer here: a stalled machine may already have let the gap expire).
     await until(`block ${n} index 2 held`, () => verdicts.gap_buffered.value === round);
-    t.equal(d.pipeline.bufferedFrames, 1, `round ${round}: index 2 waits for index 1`);
     await until(`block ${n} gap given up`, () => verdicts.gap_skipped.value === round);
     t.equal(d.pipeline.bufferedFrames, 0, `round ${round}: nothing held after the timeout`);
     t.equal(d.view.block(n)?.broken, true, `round ${round}: block ${n} is marked broken (pending falls back to the node)`);
