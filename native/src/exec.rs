@@ -1,5 +1,6 @@
 //! Executing flashblocks on the open pending block (op-revm), and answering reads on a snapshot. Pure engine logic:
 //! no threads, no N-API. Inputs and outputs are JSON values so the boundary stays a handful of strings.
+use crate::evm::{engine_evm, EngineEvm};
 use crate::state::{no_wait, quantity, Db, DbError, Layer, LayerAccount, Shared, Snapshot};
 use alloy_consensus::Transaction as _;
 use alloy_eips::eip2718::Decodable2718;
@@ -9,7 +10,7 @@ use alloy_primitives::{hex, keccak256, Address, Bytes, TxKind, B256, U256};
 use op_alloy_consensus::OpTxEnvelope;
 use op_revm::revm::{
     bytecode::Bytecode,
-    context::{BlockEnv, CfgEnv, Context, TxEnv},
+    context::{BlockEnv, CfgEnv, TxEnv},
     context_interface::{block::BlobExcessGasAndPrice, either::Either, result::ExecutionResult},
     handler::system_call::{SystemCallEvm, SYSTEM_ADDRESS},
     primitives::hardfork::SpecId,
@@ -20,7 +21,7 @@ use op_revm::revm::{
 };
 use op_revm::revm::handler::EvmTr;
 use op_revm::revm::context_interface::ContextTr;
-use op_revm::{DefaultOp, L1BlockInfo, OpBuilder, OpHaltReason, OpSpecId, OpTransaction};
+use op_revm::{L1BlockInfo, OpHaltReason, OpSpecId, OpTransaction};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -168,11 +169,9 @@ pub fn block_spec(w: &Value) -> Result<BlockSpec, EngineError> {
     })
 }
 
-type OpEvmOf<'a> = op_revm::api::builder::DefaultOpEvm<op_revm::OpContext<Db<'a>>>;
-
-pub(crate) fn build_evm<'a>(db: Db<'a>, spec: &BlockSpec, cfg: CfgEnv<OpSpecId>, block: BlockEnv) -> OpEvmOf<'a> {
-    let _ = spec;
-    Context::op().with_db(db).with_block(block).with_cfg(cfg).with_chain(L1BlockInfo::default()).build_op()
+/// The EVM of a system call or a simulated call: no L1 block info given (op-revm reads it from the state when needed).
+pub(crate) fn build_evm<'a>(db: Db<'a>, cfg: CfgEnv<OpSpecId>, block: BlockEnv) -> EngineEvm<Db<'a>> {
+    engine_evm(db, cfg, block, L1BlockInfo::default(), ())
 }
 
 /// A decoded transaction ready for the EVM.
@@ -369,7 +368,7 @@ fn system_calls(shared: &Shared, below: &[Arc<Layer>], spec: &BlockSpec, layer: 
     }
     for (addr, data) in calls {
         let db = Db { top: Some(&*layer), below, shared };
-        let mut evm = build_evm(db, spec, spec.cfg(), spec.block_env());
+        let mut evm = build_evm(db, spec.cfg(), spec.block_env());
         let result = evm.system_call_one_with_caller(SYSTEM_ADDRESS, addr, data).map_err(|e| evm_error("E_EXEC", format!("system call to {addr:#x}"), e))?;
         let mut state: EvmState = evm.finalize();
         drop(evm);
@@ -401,8 +400,9 @@ pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>]
     let canyon = spec.spec >= OpSpecId::CANYON;
     let regolith = spec.spec >= OpSpecId::REGOLITH;
     // One EVM for the whole flashblock: it owns the flashblock's layer, and each transaction commits into it.
-    let db = ApplyDb { layer, below: &below, shared };
-    let mut evm = Context::op().with_db(db).with_block(spec.block_env()).with_cfg(spec.cfg()).with_chain(L1BlockInfo::default()).build_op();
+    let zero_credit = (spec.spec < OpSpecId::ISTHMUS).then_some(op_revm::constants::OPERATOR_FEE_RECIPIENT);
+    let db = ApplyDb { layer, below: &below, shared, zero_credit, stood_in: false, broken: None };
+    let mut evm = engine_evm(db, spec.cfg(), spec.block_env(), L1BlockInfo::default(), ());
     for p in prepared {
         let Some(tx) = p.tx else {
             receipts.push(json!({
@@ -414,6 +414,9 @@ pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>]
         };
         let nonce_before = if p.is_deposit { evm.ctx().db_ref().view().account(p.from)?.map(|a| a.nonce).unwrap_or(0) } else { p.nonce };
         let result = evm.transact_commit(tx).map_err(|e| evm_error("E_TX", format!("transaction {:#x} rejected", p.hash), e))?;
+        if let Some(e) = evm.ctx().db_mut().broken.take() {
+            return Err(EngineError::new("E_NODE", format!("transaction {:#x}: {}", p.hash, e.0)));
+        }
         let gas_used = result.tx_gas_used();
         cumulative += gas_used;
         let contract = if p.to.is_none() && result.is_success() { Some(p.from.create(nonce_before)) } else { None };
@@ -471,6 +474,14 @@ struct ApplyDb<'a> {
     layer: Layer,
     below: &'a [Arc<Layer>],
     shared: &'a Shared,
+    /// Before Isthmus op-revm still credits the operator fee vault with zero after every transaction, where op-geth
+    /// never touches it: a witness of such a block may lack the vault. When the node cannot give it, it is read as
+    /// absent, and a transaction that leaves it anything but empty fails the apply (`broken`): the stand-in may only
+    /// take a zero credit.
+    zero_credit: Option<Address>,
+    /// The transaction being executed read `zero_credit` as absent.
+    stood_in: bool,
+    broken: Option<DbError>,
 }
 
 impl<'a> ApplyDb<'a> {
@@ -482,7 +493,13 @@ impl<'a> ApplyDb<'a> {
 impl<'a> op_revm::revm::Database for ApplyDb<'a> {
     type Error = DbError;
     fn basic(&mut self, address: Address) -> Result<Option<AccountInfo>, DbError> {
-        self.view().account(address)
+        match self.view().account(address) {
+            Err(e) if Some(address) == self.zero_credit && e.0 != crate::state::WOULD_WAIT => {
+                self.stood_in = true;
+                Ok(None)
+            }
+            other => other,
+        }
     }
     fn code_by_hash(&mut self, code_hash: B256) -> Result<Bytecode, DbError> {
         self.view().code(code_hash)
@@ -497,7 +514,15 @@ impl<'a> op_revm::revm::Database for ApplyDb<'a> {
 }
 
 impl<'a> op_revm::revm::DatabaseCommit for ApplyDb<'a> {
-    fn commit(&mut self, changes: op_revm::revm::primitives::AddressMap<op_revm::revm::state::Account>) {
+    fn commit(&mut self, mut changes: op_revm::revm::primitives::AddressMap<op_revm::revm::state::Account>) {
+        if std::mem::take(&mut self.stood_in) {
+            if let Some(a) = self.zero_credit {
+                // Empty as it was read: nothing to record (the node's account, whatever it is, is unchanged).
+                if changes.remove(&a).is_some_and(|acc| !acc.info.is_empty()) {
+                    self.broken = Some(DbError(format!("account {a:#x} is not known to the engine (the node could not give it) and the transaction changed it")));
+                }
+            }
+        }
         self.layer.commit(changes, &self.shared.codes);
     }
 }
@@ -690,7 +715,7 @@ fn run(db: Db, spec: &BlockSpec, s: &CallSetup, gas: u64) -> Result<(ExecutionRe
     let mut tx = s.tx.clone();
     tx.base.gas_limit = gas;
     let _ = spec;
-    let mut evm = Context::op().with_db(db).with_block(s.block.clone()).with_cfg(s.cfg.clone()).with_chain(s.chain.clone()).build_op();
+    let mut evm = engine_evm(db, s.cfg.clone(), s.block.clone(), s.chain.clone(), ());
     match evm.transact(tx) {
         Ok(r) => Ok((r.result, r.state)),
         Err(e) => Err(ReadError { code: -32000, message: e.to_string(), data: None }),
@@ -737,7 +762,7 @@ const OVER_BUDGET: i64 = i64::MIN;
 fn run_budgeted(db: Db, spec: &BlockSpec, s: &CallSetup, deadline: Instant) -> Result<ExecutionResult<OpHaltReason>, ReadError> {
     let _ = spec;
     let budget = Budget { deadline, steps: 0, over: false };
-    let mut evm = Context::op().with_db(db).with_block(s.block.clone()).with_cfg(s.cfg.clone()).with_chain(s.chain.clone()).build_op_with_inspector(budget);
+    let mut evm = engine_evm(db, s.cfg.clone(), s.block.clone(), s.chain.clone(), budget);
     let out = evm.inspect_one_tx(s.tx.clone());
     if evm.0.inspector.over {
         return Err(ReadError { code: OVER_BUDGET, message: "over the inline budget".into(), data: None });
@@ -1030,8 +1055,8 @@ mod tests {
     /// Runs `txs` in order on one flashblock layer with one EVM, as `apply` does; their gas used.
     fn run_all(shared: &Shared, txs: Vec<OpTransaction<TxEnv>>) -> Vec<u64> {
         let spec = spec();
-        let db = ApplyDb { layer: Layer::default(), below: &[], shared };
-        let mut evm = Context::op().with_db(db).with_block(spec.block_env()).with_cfg(spec.cfg()).with_chain(L1BlockInfo::default()).build_op();
+        let db = ApplyDb { layer: Layer::default(), below: &[], shared, zero_credit: None, stood_in: false, broken: None };
+        let mut evm = engine_evm(db, spec.cfg(), spec.block_env(), L1BlockInfo::default(), ());
         let mut out = Vec::new();
         for tx in txs {
             let result = evm.transact_commit(tx).expect("tx executes");
@@ -1114,5 +1139,122 @@ mod tests {
         assert!(none.iter().all(|p| p.from == sender));
         let all_nulls = prepare_all(&txs, &[None; 40], 1).unwrap();
         assert!(all_nulls.iter().all(|p| p.from == sender));
+    }
+
+    /// An EIP-1559 transaction from `sender` (given, so the signature is a placeholder in range) as raw bytes.
+    fn raw_1559(nonce: u64, to: Address, value: u64, input: Vec<u8>, gas: u64) -> Vec<u8> {
+        use alloy_eips::eip2718::Encodable2718;
+        let tx = alloy_consensus::TxEip1559 {
+            chain_id: CHAIN,
+            nonce,
+            gas_limit: gas,
+            max_fee_per_gas: 10,
+            max_priority_fee_per_gas: 1,
+            to: TxKind::Call(to),
+            value: U256::from(value),
+            access_list: Default::default(),
+            input: input.into(),
+        };
+        let sig = alloy_primitives::Signature::new(U256::from(1), U256::from(1), false);
+        OpTxEnvelope::Eip1559(alloy_consensus::Signed::new_unhashed(tx, sig)).encoded_2718()
+    }
+
+    /// A node that lacks the code bytes of `lazy` (the block's fee recipient), as a witness-backed node does.
+    fn witness_like(sender: Address, lazy: Address, lazy_hash: B256) -> crate::stubnode::StubNode {
+        use crate::stubnode::{StubAccount, StubNode};
+        let mut accounts = std::collections::HashMap::new();
+        accounts.insert(sender, StubAccount { balance: U256::from(10u128.pow(21)), ..Default::default() });
+        accounts.insert(lazy, StubAccount { balance: U256::from(5), nonce: 1, code_hash: Some(lazy_hash), ..Default::default() });
+        accounts.insert(addr(0x51), StubAccount { code: Some(vec![0x00]), ..Default::default() });
+        StubNode::start(accounts)
+    }
+
+    fn open_block(coinbase: Address) -> OpenBlock {
+        OpenBlock { spec: BlockSpec { coinbase, ..spec() }, parent_layers: Vec::new(), layers: Vec::new(), next_index: 1, cumulative_gas: 0, tx_count: 0 }
+    }
+
+    #[test]
+    fn an_account_whose_code_the_node_lacks_is_credited_without_its_code() {
+        let (sender, lazy, lazy_hash) = (addr(0x01), addr(0xfe), keccak256([0x60, 0x00]));
+        let node = witness_like(sender, lazy, lazy_hash);
+        let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
+        let block = open_block(lazy);
+        // Pays the fee recipient its tip; also calls 0x51, whose code the node gives (no eth_getProof for it).
+        let txs = vec![raw_1559(0, addr(0x51), 1, Vec::new(), 100_000)];
+        let (layer, receipts, _) = apply(&shared, &block, 1, &txs, &[Some(sender)]).expect("the block executes");
+        assert_eq!(receipts[0]["status"], json!(true));
+        let credited = layer.accounts[&lazy].info.clone().expect("the fee recipient exists");
+        let gas = receipts[0]["gasUsed"].as_u64().unwrap();
+        assert_eq!(credited.balance, U256::from(5 + gas), "credited its tip of 1 wei a gas");
+        assert_eq!((credited.nonce, credited.code_hash, credited.code.is_none()), (1, lazy_hash, true));
+        assert_eq!(node.calls("eth_getProof"), 1, "only the account without code is proved");
+        // Its code stays unknown: a read of it is an error, never an empty code.
+        let snap = Snapshot { layers: vec![Arc::new(layer)], l1: Default::default() };
+        let e = read(&shared, &block.spec, &snap, &json!({"method": "getCode", "address": format!("{lazy:#x}")})).expect_err("getCode fails");
+        assert!(e.message.contains("is not known to the engine"), "{}", e.message);
+    }
+
+    #[test]
+    fn running_code_the_node_lacks_fails_the_apply() {
+        let (sender, lazy, lazy_hash) = (addr(0x01), addr(0xfe), keccak256([0x60, 0x00]));
+        let node = witness_like(sender, lazy, lazy_hash);
+        let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
+        let block = open_block(addr(0xc0));
+        let txs = vec![raw_1559(0, lazy, 1, Vec::new(), 100_000)];
+        let e = apply(&shared, &block, 1, &txs, &[Some(sender)]).expect_err("the apply fails");
+        assert_eq!(e.code, "E_NODE");
+        assert!(e.message.contains(&format!("code of {lazy_hash:#x} is not known to the engine")), "{}", e.message);
+    }
+
+    #[test]
+    fn a_node_that_gives_every_code_is_never_asked_for_proofs() {
+        let sender = addr(0x01);
+        let node = witness_like(sender, addr(0xfe), keccak256([0x60, 0x00]));
+        let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
+        let txs = vec![raw_1559(0, addr(0x51), 1, Vec::new(), 100_000)];
+        apply(&shared, &open_block(addr(0xc0)), 1, &txs, &[Some(sender)]).expect("the block executes");
+        assert_eq!(node.calls("eth_getProof"), 0);
+        assert!(node.calls("eth_getCode") > 0);
+    }
+
+    /// A node that lacks the operator fee vault and L1Block's slot 5 (pre-Isthmus blocks never touch them) and
+    /// account 0x99.
+    fn partial_witness(sender: Address) -> crate::stubnode::StubNode {
+        use crate::stubnode::{StubAccount, StubNode};
+        let l1block: Address = "0x4200000000000000000000000000000000000015".parse().unwrap();
+        let vault: Address = "0x420000000000000000000000000000000000001b".parse().unwrap();
+        let mut accounts = std::collections::HashMap::new();
+        accounts.insert(sender, StubAccount { balance: U256::from(10u128.pow(21)), ..Default::default() });
+        accounts.insert(vault, StubAccount { missing: true, ..Default::default() });
+        accounts.insert(addr(0x99), StubAccount { missing: true, ..Default::default() });
+        // Ecotone scalars set (a base fee scalar of 1): op-revm then never reads the pre-Ecotone overhead (slot 5).
+        let scalars = (U256::from(3), U256::from(1) << 96);
+        accounts.insert(l1block, StubAccount { code: Some(vec![0x00]), missing_slots: vec![U256::from(5)], storage: vec![scalars], ..Default::default() });
+        StubNode::start(accounts)
+    }
+
+    #[test]
+    fn what_the_node_lacks_fails_only_the_flashblock_that_reads_it() {
+        let sender = addr(0x01);
+        let node = partial_witness(sender);
+        let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
+        let mut block = open_block(addr(0xc0));
+        block.spec.spec = OpSpecId::ECOTONE;
+        // The prefetch guessed at the vault and slot 5; the EVM never reads them: the flashblock executes.
+        let ok = apply(&shared, &block, 1, &[raw_1559(0, addr(0x51), 1, Vec::new(), 100_000)], &[Some(sender)]).expect("executes");
+        assert_eq!(ok.1[0]["status"], json!(true));
+        // op-revm credits the operator fee vault with zero even before Isthmus: nothing recorded for it.
+        let vault: Address = "0x420000000000000000000000000000000000001b".parse().unwrap();
+        assert!(!ok.0.accounts.contains_key(&vault));
+        // A transaction that reads the missing account fails the apply, naming it (never a zero).
+        let e = apply(&shared, &block, 1, &[raw_1559(0, addr(0x99), 1, Vec::new(), 100_000)], &[Some(sender)]).expect_err("fails");
+        assert_eq!(e.code, "E_NODE");
+        assert!(e.message.contains(&format!("account {:#x}", addr(0x99))) && e.message.contains("not in the witness"), "{}", e.message);
+        // Paying the vault something it cannot read fails too, as does any read of it from Isthmus on.
+        let e = apply(&shared, &block, 1, &[raw_1559(0, vault, 1, Vec::new(), 100_000)], &[Some(sender)]).expect_err("fails");
+        assert!(e.message.contains("the transaction changed it"), "{}", e.message);
+        block.spec.spec = OpSpecId::ISTHMUS;
+        let e = apply(&shared, &block, 1, &[raw_1559(0, addr(0x51), 1, Vec::new(), 100_000)], &[Some(sender)]).expect_err("fails");
+        assert!(e.message.contains(&format!("account {vault:#x}")), "{}", e.message);
     }
 }

@@ -7,10 +7,14 @@
 //! E_PANIC and poisons the engine (the TypeScript side starts a new one); it never aborts the process.
 #![deny(clippy::all)]
 
+pub mod changes;
+pub mod evm;
 pub mod exec;
 pub mod node;
 pub mod simulate;
 pub mod state;
+#[cfg(test)]
+mod stubnode;
 
 use exec::{BlockSpec, EngineError, OpenBlock};
 use napi::bindgen_prelude::*;
@@ -204,6 +208,23 @@ impl Engine {
                 Err(Error::new(Status::GenericFailure, format!("E_PANIC: {}", panic_text(p))))
             }
         }
+    }
+
+    /// Block `number`'s post-state diff so far: every account its applied flashblocks changed, merged
+    /// (`changes::changes_json`), or `null` when the engine does not hold the block (never applied, or settled).
+    /// Runs on the apply thread, after every apply and settle submitted before it.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn block_changes(&self, env: &Env, number: f64) -> Result<Object<'static>> {
+        if !(number >= 0.0 && number.fract() == 0.0 && number <= u64::MAX as f64) {
+            return Err(Error::new(Status::InvalidArg, format!("E_INPUT: block number {number} is not a non-negative integer")));
+        }
+        let n = number as u64;
+        submit(env, &self.apply_tx, self.inner.clone(), move |inner| {
+            Ok(match lock(&inner.blocks).get(&n) {
+                Some(b) => changes::changes_json(&inner.shared, &b.layers).to_string(),
+                None => "null".into(),
+            })
+        })
     }
 
     /// Counters for metrics, as JSON.

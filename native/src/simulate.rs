@@ -92,7 +92,7 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
             tx.base.gas_limit = gas;
             let outcome = {
                 let db = Db { top: Some(&layer), below: &below, shared };
-                let mut evm = build_evm(db, spec, s.cfg.clone(), s.block.clone());
+                let mut evm = build_evm(db, s.cfg.clone(), s.block.clone());
                 evm.transact(tx).map(|r| (r.result, r.state))
             };
             let (result, state) = match outcome {

@@ -228,8 +228,17 @@ impl Shared {
         }
     }
 
-    /// Reads accounts the cache lacks from the node, in one batch (balance, nonce, code each), at the cache's height.
+    /// Reads accounts (balance, nonce, code each) and slots the cache lacks from the node, in one batch, at the
+    /// cache's height. Best-effort: the list is a guess at what a flashblock touches, so an item the node cannot
+    /// answer (a witness-backed node lacks what the block never touched) stays uncached and fails only if the EVM
+    /// then reads it ([`Self::canonical_account`], [`Self::canonical_slot`]). A node that cannot be reached at all
+    /// fails it.
     pub fn prefetch(&self, addresses: &[Address], slots: &[(Address, U256)]) -> Result<(), DbError> {
+        self.fetch(addresses, slots, false)
+    }
+
+    /// `prefetch`; `strict`: an item the node cannot answer fails the read (its error, never a zero).
+    fn fetch(&self, addresses: &[Address], slots: &[(Address, U256)], strict: bool) -> Result<(), DbError> {
         let (height, missing, missing_slots) = {
             let c = self.cache.read().unwrap_or_else(|e| e.into_inner());
             let mut seen = std::collections::HashSet::with_hasher(foldhash::fast::RandomState::default());
@@ -256,17 +265,45 @@ impl Shared {
             calls.push(("eth_getStorageAt".to_string(), json!([format!("{a:#x}"), format!("{k:#x}"), tag])));
         }
         let answers = self.node.batch(&calls)?;
+        // An item's answer, or None (skipped) when it failed and the read is not strict.
+        let item = |r: &Result<Value, NodeError>, what: &dyn Fn() -> String| -> Result<Option<Value>, DbError> {
+            match r {
+                Ok(v) => Ok(Some(v.clone())),
+                Err(e) if strict => Err(DbError(format!("{}: {}", what(), e.0))),
+                Err(_) => Ok(None),
+            }
+        };
         let mut infos = Vec::with_capacity(missing.len());
+        // Accounts whose code the node could not give (a witness-backed node lacks the bytes of code no transaction
+        // of the block ran): their code hash comes from eth_getProof, one batch for all of them.
+        let mut codeless: Vec<(Address, U256, u64)> = Vec::new();
         for (i, a) in missing.iter().enumerate() {
-            let bal = quantity(answers[3 * i].as_ref().map_err(|e| DbError(e.0.clone()))?)?;
-            let nonce = quantity(answers[3 * i + 1].as_ref().map_err(|e| DbError(e.0.clone()))?)?;
-            let code = data(answers[3 * i + 2].as_ref().map_err(|e| DbError(e.0.clone()))?)?;
-            infos.push((*a, self.account_info(bal, nonce.to::<u64>(), code)));
+            let what = || format!("account {a:#x}");
+            let (Some(bal), Some(nonce)) = (item(&answers[3 * i], &what)?, item(&answers[3 * i + 1], &what)?) else { continue };
+            let (bal, nonce) = (quantity(&bal)?, quantity(&nonce)?.to::<u64>());
+            match &answers[3 * i + 2] {
+                Ok(code) => infos.push((*a, self.account_info(bal, nonce, data(code)?))),
+                Err(_) => codeless.push((*a, bal, nonce)),
+            }
+        }
+        if !codeless.is_empty() {
+            let proofs: Vec<(String, Value)> = codeless.iter().map(|(a, _, _)| ("eth_getProof".to_string(), json!([format!("{a:#x}"), [], tag]))).collect();
+            let proved = self.node.batch(&proofs)?;
+            for ((a, bal, nonce), proof) in codeless.into_iter().zip(proved) {
+                let Some(proof) = item(&proof, &|| format!("code of {a:#x} unavailable and eth_getProof failed"))? else { continue };
+                let hash: B256 = proof
+                    .get("codeHash")
+                    .and_then(|h| h.as_str())
+                    .and_then(|h| h.parse().ok())
+                    .ok_or_else(|| DbError(format!("eth_getProof of {a:#x}: no codeHash")))?;
+                infos.push((a, self.account_without_code(bal, nonce, hash)));
+            }
         }
         let mut vals = Vec::with_capacity(missing_slots.len());
         for (j, (a, k)) in missing_slots.iter().enumerate() {
-            let v = quantity(answers[3 * missing.len() + j].as_ref().map_err(|e| DbError(e.0.clone()))?)?;
-            vals.push((*a, *k, v));
+            if let Some(v) = item(&answers[3 * missing.len() + j], &|| format!("slot {k:#x} of {a:#x}"))? {
+                vals.push((*a, *k, quantity(&v)?));
+            }
         }
         {
             let mut c = self.cache.write().unwrap_or_else(|e| e.into_inner());
@@ -302,6 +339,16 @@ impl Shared {
         Some(AccountInfo { balance, nonce, code_hash, account_id: None, code: Some(bytecode) })
     }
 
+    /// An account whose code bytes the node could not give: its code hash only (`code: None`). Executing its code
+    /// asks `code_by_hash`, which fails the apply unless the bytes are known from elsewhere ([`Db::code`]).
+    fn account_without_code(&self, balance: U256, nonce: u64, code_hash: B256) -> Option<AccountInfo> {
+        if code_hash == KECCAK_EMPTY || code_hash == B256::ZERO {
+            return self.account_info(balance, nonce, Vec::new());
+        }
+        let code = self.codes.read().unwrap_or_else(|e| e.into_inner()).get(&code_hash).cloned();
+        Some(AccountInfo { balance, nonce, code_hash, account_id: None, code })
+    }
+
     fn cached_account(&self, a: &Address) -> Result<Option<Option<AccountInfo>>, DbError> {
         Ok(read_lock(&self.cache)?.accounts.get(a).cloned())
     }
@@ -317,12 +364,12 @@ impl Shared {
         if waiting() {
             return Err(would_wait());
         }
-        self.prefetch(&[a], &[])?;
+        self.fetch(&[a], &[], true)?;
         if let Some(v) = self.cached_account(&a)? {
             return Ok(v);
         }
         // The cache moved (or was dropped for its cap) during the read: ask once more, without caching.
-        self.prefetch(&[a], &[])?;
+        self.fetch(&[a], &[], true)?;
         Ok(self.cached_account(&a)?.unwrap_or(None))
     }
 
@@ -333,7 +380,7 @@ impl Shared {
         if waiting() {
             return Err(would_wait());
         }
-        self.prefetch(&[], &[(a, k)])?;
+        self.fetch(&[], &[(a, k)], true)?;
         if let Some(v) = self.cached_slot(&a, &k)? {
             return Ok(v);
         }
@@ -425,7 +472,7 @@ impl<'a> Db<'a> {
         read_lock(&self.shared.codes)?
             .get(&hash)
             .cloned()
-            .ok_or_else(|| DbError(format!("code {hash:#x} not known")))
+            .ok_or_else(|| DbError(format!("code of {hash:#x} is not known to the engine (the node did not give its bytes)")))
     }
 }
 

@@ -16,8 +16,34 @@ export interface AddonEngine {
   /** The same read on the calling thread when it can be answered from memory within `budgetUs`, else null. */
   readInline(req: string, budgetUs: number): string | null;
   stats(): string;
+  /**
+   * Block `number`'s post-state diff so far (every account its applied flashblocks changed, merged): JSON of
+   * {@link AddonBlockChanges}, or `null` when the engine does not hold the block. Ordered after earlier applies.
+   */
+  blockChanges(number: number): Promise<string>;
   panicNextApply(): void;
   close(): void;
+}
+
+/** One account of a block's post-state diff (native/src/changes.rs); quantities and words are 0x-hex. */
+export interface AddonAccountChange {
+  address: string;
+  /** Destroyed, or left empty (EIP-161): not in the post-state trie. */
+  deleted: boolean;
+  /** Its storage before the block is void (created or destroyed in it): start from an empty storage trie. */
+  storageReset: boolean;
+  balance: string;
+  nonce: string;
+  codeHash: string;
+  /** Null when the engine never got the bytes (a node that lacked them: only its code hash is known). */
+  code: string | null;
+  /** [slot, value] as 32-byte words, sorted by slot; a zero value deletes the slot. */
+  storage: [string, string][];
+}
+
+/** A block's post-state diff, as `blockChanges` gives it (accounts sorted by address). */
+export interface AddonBlockChanges {
+  accounts: AddonAccountChange[];
 }
 
 export interface Addon {
