@@ -96,6 +96,8 @@ export interface Config {
   executionReadMemo: number;
   executionHardfork: ExecutionHardfork;
   executionWaitMs: number;
+  /** Above this share (percent) of diverging flashblocks among the last 100 executed, no executed state is served. */
+  executionMaxDivergencePercent: number;
 }
 
 const MiB = 1024 * 1024;
@@ -103,8 +105,11 @@ const MiB = 1024 * 1024;
 /** --log-level values, most verbose first. */
 export const LOG_LEVELS: readonly LogLevel[] = ['debug', 'info', 'warn', 'error'];
 
-/** OP hardforks in activation order: a fixed spec for every block when --execution-hardfork names one. */
-export const OP_HARDFORKS = ['bedrock', 'regolith', 'canyon', 'ecotone', 'fjord', 'granite', 'holocene', 'isthmus', 'jovian'] as const;
+/**
+ * OP hardforks in activation order: a fixed spec for every block when --execution-hardfork names one (the same list as
+ * OP_FORKS in src/chain/presets.ts; config stays a leaf, test/chain/presets.test.ts keeps the two equal).
+ */
+export const OP_HARDFORKS = ['bedrock', 'regolith', 'canyon', 'ecotone', 'fjord', 'granite', 'holocene', 'isthmus', 'jovian', 'karst'] as const;
 export type OpHardfork = (typeof OP_HARDFORKS)[number];
 /** --execution-hardfork: `auto` (the chain's own schedule by block timestamp) or one fixed hardfork. */
 export type ExecutionHardfork = 'auto' | OpHardfork;
@@ -174,8 +179,9 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'execution-cache-mb', key: 'executionCacheMb', kind: 'int', def: '512', min: 16, max: 65536, help: 'Bound of the native engine\'s cache of the node\'s state, MiB (dropped and read again above it)' },
   { flag: 'execution-inline-read-us', key: 'executionInlineReadUs', kind: 'int', def: '500', min: 0, max: 100000, help: 'A pending eth_call or state read that the engine can answer from memory within this many µs runs at once on the RPC thread (no thread hop); longer ones, or ones needing the node, go to the engine\'s read threads; 0 = always the read threads' },
   { flag: 'execution-read-memo', key: 'executionReadMemo', kind: 'int', def: '1024', min: 0, max: 1000000, help: 'Distinct pending reads (eth_call, eth_getCode, …, same parameters) whose answers are kept until the next executed flashblock, so the same read asked again is not executed again; 0 = none' },
-  { flag: 'execution-hardfork', key: 'executionHardfork', kind: 'enum', values: ['auto', ...OP_HARDFORKS], def: 'auto', help: "The EVM spec blocks are executed with: auto = the chain's own hardfork schedule by block timestamp (from its chain preset); a hardfork name = that spec for every block" },
+  { flag: 'execution-hardfork', key: 'executionHardfork', kind: 'enum', values: ['auto', ...OP_HARDFORKS], def: 'auto', help: "The EVM spec blocks are executed with: auto = the chain's own hardfork schedule by block timestamp (from its chain preset; a chain without one runs the fork the node's eth_config names, else no execution); a hardfork name = that spec for every block" },
   { flag: 'execution-wait-ms', key: 'executionWaitMs', kind: 'int', def: '1000', min: 0, max: 60000, help: 'How long a pending state read waits for the engine to execute the newest served flashblock before it answers as latest' },
+  { flag: 'execution-max-divergence-percent', key: 'executionMaxDivergencePercent', kind: 'int', def: '25', min: 0, max: 100, help: 'Above this share of the last 100 executed flashblocks disagreeing with the builder or the chain (a wrong fork, an engine bug), pending state reads answer as latest and /readyz reports execution not ready; 100 = never' },
   { flag: 'shutdown-grace-ms', key: 'shutdownGraceMs', kind: 'int', def: '5000', min: 0, max: 600000, help: 'In-flight requests get this long after SIGTERM' },
   { flag: 'heap-growing-percent', key: 'heapGrowingPercent', kind: 'int', def: '300', min: 0, max: 1000, help: "How far V8 lets the JS heap grow past what survived its last full collection before the next one, %: held blocks are promoted and freed block after block, and at V8's own setting that is a full collection every few seconds (pauses in the latency tail); 300 = one every ~25 s for a heap ~2× larger; 0 = V8's own" },
 ];
@@ -245,6 +251,9 @@ export function helpText(): string {
     '                                  Exit 0 written, 1 not written (file exists without --force), 2 invalid input.',
     '  flashblocksd verify <rpc-url>   watch pending vs latest and report whether the endpoint serves preconfirmations.',
     '                                  Exit 0 preconfirmations observed, 1 not observed, 2 could not verify. --json.',
+    '  flashblocksd check-execution --node-rpc-url URL --blocks N[-M]   re-execute canonical blocks through the engine',
+    '                                  and compare receipts root, gas used and logs bloom with the node\'s headers.',
+    '                                  Exit 0 all match, 1 a block differs, 2 could not check.',
     'The daemon itself exits 2 on a start-up error (E_CONFIG, E_NATIVE, E_LISTEN).',
   );
   return lines.join('\n');

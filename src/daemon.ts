@@ -3,10 +3,12 @@
 import { performance } from 'node:perf_hooks';
 import { setFlagsFromString } from 'node:v8';
 import type { Config } from './config.js';
-import { chainTiming, choicePreset, forkAt, PRESET_NAMES, presetByChainId, presetByName, utcMinute, type ChainChoice, type ChainPreset } from './chain/presets.js';
+import { forkFromEthConfig } from './chain/eth-config.js';
+import { chainTiming, choicePreset, nextFork, PRESET_NAMES, presetByChainId, presetByName, utcMinute, type ChainChoice, type ChainPreset } from './chain/presets.js';
 import { StartupCode, StartupError } from './errors.js';
 import type { ExecutionEngine } from './exec/engine.js';
 import { RevmEngine } from './exec/revm.js';
+import { executionSpecAt } from './exec/spec.js';
 import { ExecutionFeed } from './execution.js';
 import { CanonicalTracker } from './ingest/canonical.js';
 import { CHAIN_MATCH_DEFAULTS, ChainMatch, describeMismatch } from './ingest/chain-match.js';
@@ -19,7 +21,7 @@ import { RequestQuota } from './limits/quota.js';
 import { RedisLink } from './limits/redis.js';
 import { createLogger, type Logger } from './log.js';
 import { healthReport, type HealthInputs } from './metrics/health.js';
-import { createMetrics, LAG_RESOLUTION_MS, type Metrics } from './metrics/metrics.js';
+import { createMetrics, LAG_RESOLUTION_MS, type ExecutionSpec, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer, type HealthReport, type MetricsServer } from './metrics/server.js';
 import { mainThreadLoad, watchThreads } from './metrics/threads.js';
 import { checkNative, listenExclusive, loadUws, type NativeReport } from './native.js';
@@ -79,20 +81,45 @@ const STREAM_SETTINGS = [
   'replayRingFrames', 'maxFrameBytes',
 ] as const satisfies readonly (keyof StreamOptions & keyof Config)[];
 
+/** How the execution spec was chosen: a flag, the chain's schedule, the node's eth_config, or refused (no fork known). */
+type SpecChoice =
+  | { kind: 'flag'; specAt: (timestampSec: number) => string; fork: string }
+  | { kind: 'schedule'; specAt: (timestampSec: number) => string; preset: ChainPreset }
+  | { kind: 'node'; specAt: (timestampSec: number) => string; fork: string }
+  | { kind: 'refused'; why: string }
+  | { kind: 'off' };
+
+/**
+ * The execution spec: --execution-hardfork, else the chain preset's schedule, else the fork the node's EIP-7910
+ * eth_config names unambiguously (asked once, with a short timeout); else refused, with the reason. Never a guess.
+ */
+async function chooseSpec(config: Readonly<Config>, chain: ChainChoice, wanted: boolean): Promise<SpecChoice> {
+  if (!wanted) return { kind: 'off' };
+  if (config.executionHardfork !== 'auto') return { kind: 'flag', specAt: executionSpecAt(config.executionHardfork, null), fork: config.executionHardfork };
+  const preset = choicePreset(chain);
+  if (preset !== null) return { kind: 'schedule', specAt: executionSpecAt('auto', preset), preset };
+  const which = chain.kind === 'unknown' ? `chain ${chain.chainId} has no preset` : `the chain is not known (${chain.kind === 'unavailable' ? chain.detail : ''})`;
+  const probe = new NodeClient({ url: config.nodeRpcUrl, timeoutMs: Math.min(config.nodeTimeoutMs, 3000), maxSockets: 1 });
+  try {
+    const named = forkFromEthConfig(await probe.call<unknown>('eth_config', []));
+    if (named.ok) return { kind: 'node', specAt: () => named.fork, fork: named.fork };
+    return { kind: 'refused', why: `${which} and ${named.why}; give --execution-hardfork <fork>` };
+  } catch (e) {
+    return { kind: 'refused', why: `${which} and the node's eth_config failed (${(e as Error).message}); give --execution-hardfork <fork>` };
+  } finally {
+    probe.close();
+  }
+}
+
 /** The execution engine: the native core's in-process EVM (src/exec/revm.ts). */
-function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logger, preset: ChainPreset | null): ExecutionEngine {
+function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logger, spec: SpecChoice): ExecutionEngine {
   const logTo = (msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error'): void =>
     level === 'info' ? log.info(msg, fields) : level === 'error' ? log.error(msg, fields) : log.warn(msg, fields);
-  return new RevmEngine({
+  const engine = new RevmEngine({
     // The engine only reads (state at a canonical height, headers): a stale keep-alive socket is retried once.
     nodePost: (body) => engineNode.postRaw(body, undefined, true),
-    // --execution-hardfork auto: the chain's schedule by block timestamp (karst, newer than OpFork, from laterForks);
-    // a chain without a preset runs the newest OP spec the stream is likely on (isthmus, the former default).
-    specAt: (ts) => {
-      if (config.executionHardfork !== 'auto') return config.executionHardfork;
-      if (preset === null) return 'isthmus';
-      const later = preset.laterForks.filter((f) => f.sec <= ts && f.name === 'karst');
-      return later.length > 0 ? 'karst' : forkAt(preset, ts);
+    specAt: 'specAt' in spec ? spec.specAt : () => {
+      throw new Error('execution refused: no fork known'); // never called: a refused engine never starts
     },
     cacheCapBytes: config.executionCacheMb * 1024 * 1024,
     inlineReadUs: config.executionInlineReadUs,
@@ -100,11 +127,15 @@ function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logge
     nodeTimeoutMs: config.nodeTimeoutMs,
     log: logTo,
   });
+  // No fork known: the feed gives up on a "cannot run" start (said once; /readyz down with the reason; pending state
+  // reads answer as latest; the stream side is untouched).
+  if (spec.kind === 'refused') engine.start = () => Promise.reject(new Error(`execution engine cannot run: ${spec.why}`));
+  return engine;
 }
 
 /**
  * The feed's health for /readyz, marked cannot-run when it stopped for good: the start errors on which
- * src/execution.ts gives up retrying (the native core is missing or cannot be loaded).
+ * src/execution.ts gives up retrying (the native core is missing or cannot be loaded, or no fork is known: chooseSpec).
  */
 function executionHealth(feed: ExecutionFeed): NonNullable<HealthInputs['execution']> {
   const h = feed.health();
@@ -136,18 +167,38 @@ async function chooseChain(config: Readonly<Config>): Promise<ChainChoice> {
   }
 }
 
-/** The start-up line saying which chain the daemon runs for and with what timing. */
-function logChain(log: Logger, choice: ChainChoice, timing: { blockTimeMs: number; flashblockIntervalMs: number }): void {
+/** The execution part of the start-up line: the spec in force now and how it was chosen (the next scheduled fork). */
+function describeSpec(spec: SpecChoice, nowSec: number): { text: string; spec: string | null } {
+  switch (spec.kind) {
+    case 'off':
+      return { text: 'execution off', spec: null };
+    case 'refused':
+      return { text: 'execution refused (no fork known): give --execution-hardfork <fork>', spec: null };
+    case 'flag':
+      return { text: `execution spec ${spec.fork} (--execution-hardfork)`, spec: spec.fork };
+    case 'node':
+      return { text: `execution spec ${spec.fork} (the node's eth_config)`, spec: spec.fork };
+    case 'schedule': {
+      const now = spec.specAt(nowSec);
+      const next = nextFork(spec.preset, nowSec);
+      return { text: `execution spec ${now} by the chain's schedule${next === null ? '' : ` (${next.fork} from ${utcMinute(next.sec)})`}`, spec: now };
+    }
+  }
+}
+
+/** The start-up line saying which chain the daemon runs for, with what timing and under which execution spec. */
+function logChain(log: Logger, choice: ChainChoice, timing: { blockTimeMs: number; flashblockIntervalMs: number }, spec: SpecChoice): void {
   const t = `${timing.blockTimeMs} ms blocks, ${timing.flashblockIntervalMs} ms flashblocks (${Math.round(timing.blockTimeMs / timing.flashblockIntervalMs)} per block)`;
+  const ex = describeSpec(spec, Math.floor(Date.now() / 1000));
   if (choice.kind === 'flag' || choice.kind === 'node') {
     const p = choice.preset;
     const how = choice.kind === 'flag' ? `--chain ${p.name}` : "the node's eth_chainId";
     const streams = p.flashblocks.untilSec !== null ? `flashblocks retired ${utcMinute(p.flashblocks.untilSec)}` : 'streams flashblocks';
-    log.info(`chain: ${p.title} (${p.chainId}) by ${how}: ${t}, dialect ${p.dialect}, ${streams}`, { chain: p.name, chainId: p.chainId });
+    log.info(`chain: ${p.title} (${p.chainId}) by ${how}: ${t}, dialect ${p.dialect}, ${streams}; ${ex.text}`, { chain: p.name, chainId: p.chainId, spec: ex.spec });
   } else if (choice.kind === 'unknown') {
-    log.info(`chain: id ${choice.chainId} has no preset: ${t} (--block-time-ms / --flashblock-interval-ms or their defaults)`, { chainId: choice.chainId });
+    log.info(`chain: id ${choice.chainId} has no preset: ${t} (--block-time-ms / --flashblock-interval-ms or their defaults); ${ex.text}`, { chainId: choice.chainId, spec: ex.spec });
   } else {
-    log.warn(`chain: not known (${choice.detail}): ${t} (--block-time-ms / --flashblock-interval-ms or their defaults); give --chain to choose a preset`);
+    log.warn(`chain: not known (${choice.detail}): ${t} (--block-time-ms / --flashblock-interval-ms or their defaults); give --chain to choose a preset; ${ex.text}`, { spec: ex.spec });
   }
 }
 
@@ -168,7 +219,10 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   if (timing.flashblockIntervalMs > timing.blockTimeMs) {
     throw new StartupError(StartupCode.CONFIG_INVALID, `--flashblock-interval-ms (${timing.flashblockIntervalMs}) is longer than the block time (${timing.blockTimeMs} ms${config.blockTimeMs === 0 ? ", the chain preset's" : ''})`);
   }
-  logChain(log, chain, timing);
+  // Pending execution only with an upstream to execute and a node to read state from.
+  const wantsExecution = config.execution && config.flashblocksEnabled && config.flashblocksUrls.length > 0 && config.nodeRpcUrl !== '';
+  const spec = await chooseSpec(config, chain, wantsExecution);
+  logChain(log, chain, timing, spec);
   const metrics = createMetrics({ version: opts.version ?? '0.0.0', commit: opts.commit ?? 'unknown', upstreamCount, streamThreads, flashblockIntervalMs: timing.flashblockIntervalMs });
   const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });
   // Sender recovery (~50 µs a transaction) of frames the JS decoder handled, on a worker thread started by the first
@@ -235,12 +289,11 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   // The engine reaches the node through a loopback proxy over its own client (its reads must not take the sockets of
   // forwarded requests, and the node's URL and credentials stay in this process's JS).
   const engineNode = new NodeClient({ url: config.nodeRpcUrl, timeoutMs: config.nodeTimeoutMs, maxSockets: 8 });
-  const wantsExecution = config.execution && config.flashblocksEnabled && config.flashblocksUrls.length > 0 && config.nodeRpcUrl !== '';
   const execution =
     wantsExecution
       ? new ExecutionFeed(
           {
-            engine: makeEngine(config, engineNode, log, choicePreset(chain)),
+            engine: makeEngine(config, engineNode, log, spec),
             view: state,
             events,
             senders: pipeline.senders,
@@ -248,9 +301,20 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
             log,
             canonicalHead: async () => Number(await node.call<string>('eth_blockNumber', [])),
           },
-          { waitMs: config.executionWaitMs },
+          { waitMs: config.executionWaitMs, maxDivergenceRatio: config.executionMaxDivergencePercent / 100 },
         )
       : null;
+  // flashblocksd_execution_spec_info: 1 for the spec of the newest executed block (set when it changes).
+  if (execution !== null && 'specAt' in spec) {
+    let shown: string | null = null;
+    execution.onExecuted((block) => {
+      const now = spec.specAt(block.base.timestamp);
+      if (now === shown) return;
+      if (shown !== null) metrics.executionSpec[shown as ExecutionSpec].set(0);
+      metrics.executionSpec[now as ExecutionSpec].set(1);
+      shown = now;
+    });
+  }
 
   // Shared limits (--redis-url): connection leases and rate quotas in Redis; local limits while it is unreachable.
   const redis = config.redisUrl !== '' ? new RedisLink(config.redisUrl, metrics, log) : null;

@@ -52,7 +52,7 @@ t.test('invalid values say what to fix', async (t) => {
     [['--allow-namespaces', 'debug_'], {}, /--allow-namespaces: "debug_" is not a namespace name/],
     [['--forward-methods', 'sendTransaction'], {}, /--forward-methods: "sendTransaction" is not a method name/],
     [['--backoff-initial-ms', '500', '--backoff-max-ms', '100'], {}, /must be ≥/],
-    [['--execution-hardfork', 'bogus'], {}, /^--execution-hardfork: "bogus" is not one of auto, bedrock, regolith, canyon, ecotone, fjord, granite, holocene, isthmus, jovian$/],
+    [['--execution-hardfork', 'bogus'], {}, /^--execution-hardfork: "bogus" is not one of auto, bedrock, regolith, canyon, ecotone, fjord, granite, holocene, isthmus, jovian, karst$/],
     [[], { EXECUTION_HARDFORK: 'Isthmus' }, /^EXECUTION_HARDFORK: "Isthmus" is not one of auto, bedrock/],
     [['--log-level', 'verbose'], {}, /^--log-level: "verbose" is not one of debug, info, warn, error$/],
   ];
@@ -206,6 +206,7 @@ t.test('enum settings: every allowed value is accepted, --help lists them, nothi
     t.ok(help.includes(`one of: ${s.values!.join(' | ')}`), `--help lists the values of --${s.flag}`);
   }
   t.equal(loadConfig([], { EXECUTION_HARDFORK: ' jovian ' }).executionHardfork, 'jovian', 'surrounding blanks are trimmed');
+  t.equal(loadConfig(['--execution-hardfork', 'karst'], {}).executionHardfork, 'karst', 'karst, the fork OP Mainnet and Unichain run, is a value');
 });
 
 t.test('the daemon process: --execution-hardfork bogus exits 2 with E_CONFIG at start-up, listing the allowed values', async (t) => {
@@ -215,7 +216,7 @@ t.test('the daemon process: --execution-hardfork bogus exits 2 with E_CONFIG at 
   t.equal(lines.length, 1, 'one line: nothing started before the check', { stderr: r.stderr });
   const line = JSON.parse(lines[0]!) as { code?: string; msg?: string };
   t.equal(line.code, 'E_CONFIG');
-  t.match(line.msg, /--execution-hardfork: "bogus" is not one of auto, bedrock, .*, jovian/);
+  t.match(line.msg, /--execution-hardfork: "bogus" is not one of auto, bedrock, .*, jovian, karst/);
 });
 
 t.test('--stream-port: off by default; --stream-threads defaults to cores − 1 within 1–4, 0 allowed; a port of its own', async (t) => {

@@ -1,9 +1,12 @@
-// Chain presets: lookups by id and name, fork boundaries exact at the activation second, timing and retirement.
+// Chain presets: lookups by id and name, fork boundaries exact at the activation second (karst included), the next
+// fork, the fork lists the config and the metrics keep, timing and retirement.
 import t from 'tap';
 import {
-  BASE_DENIM_MAINNET_SEC, chainTiming, flashblocksRetired, forkAt, PRESET_NAMES, PRESETS, presetByChainId, presetByName,
-  SCHEDULED_FORKS, utcMinute, type ChainPreset, type OpFork,
+  BASE_DENIM_MAINNET_SEC, chainTiming, flashblocksRetired, forkAt, nextFork, OP_FORKS, PRESET_NAMES, PRESETS, presetByChainId,
+  presetByName, SCHEDULED_FORKS, utcMinute, type ChainPreset, type OpFork,
 } from '../../src/chain/presets.js';
+import { OP_HARDFORKS } from '../../src/config.js';
+import { EXECUTION_SPECS } from '../../src/metrics/metrics.js';
 
 const get = (name: string): ChainPreset => {
   const p = presetByName(name);
@@ -53,27 +56,58 @@ t.test('forks activate exactly at their second', async (t) => {
     ['op-mainnet', 1746806401, 'isthmus'],
     ['op-mainnet', 1764691200, 'isthmus'],
     ['op-mainnet', 1764691201, 'jovian'],
-    ['op-mainnet', 1783526401, 'jovian'], // karst is beyond OpFork: reported as the newest known
+    ['op-mainnet', 1783526400, 'jovian'],
+    ['op-mainnet', 1783526401, 'karst'], // 2026-07-08 16:00:01 UTC
+    ['op-mainnet', 4_000_000_000, 'karst'],
     ['op-sepolia', 1744905599, 'holocene'],
     ['op-sepolia', 1744905600, 'isthmus'],
     ['op-sepolia', 1763568001, 'jovian'],
+    ['op-sepolia', 1781712000, 'jovian'],
+    ['op-sepolia', 1781712001, 'karst'], // 2026-06-17 16:00:01 UTC
     ['unichain', 0, 'granite'],
     ['unichain', 1736445600, 'granite'],
     ['unichain', 1736445601, 'holocene'],
     ['unichain', 1764691201, 'jovian'],
+    ['unichain', 1783526400, 'jovian'],
+    ['unichain', 1783526401, 'karst'],
     ['unichain-sepolia', 1734559199, 'granite'],
     ['unichain-sepolia', 1734559200, 'holocene'],
+    ['unichain-sepolia', 1781712000, 'jovian'],
+    ['unichain-sepolia', 1781712001, 'karst'],
     ['xlayer', 0, 'isthmus'],
     ['xlayer', 1764691200, 'isthmus'],
     ['xlayer', 1764691201, 'jovian'],
+    ['xlayer', 4_000_000_000, 'jovian'], // X Layer schedules no karst
     ['xlayer-testnet', 1764327599, 'isthmus'],
     ['xlayer-testnet', 1764327600, 'jovian'],
+    ['xlayer-testnet', 4_000_000_000, 'jovian'],
     ['base', 1764691201, 'jovian'],
+    ['base', 4_000_000_000, 'jovian'], // Base's karst time is not known (null)
     ['base-sepolia', 1763568000, 'isthmus'],
+    ['base-sepolia', 4_000_000_000, 'jovian'],
     ['devnet', 0, 'isthmus'],
     ['devnet', 4_000_000_000, 'isthmus'],
   ];
   for (const [name, ts, fork] of rows) t.equal(forkAt(get(name), ts), fork, `${name} at ${ts}`);
+});
+
+t.test('karst is a scheduled fork like the others: the next fork before it, none after it', async (t) => {
+  t.same(nextFork(get('op-mainnet'), 1764691201), { fork: 'karst', sec: 1783526401 });
+  t.same(nextFork(get('op-mainnet'), 1783526400), { fork: 'karst', sec: 1783526401 });
+  t.equal(nextFork(get('op-mainnet'), 1783526401), null, 'nothing after karst');
+  t.same(nextFork(get('unichain-sepolia'), 1770000000), { fork: 'karst', sec: 1781712001 });
+  t.equal(nextFork(get('xlayer'), 1770000000), null, 'X Layer: none after jovian');
+  t.equal(nextFork(get('base'), 1770000000), null, "Base's karst is not known");
+  t.ok(get('base').unconfirmed.includes('forks.karst'), "and is marked unconfirmed");
+  t.same(nextFork(get('op-sepolia'), 1744905599), { fork: 'isthmus', sec: 1744905600 });
+  t.notOk('laterForks' in get('op-mainnet'), 'no special case beside the schedule');
+});
+
+t.test('the fork names agree: presets, --execution-hardfork values and the spec metric label', async (t) => {
+  t.same([...OP_HARDFORKS], [...OP_FORKS], 'config OP_HARDFORKS = OP_FORKS');
+  t.same([...EXECUTION_SPECS], [...OP_FORKS], 'metrics EXECUTION_SPECS = OP_FORKS');
+  t.same([...SCHEDULED_FORKS.filter((f) => f !== 'delta')], OP_FORKS.slice(1), 'every OpFork but bedrock is scheduled (delta changes no execution)');
+  t.equal(OP_FORKS.at(-1), 'karst');
 });
 
 t.test('a schedule never goes backwards and names every fork', async (t) => {
