@@ -3,15 +3,22 @@
 // records each outcome (metrics, cross-checks against the stream's receipts), tells it about settled canonical
 // blocks, and answers "may a read use executed state as of flashblock (n, i)?" for the RPC handlers. Where the
 // stream carries access lists (X Layer), each executed flashblock's listed post-values are compared with the
-// engine's state. Each flashblock's work carries the senders ingest recovered (the engine recovers only the others),
+// engine's state. A flashblock whose execution disagrees with the builder (its receipts root, a stream receipt,
+// an access-list post-value), every later flashblock of its block and every block executed on top of it serve no
+// executed state until the engine has settled past it (the chain's block in, what was built on it executed again);
+// so do the blocks above a canonical block the engine finds it executed differently, until executed again on the
+// node's state. The share of diverging flashblocks over the last 100 executed (src/execution-divergence.ts) is a
+// gauge; above --execution-max-divergence-percent no executed state is served at all and /readyz is not ready.
+// Each flashblock's work carries the senders ingest recovered (the engine recovers only the others),
 // and the engine waits for that frame's recovery in flight rather than run a second one on the same cores.
 // Engine failures are values here: they never reach the pipeline and never crash the daemon.
 import { performance } from 'node:perf_hooks';
 import { applyAccessList, postDiffers, type AccountChanges, type AccountPost } from './chain/access-list.js';
-import type { ApplyFailure, ExecutionEngine, FlashblockWork } from './exec/engine.js';
+import type { ApplyFailure, CanonicalVerdict, ExecutionEngine, FlashblockWork } from './exec/engine.js';
+import { DivergenceWindow } from './execution-divergence.js';
 import type { ExecutedReceipt } from './exec/receipts.js';
 import type { Logger } from './log.js';
-import type { ExecutionOutcome, Metrics } from './metrics/metrics.js';
+import type { ExecutionDivergenceSource, ExecutionOutcome, Metrics } from './metrics/metrics.js';
 import type { StateEvents } from './state/events.js';
 import type { BlockView, PendingView, TxView } from './state/view.js';
 
@@ -48,7 +55,15 @@ export interface ExecutionFeedOptions {
    * bench/engine-senders.ts, which measures both).
    */
   senderRecovery?: 'ingest' | 'engine';
+  /**
+   * Above this share of diverging flashblocks among the last 100 executed (0-1), no executed state is served and
+   * /readyz says execution is not ready (default 0.25: a wrong fork passes it, one odd block does not).
+   */
+  maxDivergenceRatio?: number;
 }
+
+/** Why a pending read at a flashblock is not answered from executed state: execution disagrees there, or any other. */
+export type ExecutionFallback = 'diverged' | 'execution';
 
 export interface ExecutionFeedDeps {
   engine: ExecutionEngine;
@@ -68,8 +83,11 @@ interface Fed {
   next: number;
   /** An apply failed: the block's later flashblocks are not fed and reads at it fall back. */
   failed: boolean;
-  /** An executed flashblock's receipts root differed from diff.receipts_root: executed receipts are not served. */
-  diverged: boolean;
+  /**
+   * The first index whose execution disagreed with the builder (receipts root, a stream receipt, an access-list
+   * post-value), or null: from it on no executed state or receipt of the block is served.
+   */
+  divergedAt: number | null;
 }
 
 interface Waiter {
@@ -140,6 +158,15 @@ export class ExecutionFeed {
   private lastStartError: string | null = null;
   /** Per applied block build: each flashblock's access list (X Layer), by index, until it is cross-checked. */
   private readonly accessLists = new WeakMap<BlockView, (readonly AccountChanges[] | undefined)[]>();
+  /**
+   * Blocks whose execution disagreed with the builder or the chain, until the engine has settled past them (then
+   * what was built on them is either on the chain's state or executed again): the blocks above serve no executed state.
+   */
+  private readonly divergedBlocks = new Set<number>();
+  private readonly window = new DivergenceWindow();
+  /** The window's verdict (a line for /readyz) as of the last flashblock or verdict, or null. */
+  private divergingNow: string | null = null;
+  private offVerdict: (() => void) | null = null;
 
   constructor(
     private readonly d: ExecutionFeedDeps,
@@ -159,6 +186,7 @@ export class ExecutionFeed {
       }
       this.feed(block);
     });
+    this.offVerdict = this.d.engine.onCanonicalVerdict?.((n, verdict) => this.canonicalVerdict(n, verdict)) ?? null;
     this.offCanonical = this.d.events.onCanonical((n) => {
       this.d.engine.noteCanonical(n);
       this.countUnfed(n);
@@ -215,8 +243,9 @@ export class ExecutionFeed {
       this.unfed.delete(block.number);
       // A new build at this height (or the first): start over from index 0; builds above it are void too.
       for (const n of this.fed.keys()) if (n >= block.number) this.fed.delete(n);
+      for (const n of this.divergedBlocks) if (n >= block.number) this.divergedBlocks.delete(n);
       if (this.done !== null && this.done.number >= block.number) this.done = null;
-      f = { view: block, next: 0, failed: false, diverged: false };
+      f = { view: block, next: 0, failed: false, divergedAt: null };
       this.fed.set(block.number, f);
     }
     if (block.broken) f.failed = true;
@@ -306,19 +335,21 @@ export class ExecutionFeed {
       m.executionFlashblocks.executed.inc();
       this.refresh();
       m.executionApplySeconds.observe(out.applyMs / 1000);
+      // A flashblock of a block that diverged earlier diverges too (its root is cumulative), whatever its own verdict.
+      const earlier = this.fed.get(b.number);
+      this.window.note(b.number, index, out.verified === false || (earlier?.view === b && earlier.divergedAt !== null));
+      this.judge();
       if (out.verified === true) {
         m.executionVerified.inc();
         this.verifiedCount++;
       } else if (out.verified === false) {
-        m.executionDivergences.receipts_root.inc();
-        const cur = this.fed.get(b.number);
-        if (cur?.view === b) cur.diverged = true;
+        this.diverged(b, index, 'receipts_root');
         // What the operator can compare: the stream's root and gas against execution's cumulative gas, and which
         // positions this flashblock added (the stream-receipt check below names the first differing one, where the
         // stream carries receipts).
         const diff = b.diffs[index];
         const lastReceipt = out.receipts[out.receipts.length - 1];
-        this.d.log.warn('execution engine: executed receipts root differs from the flashblock; its block\'s executed receipts are not served', {
+        this.d.log.warn('execution engine: executed receipts root differs from the flashblock; its block\'s executed state and receipts are not served from here on', {
           block: b.number,
           index,
           positions: to > from ? `${from}-${to - 1}` : 'none',
@@ -337,7 +368,7 @@ export class ExecutionFeed {
         const rec = b.txAt(from + i)!;
         const diff = streamDiffers(rec, ex);
         if (diff !== null) {
-          m.executionDivergences.stream_receipt.inc();
+          this.diverged(b, index, 'stream_receipt');
           this.d.log.warn('execution engine: stream receipt differs from execution', { block: b.number, index, position: from + i, tx: rec.tx.hash, ...diff });
         }
       }
@@ -393,12 +424,69 @@ export class ExecutionFeed {
         if (this.stopped) return;
         for (const c of checked) {
           if (c.fields.length === 0) continue;
-          this.d.metrics.executionDivergences.access_list.inc();
+          this.diverged(b, index, 'access_list');
           this.d.log.warn("execution engine: the stream's access list disagrees with execution", { block: b.number, index, account: c.address, field: c.fields.join(', ') });
         }
       },
       (err: unknown) => this.d.log.debug('execution engine: access-list cross-check not done (engine read failed)', { block: b.number, index, error: (err as Error).message }),
     );
+  }
+
+  /**
+   * Execution of flashblock `index` of `b` disagreed with the builder (`source`): counted; from it on its block, and
+   * the blocks executed on top of it until the engine settles past it, serve no executed state (nor its receipts).
+   */
+  private diverged(b: BlockView, index: number, source: ExecutionDivergenceSource): void {
+    this.d.metrics.executionDivergences[source].inc();
+    const f = this.fed.get(b.number);
+    if (f?.view === b) {
+      if (f.divergedAt === null || index < f.divergedAt) f.divergedAt = index;
+      this.divergedBlocks.add(b.number);
+    }
+    this.window.markDiverged(b.number, index);
+    this.judge();
+  }
+
+  /**
+   * The engine compared canonical block `n` with its execution: a mismatch (same transactions, another receipts
+   * root) is a divergence of the whole block, and the blocks executed on it serve no executed state until the engine
+   * has executed them again on the node's state.
+   */
+  private canonicalVerdict(n: number, verdict: CanonicalVerdict): void {
+    if (verdict !== 'mismatch' || this.stopped) return;
+    this.d.metrics.executionDivergences.canonical.inc();
+    this.divergedBlocks.add(n);
+    this.window.markDiverged(n, 0);
+    this.judge();
+    this.d.log.warn("execution engine: the canonical block's receipts root differs from the executed one; the blocks executed on it serve no executed state until executed again on the node's state", { block: n });
+    this.settleWaiters();
+  }
+
+  /** The divergence share: its gauge, and the /readyz line when it passes the bound. */
+  private judge(): void {
+    this.divergingNow = this.window.exceeds(this.o.maxDivergenceRatio ?? 0.25);
+    this.d.metrics.executionDivergenceRatio.set(this.window.ratio);
+  }
+
+  /**
+   * Whether executed state as of flashblock (n, i) disagrees with the builder or the chain: the share over the
+   * window passed its bound, the block diverged at or before i, or it was executed on a block that diverged and the
+   * engine has not settled past that one yet.
+   */
+  private divergedFor(n: number, i: number): boolean {
+    if (this.divergingNow !== null) return true;
+    const f = this.fed.get(n);
+    if (f !== undefined && f.divergedAt !== null && i >= f.divergedAt) return true;
+    if (this.divergedBlocks.size === 0) return false;
+    const settled = this.settledThrough();
+    for (const m of this.divergedBlocks) if (m < n && m > settled) return true;
+    return false;
+  }
+
+  /** The engine's settled height (its blocks above a mismatch executed again), or its canonical one. */
+  private settledThrough(): number {
+    const st = this.d.engine.status();
+    return st.settled ?? st.canonical;
   }
 
   /**
@@ -457,6 +545,7 @@ export class ExecutionFeed {
     if (this.phase !== 'up' || this.stopped || !this.d.engine.status().ready) return false;
     const f = this.fed.get(n);
     if (f !== undefined && f.failed) return false;
+    if (this.divergedFor(n, i)) return false;
     const d = this.done;
     if (d !== null && (d.number > n || (d.number === n && d.index >= i))) return true;
     // The engine never gets to a block it was not given (not held, or canonical already): nothing to wait for.
@@ -487,10 +576,35 @@ export class ExecutionFeed {
     });
   }
 
-  /** False when an executed flashblock of held block `n` disagreed with its diff.receipts_root (then its executed receipts are not served). */
-  receiptsVerified(n: number): boolean {
-    return this.fed.get(n)?.diverged !== true;
+  /**
+   * Why readyFor(number, index) said no, for the fallback's count: `diverged` when execution disagrees with the
+   * builder or the chain there, else `execution` (off, down, failed, behind).
+   */
+  fallbackReason(number: number, index: number): ExecutionFallback {
+    return this.phase === 'up' && !this.stopped && this.divergedFor(number, index) ? 'diverged' : 'execution';
   }
+
+  /** False when an executed flashblock of held block `n` disagreed with the builder (then its executed receipts are not served). */
+  receiptsVerified(n: number): boolean {
+    return (this.fed.get(n)?.divergedAt ?? null) === null;
+  }
+
+  /**
+   * Whether the engine has answered for flashblock (n, i): executed it, or it will not be (its block failed, was
+   * never handed over, or is canonical already).
+   */
+  answered(n: number, i: number): boolean {
+    if (n <= this.d.view.canonical) return true;
+    const b = this.d.view.block(n);
+    const f = this.fed.get(n);
+    // Not held (joined mid-block), broken, or waiting for its parent: nothing will be executed there.
+    if (f === undefined || f.view !== b) return b === undefined || b.broken || this.unfed.has(n);
+    if (f.failed) return true;
+    if (f.next <= i) return false;
+    for (const e of this.inflight) if (e.number === n && e.index <= i) return false;
+    return true;
+  }
+
 
   /** Called after each flashblock the engine executed (its executed receipts are readable then); returns the unsubscribe. */
   onExecuted(fn: (block: BlockView, index: number) => void): () => void {
@@ -512,7 +626,7 @@ export class ExecutionFeed {
    * The phase and a line of detail for /readyz; `lagging` says why the engine is too far behind the stream to be
    * ready (more than maxLagFlashblocks in flight, or the oldest waiting longer than --execution-wait-ms), else null.
    */
-  health(): { phase: ExecutionPhase; detail: string; lagging: string | null } {
+  health(): { phase: ExecutionPhase; detail: string; lagging: string | null; diverging: string | null } {
     const st = this.d.engine.status();
     const at = this.done === null ? 'nothing executed yet' : `executed up to ${this.done.number}/${this.done.index}`;
     const lag = this.inflight.length;
@@ -526,7 +640,7 @@ export class ExecutionFeed {
     const boundMs = this.o.waitMs > 0 ? this.o.waitMs : 1000;
     const lagging =
       lag > maxLag ? `lagging: ${lag} flashblocks behind (limit ${maxLag})` : ageMs > boundMs ? `lagging: the oldest flashblock waits ${ageMs} ms (limit ${boundMs} ms)` : null;
-    return { phase, detail: `${at}, ${lag} flashblocks behind, ${st.restarts} restarts, ${st.divergences} divergences${err}`, lagging };
+    return { phase, detail: `${at}, ${lag} flashblocks behind, ${st.restarts} restarts, ${st.divergences} divergences${err}`, lagging, diverging: this.divergingNow };
   }
 
   /** Newest executed flashblock, or null. */
@@ -560,6 +674,10 @@ export class ExecutionFeed {
     m.executionUp.set(this.phase === 'up' && st.ready ? 1 : 0);
     const oldest = this.inflight[0];
     m.executionLagSeconds.set(oldest === undefined ? 0 : (performance.now() - oldest.appliedMs) / 1000);
+    if (this.divergedBlocks.size > 0) {
+      const settled = st.settled ?? st.canonical;
+      for (const n of this.divergedBlocks) if (n <= settled) this.divergedBlocks.delete(n);
+    }
     if (this.phase === 'up') this.settleWaiters();
   }
 
@@ -572,6 +690,7 @@ export class ExecutionFeed {
     if (this.startTimer !== null) clearTimeout(this.startTimer);
     this.offApplied?.();
     this.offCanonical?.();
+    this.offVerdict?.();
     for (const w of this.waiters) {
       clearTimeout(w.timer);
       w.resolve(false);

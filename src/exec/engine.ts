@@ -110,7 +110,20 @@ export interface EngineStatus {
   /** Reads answered where they ran: at once on the calling thread, or on the engine's read threads. */
   reads?: { inline: number; threads: number; memo: number };
   lastError: string | null;
+  /**
+   * Canonical height through which settling is done, the blocks held above it re-executed on the node's state where
+   * the settle dropped them (absent: the engine does not say; `canonical` then).
+   */
+  settled?: number;
 }
+
+/**
+ * What settling a canonical block found, comparing the executed block with the node's header: `match` (receipts
+ * root equal), `mismatch` (same transactions, another receipts root: execution disagrees with the chain),
+ * `replaced` (the canonical block holds other transactions than those executed: another build, no verdict on
+ * execution), `unchecked` (nothing executed to compare, or the header could not be read).
+ */
+export type CanonicalVerdict = 'match' | 'mismatch' | 'replaced' | 'unchecked';
 
 /** One executed flashblock: block number and index. */
 export interface FlashblockAt {
@@ -155,6 +168,11 @@ export interface ExecutionEngine {
   applyFlashblock(fb: FlashblockWork): Promise<ApplyOutcome>;
   /** The node's canonical head moved to `blockNumber`: settle held blocks ≤ it (restarts start there). */
   noteCanonical(blockNumber: number): void;
+  /**
+   * Calls `fn` with each settled block's {@link CanonicalVerdict}, as soon as it is known (before the blocks above a
+   * mismatch are executed again); returns the unsubscribe. Engines that do not compare leave it undefined.
+   */
+  onCanonicalVerdict?(fn: (blockNumber: number, verdict: CanonicalVerdict) => void): () => void;
   status(): EngineStatus;
 
   /** eth_call at the newest executed flashblock; geth-style state and block overrides pass through. */

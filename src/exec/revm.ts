@@ -5,13 +5,14 @@
 import { performance } from 'node:perf_hooks';
 import { TrieCache } from '../chain/trie.js';
 import { TX_DEPOSIT } from '../chain/types.js';
-import { loadAddon, type AddonEngine } from './addon.js';
+import { loadAddon, type AddonBlockChanges, type AddonEngine } from './addon.js';
 import {
   EngineUnavailableError,
   EngineUnsupportedError,
   RpcReplyError,
   type ApplyOutcome,
   type CallRequest,
+  type CanonicalVerdict,
   type EngineStatus,
   type ExecutionEngine,
   type FlashblockAt,
@@ -74,6 +75,7 @@ interface WireReceipt {
 }
 
 const ZERO = 0n;
+const ZERO_ROOT = /^0x0{64}$/i;
 
 /** See RevmEngineOptions.inlineReadUs. */
 export const DEFAULT_INLINE_READ_US = 500;
@@ -101,6 +103,16 @@ function toReceipt(w: WireReceipt): ExecutedReceipt {
   };
 }
 
+/** Whether the executed transactions of `h` are the canonical block's (its header's hashes), in order. */
+function sameTransactions(h: Held, canonical: readonly unknown[] | undefined): boolean {
+  if (canonical === undefined || canonical.length !== h.receipts.length) return false;
+  for (let i = 0; i < canonical.length; i++) {
+    const c = canonical[i];
+    if (typeof c !== 'string' || c.toLowerCase() !== h.receipts[i]!.transactionHash) return false;
+  }
+  return true;
+}
+
 /** `CODE: message` of a rejected native call. */
 function codeOf(e: unknown): { code: string; message: string } {
   const m = /^(E_[A-Z_]+): ([\s\S]*)$/.exec((e as Error)?.message ?? String(e));
@@ -115,6 +127,9 @@ export class RevmEngine implements ExecutionEngine {
   private readonly held = new Map<number, Held>();
   private readonly byHash = new Map<string, ExecutedReceipt>();
   private canonical = 0;
+  /** Settled through this height, with the blocks above a dropped one executed again (EngineStatus.settled). */
+  private settledThrough = 0;
+  private readonly verdictListeners = new Set<(blockNumber: number, verdict: CanonicalVerdict) => void>();
   private stopped = false;
   private ready = false;
   private readsInline = 0;
@@ -151,6 +166,7 @@ export class RevmEngine implements ExecutionEngine {
     if (addon instanceof Error) throw new Error(`execution engine cannot run: ${addon.message}`);
     this.proxy ??= await ForkProxy.start(this.o.nodePost);
     this.canonical = canonical;
+    this.settledThrough = canonical;
     this.chainId = Number(await this.nodeCall<string>('eth_chainId', []));
     this.native = new addon.Engine(this.proxy.url, this.o.cacheCapBytes ?? 512 * 1024 * 1024, this.o.readThreads ?? 2, this.o.nodeTimeoutMs ?? 5000);
     this.memo = this.newMemo();
@@ -243,7 +259,8 @@ export class RevmEngine implements ExecutionEngine {
     this.applied++;
     this.last = { number: fb.blockNumber, index: fb.index };
     let verified: boolean | null = null;
-    if (fb.receiptsRoot !== null) {
+    // A zero root is no root (OP subblocks, op-reth's own emitter): verified at the canonical block instead.
+    if (fb.receiptsRoot !== null && !ZERO_ROOT.test(fb.receiptsRoot)) {
       verified = this.rootMatches(h, fb.receiptsRoot);
       if (verified) this.verified++;
       else this.divergences++;
@@ -274,6 +291,7 @@ export class RevmEngine implements ExecutionEngine {
         if (n >= failedBlock) continue;
         await this.replay(n);
       }
+      this.settledThrough = this.canonical;
       this.ready = true;
     } catch (e) {
       this.lastError = (e as Error).message;
@@ -348,18 +366,21 @@ export class RevmEngine implements ExecutionEngine {
       const h = this.held.get(k);
       let hash = '';
       let keep = false;
+      let verdict: CanonicalVerdict = 'unchecked';
       if (h !== undefined && !h.failed && k === this.canonical + 1) {
         try {
-          const header = await this.nodeCall<{ hash: string; receiptsRoot: string } | null>('eth_getBlockByNumber', ['0x' + k.toString(16), false]);
+          const header = await this.nodeCall<{ hash: string; receiptsRoot: string; transactions?: string[] } | null>('eth_getBlockByNumber', ['0x' + k.toString(16), false]);
           if (header !== null) {
             hash = header.hash;
             keep = this.rootOf(h, this.depositNonceMode) === header.receiptsRoot.toLowerCase();
-            if (!keep) void this.explainDivergence(k, h);
+            verdict = keep ? 'match' : sameTransactions(h, header.transactions) ? 'mismatch' : 'replaced';
+            if (verdict === 'mismatch') void this.explainDivergence(k, h);
           }
         } catch (e) {
           this.lastError = (e as Error).message;
         }
       }
+      this.tellVerdict(k, verdict);
       try {
         const out = JSON.parse(await native.settle(k, hash, keep)) as { dropped: number[] };
         dropped = dropped.concat(out.dropped);
@@ -371,6 +392,22 @@ export class RevmEngine implements ExecutionEngine {
     }
     // Blocks built on a parent that turned out different from the chain's: executed again from their start.
     for (const d of [...new Set(dropped)].sort((a, b) => a - b)) await this.replay(d);
+    this.settledThrough = this.canonical;
+  }
+
+  onCanonicalVerdict(fn: (blockNumber: number, verdict: CanonicalVerdict) => void): () => void {
+    this.verdictListeners.add(fn);
+    return () => this.verdictListeners.delete(fn);
+  }
+
+  private tellVerdict(n: number, verdict: CanonicalVerdict): void {
+    for (const fn of this.verdictListeners) {
+      try {
+        fn(n, verdict);
+      } catch (e) {
+        this.log('execution engine: a canonical-verdict listener failed', { block: n, error: (e as Error).message }, 'error');
+      }
+    }
   }
 
   /** Logs the first transaction and field where the executed block differs from the node's canonical receipts. */
@@ -432,6 +469,7 @@ export class RevmEngine implements ExecutionEngine {
       blockNumber: this.last?.number ?? null,
       index: this.last?.index ?? null,
       canonical: this.canonical,
+      settled: this.settledThrough,
       restarts: this.restarts,
       divergences: this.divergences,
       verified: this.verified,
@@ -544,5 +582,18 @@ export class RevmEngine implements ExecutionEngine {
 
   blockReceipts(blockNumber: number): readonly ExecutedReceipt[] | null {
     return this.held.get(blockNumber)?.receipts ?? null;
+  }
+
+  /**
+   * Every account block `blockNumber`'s executed flashblocks changed so far (merged), for a state root over the
+   * parent's trie; null when the engine does not hold the block (not executed, settled, or the engine is down).
+   * Queued after the applies and settles asked for before it.
+   */
+  blockChanges(blockNumber: number): Promise<AddonBlockChanges | null> {
+    return this.enqueue(async () => {
+      const native = this.native;
+      if (native === null || this.stopped) return null;
+      return JSON.parse(await native.blockChanges(blockNumber)) as AddonBlockChanges | null;
+    });
   }
 }

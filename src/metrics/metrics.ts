@@ -28,16 +28,16 @@ export type BudgetMissSource = (typeof BUDGET_MISS_SOURCES)[number];
 /** The checks that the node is on the stream's chain (src/ingest/chain-match.ts). */
 export const CHAIN_CHECKS = ['chain_id', 'heights'] as const;
 export type ChainCheck = (typeof CHAIN_CHECKS)[number];
-export const PENDING_FALLBACK_REASONS = ['stale', 'broken', 'disabled', 'no_metadata', 'execution', 'retired'] as const;
+export const PENDING_FALLBACK_REASONS = ['stale', 'broken', 'disabled', 'no_metadata', 'execution', 'retired', 'diverged'] as const;
 export type PendingFallbackReason = (typeof PENDING_FALLBACK_REASONS)[number];
 
-/**
- * Where an executed answer disagreed with the builder: its diff.receipts_root, a receipt the stream carried, or a
- * post-value of the stream's access list (X Layer).
- */
 export const EXECUTION_READ_THREADS = ['inline', 'threads', 'memo'] as const;
 export type ExecutionReadThread = (typeof EXECUTION_READ_THREADS)[number];
-export const EXECUTION_DIVERGENCE_SOURCES = ['receipts_root', 'stream_receipt', 'access_list'] as const;
+/**
+ * Where an executed answer disagreed with the builder or the chain: its diff.receipts_root, a receipt the stream
+ * carried, a post-value of the stream's access list (X Layer), or the canonical block's receipts root.
+ */
+export const EXECUTION_DIVERGENCE_SOURCES = ['receipts_root', 'stream_receipt', 'access_list', 'canonical'] as const;
 export type ExecutionDivergenceSource = (typeof EXECUTION_DIVERGENCE_SOURCES)[number];
 
 /**
@@ -50,6 +50,10 @@ export const EXECUTION_OUTCOMES = [
   'executed', 'engine_down', 'not_next', 'tx_rejected', 'execution_error', 'node_error', 'panic', 'block_failed', 'no_parent', 'stopped',
 ] as const;
 export type ExecutionOutcome = (typeof EXECUTION_OUTCOMES)[number];
+
+/** The spec label of execution_spec_info: the OP forks the engine runs (OP_FORKS in src/chain/presets.ts, kept equal by its test). */
+export const EXECUTION_SPECS = ['bedrock', 'regolith', 'canyon', 'ecotone', 'fjord', 'granite', 'holocene', 'isthmus', 'jovian', 'karst'] as const;
+export type ExecutionSpec = (typeof EXECUTION_SPECS)[number];
 
 export const RPC_SOURCES = ['state', 'node', 'error'] as const;
 export type RpcSource = (typeof RPC_SOURCES)[number];
@@ -356,6 +360,8 @@ export interface Metrics {
 
   /** Pending execution (src/exec): engine up, lag behind the applied stream, apply time, outcomes, checks. */
   readonly executionUp: GaugeCell;
+  /** 1 for the spec the newest executed block ran under, 0 for the others. */
+  readonly executionSpec: Readonly<Record<ExecutionSpec, GaugeCell>>;
   readonly executionLagFlashblocks: GaugeCell;
   readonly executionLagSeconds: GaugeCell;
   readonly executionApplySeconds: HistogramCell;
@@ -366,6 +372,7 @@ export interface Metrics {
   readonly executionNodeReads: CounterCell;
   readonly executionReads: Readonly<Record<ExecutionReadThread, CounterCell>>;
   readonly executionVerifiedRatio: GaugeCell;
+  readonly executionDivergenceRatio: GaugeCell;
   readonly executionCacheBytes: GaugeCell;
   readonly executionNodeReadsPerBlock: GaugeCell;
 
@@ -532,6 +539,9 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     ['reason']);
 
   // Execution
+  const execSpecF = gauge('execution_spec_info',
+    '1 for the OP spec (hardfork) the newest executed block ran under, 0 for the others; all 0 before the first ' +
+    'executed block (the start-up log line names the spec in force and how it was chosen).', ['spec']);
   const execOutcomeF = counter('execution_flashblocks_total',
     'Flashblocks of the stream by what execution did with them: outcome=executed, or why not (engine_down, ' +
     'not_next, tx_rejected, execution_error, node_error, panic: the engine\'s reason; block_failed: an earlier ' +
@@ -542,7 +552,8 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     'Executed flashblocks that disagreed with the builder: source=receipts_root when the executed receipts root ' +
     'differs from diff.receipts_root, source=stream_receipt per transaction whose stream receipt differs from the ' +
     'executed one (status, gasUsed, logs), source=access_list per account whose access-list post-values (balance, ' +
-    'nonce, code, storage) differ from the executed state.', ['source']);
+    'nonce, code, storage) differ from the executed state, source=canonical per canonical block with the executed ' +
+    'transactions whose receipts root differs from the executed one.', ['source']);
 
   const execReadsF = counter('execution_reads_total',
     'Pending state reads the execution engine answered (eth_call, eth_estimateGas, eth_getCode, …), by where: ' +
@@ -635,6 +646,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     upstreamRetired: keyed(UPSTREAM_RETIRED_REASONS, (r) => retiredF.child(r)),
 
     executionUp: gauge('execution_up', '1 while the execution engine answers pending state reads, else 0.').child(),
+    executionSpec: keyed(EXECUTION_SPECS, (k) => execSpecF.child(k)),
     executionLagFlashblocks: gauge('execution_lag_flashblocks',
       'Flashblocks applied to pending state but not yet executed by the engine.').child(),
     executionLagSeconds: gauge('execution_lag_seconds',
@@ -654,6 +666,9 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     executionVerifiedRatio: gauge('execution_verified_ratio',
       'Verified share since start: execution_verified_total over the flashblocks handed to the engine (one not ' +
       'executed, still in flight or not verified counts against it); 0 before the first.').child(),
+    executionDivergenceRatio: gauge('execution_divergence_ratio',
+      'Share of the last 100 executed flashblocks whose execution disagreed with the builder or the chain (0-1); ' +
+      'above --execution-max-divergence-percent no executed state is served and /readyz is not ready.').child(),
     executionCacheBytes: gauge('execution_cache_bytes',
       'Bytes held by the in-process engine\'s cache of the node\'s state (bounded by --execution-cache-mb).').child(),
     executionNodeReadsPerBlock: gauge('execution_node_reads_per_block',

@@ -16,8 +16,13 @@ export interface PendingExecution {
    * after a bounded wait while the engine executes it); false = answer as latest.
    */
   readyFor(number: number, index: number): Promise<boolean> | boolean;
+  /**
+   * Why readyFor said no, for pending_fallbacks_total: `diverged` when execution disagrees with the builder or the
+   * chain at that flashblock (or over the recent window), else `execution`.
+   */
+  fallbackReason?(number: number, index: number): 'diverged' | 'execution';
   readonly engine: ExecutionReads;
-  /** False when an executed flashblock of pending block `n` disagreed with its diff.receipts_root. */
+  /** False when an executed flashblock of pending block `n` disagreed with the builder (its executed receipts are withheld). */
   receiptsVerified(n: number): boolean;
   /** Called after each executed flashblock (its executed receipts are readable then); returns the unsubscribe. */
   onExecuted(fn: (block: BlockView, index: number) => void): () => void;

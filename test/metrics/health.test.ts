@@ -40,3 +40,17 @@ t.test('an execution engine lagging behind the stream makes the instance not rea
   t.equal(caughtUp.ready, true, 'caught up again: ready');
   t.equal(caughtUp.checks.execution!.ok, true);
 });
+
+t.test('executed state diverging from the chain past its bound makes the instance not ready, with the share', async (t) => {
+  const diverging = 'executed state diverges from the chain: 43 of 100 flashblocks in the last 100 (limit 25%)';
+  const cases: { name: string; execution: NonNullable<HealthInputs['execution']>; ready: boolean; detail: string }[] = [
+    { name: 'past the bound', execution: { phase: 'up', detail: 'executed up to 7/3, 43 divergences', diverging }, ready: false, detail: `up: ${diverging}; executed up to 7/3, 43 divergences` },
+    { name: 'past the bound and lagging: both said', execution: { phase: 'up', detail: 'd', diverging, lagging: 'lagging: 9 flashblocks behind (limit 5)' }, ready: false, detail: `up: ${diverging}; lagging: 9 flashblocks behind (limit 5); d` },
+    { name: 'within the bound (divergences counted, only reported)', execution: { phase: 'up', detail: 'executed up to 7/3, 3 divergences', diverging: null }, ready: true, detail: 'up: executed up to 7/3, 3 divergences' },
+  ];
+  for (const c of cases) {
+    const r = healthReport({ ...base, execution: c.execution });
+    t.equal(r.ready, c.ready, `${c.name}: ready`);
+    t.same(r.checks.execution, { ok: c.ready, detail: c.detail }, `${c.name}: the execution check`);
+  }
+});

@@ -138,7 +138,7 @@ const eth_getTransactionReceipt: Handler = (ctx, params) => {
       // The stream carried no receipt (post-Azul): the executed one, once the engine has run its flashblock.
       return Promise.resolve(ex.readyFor(rec.block.number, rec.flashblockIndex)).then((ok) => {
         const x = ok ? ctx.shapes.receiptJson(rec) : null;
-        if (x === null) ctx.metrics.pendingFallbacks.execution.inc();
+        if (x === null) ctx.metrics.pendingFallbacks[ok ? 'execution' : ex.fallbackReason?.(rec.block.number, rec.flashblockIndex) ?? 'execution'].inc();
         return x === null ? FORWARD_AS_IS : new FromState(x);
       });
     }

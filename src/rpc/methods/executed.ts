@@ -3,7 +3,8 @@
 // eth_getTransactionCount. `pending`, or the number of the pending block, is answered by the engine once it has
 // executed the flashblock `pending` means here (so the state is never older than the receipts served); when
 // execution is off, down, failed at that block or still behind after the wait, the call is forwarded as `latest`
-// and counted (pending_fallbacks_total{reason="execution"}). eth_getProof at pending is refused.
+// and counted (pending_fallbacks_total{reason="execution"}); when execution disagrees with the builder or the chain
+// there, likewise, counted as reason="diverged". eth_getProof at pending is refused.
 import { EngineUnavailableError, RpcReplyError, type NowRead } from '../../exec/engine.js';
 import { toQuantity } from '../../chain/hex.js';
 import { RpcCode, RpcError } from '../../errors.js';
@@ -44,7 +45,7 @@ export async function engineFor(ctx: MethodContext, target: BlockView): Promise<
   const ex = ctx.execution;
   if (ex === null) return null;
   if (await ex.readyFor(target.number, target.lastIndex)) return ex.engine;
-  ctx.metrics.pendingFallbacks.execution.inc();
+  ctx.metrics.pendingFallbacks[ex.fallbackReason?.(target.number, target.lastIndex) ?? 'execution'].inc();
   return null;
 }
 
@@ -337,7 +338,7 @@ export async function receiptsWithExecution(ctx: MethodContext, block: BlockView
   const ex = ctx.execution;
   if (ex === null) return null;
   if (!(await ex.readyFor(block.number, index))) {
-    ctx.metrics.pendingFallbacks.execution.inc();
+    ctx.metrics.pendingFallbacks[ex.fallbackReason?.(block.number, index) ?? 'execution'].inc();
     return null;
   }
   const out: string[] = new Array(count);

@@ -105,7 +105,7 @@ export const ethGetLogs: Handler = (ctx: MethodContext, params) => {
   return Promise.resolve(ex.readyFor(end.number, end.lastIndex)).then((ok) => {
     const x = ok ? collect() : null;
     if (x === null) {
-      ctx.metrics.pendingFallbacks.execution.inc();
+      ctx.metrics.pendingFallbacks[ok ? 'execution' : ex.fallbackReason?.(end.number, end.lastIndex) ?? 'execution'].inc();
       return pendingToLatest(filter);
     }
     const out = finish(ctx, filter, from, fromNum, x.local, x.first);
