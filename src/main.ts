@@ -5,6 +5,7 @@ import { buildInfo, type BuildInfo } from './buildinfo.js';
 import { onParentExit } from './child.js';
 import { checkRunnable, helpText, loadConfig, redactedConfig, type Config } from './config.js';
 import { startDaemon, type Daemon } from './daemon.js';
+import { runCheckExecution } from './cli/check-execution.js';
 import { runSetup } from './cli/setup.js';
 import { runVerify } from './cli/verify.js';
 import { StartupError } from './errors.js';
@@ -84,6 +85,7 @@ async function run(argv: string[]): Promise<number> {
   // Operator subcommands (src/cli/): they return their own exit codes and never start the daemon.
   if (argv[0] === 'setup') return await runSetup(argv.slice(1), { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
   if (argv[0] === 'verify') return await runVerify(argv.slice(1), { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
+  if (argv[0] === 'check-execution') return await runCheckExecution(argv.slice(1), { stdout: process.stdout, stderr: process.stderr });
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(helpText() + '\n');
     return 0;
