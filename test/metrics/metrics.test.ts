@@ -1,16 +1,11 @@
-// Tests for src/metrics/metrics.ts: names, types, label sets, recorded values, promtool lint, and the Grafana
-// dashboard's queries against the metrics that actually exist. Does not start servers (see server.test.ts).
+// Tests for src/metrics/metrics.ts: names, types, label sets, recorded values, promtool lint. Does not start servers
+// (see server.test.ts); the Grafana dashboard's queries are checked in dashboard.test.ts.
 
 import t from 'tap';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import {
   createMetrics, flashblockLatenessSeconds, methodLabel, subscriptionKindLabel, RPC_METHOD_LABELS, RPC_SOURCES,
 } from '../../src/metrics/metrics.js';
-
-const DASHBOARD = new URL('../../dashboards/flashblocksd.grafana.json', import.meta.url);
 
 /** Parses Prometheus text exposition into family types and `name{labels}` → value. */
 function parseExposition(text: string): { types: Map<string, string>; samples: Map<string, number> } {
@@ -247,73 +242,4 @@ t.test('promtool check metrics finds no problems', { skip: PROMTOOL ? false : NO
   const r = spawnSync('promtool', ['check', 'metrics'], { input: await m.registry.metrics(), encoding: 'utf8' });
   t.equal(r.status, 0, 'promtool exit status');
   t.equal(`${r.stdout}${r.stderr}`.trim(), '', 'no lint output');
-});
-
-interface Panel {
-  title?: string;
-  targets?: { expr?: string }[];
-  panels?: Panel[];
-}
-
-function dashboardExprs(): { title: string; expr: string }[] {
-  const dash = JSON.parse(readFileSync(DASHBOARD, 'utf8')) as { panels: Panel[] };
-  const out: { title: string; expr: string }[] = [];
-  const walk = (ps: Panel[]) => {
-    for (const p of ps) {
-      for (const tg of p.targets ?? []) if (tg.expr !== undefined) out.push({ title: p.title ?? '?', expr: tg.expr });
-      walk(p.panels ?? []);
-    }
-  };
-  walk(dash.panels);
-  return out;
-}
-
-t.test('the Grafana dashboard only queries metrics and labels that exist', async (t) => {
-  const raw = readFileSync(DASHBOARD, 'utf8');
-  const dash = JSON.parse(raw) as { __inputs?: { name: string; type: string }[] };
-  t.ok(dash.__inputs?.some((i) => i.name === 'DS_PROMETHEUS' && i.type === 'datasource'), 'DS_PROMETHEUS input');
-
-  const m = createMetrics({ version: 'x', commit: 'y' });
-  const labelsOf = new Map<string, Set<string>>();
-  for (const metric of m.registry.getMetricsAsArray() as unknown as { name: string; type: string; labelNames?: readonly string[] }[]) {
-    const labels = new Set(metric.labelNames ?? []);
-    if (metric.type === 'histogram') labels.add('le');
-    labelsOf.set(metric.name, labels);
-  }
-  const exprs = dashboardExprs();
-  t.ok(exprs.length >= 20, `${exprs.length} queries`);
-  const TARGET_LABELS = ['instance', 'job'];
-  for (const { title, expr } of exprs) {
-    const names = [...new Set(expr.match(/\bflashblocksd_[a-z0-9_]+/g) ?? [])];
-    t.ok(names.length > 0, `${title}: references a flashblocksd metric`);
-    const allowed = new Set(TARGET_LABELS);
-    for (const n of names) {
-      const base = labelsOf.has(n) ? n : n.replace(/_(bucket|sum|count)$/, '');
-      const labels = labelsOf.get(base);
-      t.ok(labels !== undefined, `${title}: ${n} exists`);
-      if (n !== base) t.ok(labels?.has('le'), `${title}: ${n} is a series of histogram ${base}`);
-      for (const l of labels ?? []) allowed.add(l);
-    }
-    const used = new Set<string>();
-    for (const g of expr.matchAll(/\b(?:by|without|on|ignoring)\s*\(([^)]*)\)/g)) {
-      for (const l of g[1]!.split(',')) if (l.trim() !== '') used.add(l.trim());
-    }
-    for (const g of expr.matchAll(/\{([^}]*)\}/g)) {
-      for (const sel of g[1]!.matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)/g)) used.add(sel[1]!);
-    }
-    for (const l of used) t.ok(allowed.has(l), `${title}: label ${l} exists on the queried metrics`);
-  }
-});
-
-const PROMQL_SKIP = { skip: PROMTOOL ? false : NO_PROMTOOL };
-t.test('the dashboard queries parse as PromQL (promtool check rules)', PROMQL_SKIP, async (t) => {
-  const rules = dashboardExprs().map(({ expr }, i) =>
-    `      - record: dashboard:query_${i}\n        expr: ${JSON.stringify(
-      expr.replaceAll('$__rate_interval', '1m').replaceAll('$instance', '.+'))}\n`);
-  const dir = mkdtempSync(join(tmpdir(), 'fbd-dash-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const file = join(dir, 'rules.yml');
-  writeFileSync(file, `groups:\n  - name: dashboard\n    rules:\n${rules.join('')}`);
-  const r = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
-  t.equal(r.status, 0, `${r.stdout}${r.stderr}`);
 });
