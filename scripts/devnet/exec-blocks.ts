@@ -1,7 +1,8 @@
 // Builds real blocks on an anvil node and cuts them into flashblocks for the execution engine's bench and tests:
 // real signed txs (viem), an env probe (stores NUMBER, TIMESTAMP, BASEFEE, COINBASE, BLOCKHASH(NUMBER-1),
-// PREVRANDAO), refund-heavy txs (SSTORE then clear), a system-style deposit and a user deposit with mint. Each
-// flashblock's receipts_root is the root of the canonical block's receipts so far. Devnet only.
+// PREVRANDAO), refund-heavy txs (SSTORE then clear), the devnet's L1-info deposit (Isthmus, to the L1Block code it
+// installs, so every signed tx pays an L1 fee and an operator fee) and a user deposit with mint. Each flashblock's
+// receipts_root is the root of the canonical block's receipts so far. Devnet only.
 import { getContractAddress, toHex, type Hex } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import type { BlockEnv, FlashblockWork } from '../../src/exec/engine.js';
@@ -9,6 +10,7 @@ import { receiptFromRpc, receiptsRoot } from '../../src/exec/receipts.js';
 import { PipelinedRpc } from './pipe.js';
 import type { Anvil } from './anvil.js';
 import { depositTx, initOf, REFUND_RUNTIME } from './contracts.js';
+import { devnetL1Attributes, installL1Block, l1InfoDeposit } from './l1block.js';
 import { devAccounts } from './sequencer.js';
 
 /** Stores NUMBER, TIMESTAMP, BASEFEE, COINBASE, BLOCKHASH(NUMBER-1), PREVRANDAO in slots 0..5. */
@@ -75,8 +77,9 @@ export class BlockFactory {
     this.rpc.close();
   }
 
-  /** Deploys the probe, refund and reader contracts in one canonical block. */
+  /** Installs the L1Block code and deploys the probe, refund and reader contracts in one canonical block. */
   async setupContracts(): Promise<ExecContracts> {
+    await installL1Block(this.node.url);
     const s = this.signers[0]!;
     const out: Hex[] = [];
     const raws: string[] = [];
@@ -110,8 +113,8 @@ export class BlockFactory {
   }
 
   /**
-   * Mines one canonical block of `perFlashblock` txs × `count` flashblocks on the node (index 0 also holds a
-   * system-style deposit and a user deposit) and returns it cut into flashblocks. With `probes`, every flashblock
+   * Mines one canonical block of `perFlashblock` txs × `count` flashblocks on the node (index 0 also holds the
+   * L1-info deposit, first, and a user deposit) and returns it cut into flashblocks. With `probes`, every flashblock
    * has one env-probe tx; every flashblock has one refund tx and one payment to SINK.
    */
   async buildBlock(count: number, perFlashblock: number, probes: boolean): Promise<BuiltBlock> {
@@ -123,7 +126,7 @@ export class BlockFactory {
     for (let k = 0; k < count; k++) {
       const g: string[] = [];
       if (k === 0) {
-        g.push(depositTx(toHex(number, { size: 32 }), DEPOSITOR, L1_BLOCK, 0n, 0n, 1_000_000n, '0x440a5e20'));
+        g.push(l1InfoDeposit(devnetL1Attributes(number)));
         g.push(depositTx(toHex(number + 2 ** 40, { size: 32 }), '0x000000000000000000000000000000000000d00d', SINK, 10n ** 15n, 10n ** 15n, 100_000n));
       }
       g.push(await this.signed('sink'));

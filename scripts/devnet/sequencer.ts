@@ -7,13 +7,14 @@ import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { brotliCompressSync, constants as zlibConstants } from 'node:zlib';
 import { mnemonicToAccount } from 'viem/accounts';
-import { toHex } from 'viem';
+import { keccak256, toHex, type Hex } from 'viem';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { TX_DEPOSIT } from '../../src/chain/types.js';
 import { encodeDepositFromRpc } from './deposit.js';
 import { encodeRlp } from '../../src/chain/rlp.js';
 import { bigIntToBytes } from '../../src/chain/hex.js';
 import { DEV_MNEMONIC, rpcBatch, rpcCall, startAnvil, type Anvil, type AnvilOptions } from './anvil.js';
+import { devnetL1Attributes, installL1Block, l1InfoDeposit } from './l1block.js';
 import { presetByName, type ChainPreset } from '../../src/chain/presets.js';
 
 const DEVNET = presetByName('devnet') as ChainPreset;
@@ -32,6 +33,11 @@ const DEVNET = presetByName('devnet') as ChainPreset;
  *   once the base fee nears 2 gwei) was refused on re-submission and missing from the next re-mine: that flashblock
  *   and the sealed block then lacked a tx an earlier flashblock had emitted (issue 22's soak divergence).
  * - the canonical seal is one more evm_mine with the same timestamp: its hash equals the last flashblock's.
+ * - every block starts with an L1-info deposit (Isthmus calldata, l1block.ts) to the L1Block code installed at start:
+ *   the block's first entry in the FIFO pool, queued when the block opens while submissions wait (the gate below
+ *   holds even eth_sendRawTransactionSync then). A tx still pooled at that moment is mined once to learn its bytes
+ *   and order, reverted, and queued again behind the deposit (`l1InfoRequeued`). anvil's op-revm then charges every
+ *   later tx the L1 fee and the operator fee from the L1Block storage the deposit wrote, as OP nodes do.
  * - timestamps are those of an OP-stack chain: a block with timestamp T is built during [T − blockTime, T], so its
  *   flashblock k is due at T − blockTime + k × flashblockMs (the daemon's lateness formula). Blocks start on the
  *   wall-clock grid where start + blockTime is a whole second, and T = start + blockTime.
@@ -126,6 +132,10 @@ export interface DevnetStats {
   /** Build steps held by {@link Devnet.holdNext}, and those run anyway because the hold took too long. */
   heldBuilds: number;
   buildHoldTimeouts: number;
+  /** Blocks whose opening found txs already pooled (queued again behind the L1-info deposit). */
+  l1InfoRequeued: number;
+  /** Blocks whose index 0 did not start with their L1-info deposit (must stay 0). */
+  l1InfoMisplaced: number;
 }
 
 /** A flashblock in the sequencer's own terms, before encoding for a subscriber. */
@@ -439,6 +449,8 @@ interface BlockInBuild {
   raws: string[];
   touched: Set<string>;
   last: BuiltFlashblock | null;
+  /** Hash of the block's L1-info deposit, its first transaction. */
+  l1InfoHash: string;
 }
 
 /**
@@ -456,6 +468,12 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
 
   const anvil: Anvil = await startAnvil(opts.anvil);
   const url = anvil.url;
+  try {
+    await installL1Block(url);
+  } catch (e) {
+    await anvil.stop();
+    throw e;
+  }
   const lock = new RwLock();
   // Reads pinned to the sealed head pass `lock` and wait only for anvil's evm_mine and evm_revert (exclusive here).
   const stateWrites = new RwLock();
@@ -465,6 +483,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     blocks: 0, flashblocks: 0, transactions: 0, txTypes: {}, hashMatches: 0, hashMismatches: 0, prefixViolations: 0,
     resendErrors: 0, cycleErrors: 0, cycleMsMax: 0, cycleMsAvg: 0, subscribers: 0, lastBlockNumber: 0,
     lateFlashblocks: 0, longGaps: 0, heldSeals: 0, sealHoldTimeouts: 0, heldBuilds: 0, buildHoldTimeouts: 0,
+    l1InfoRequeued: 0, l1InfoMisplaced: 0,
   };
   let lastPublishMs = -1;
   let cycles = 0;
@@ -523,7 +542,10 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   }
 
   // --- submission ingress: anvil behind a lock-aware pass-through ------------------------------------------------
-  /** Set while a seal is held (holdSeals): submissions wait for it, so the held block gets no more transactions. */
+  /**
+   * Set while a seal is held (holdSeals), so the held block gets no more transactions, and from each seal until the
+   * next block's L1-info deposit is queued, so none gets ahead of it: submissions wait for it.
+   */
   let submissionGate: Promise<void> | null = null;
   let openSubmissionGate: () => void = () => undefined;
 
@@ -584,12 +606,17 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   let parent = { number: Number(genesis.number), timestamp: Number(genesis.timestamp) };
   let cur: BlockInBuild | null = null;
 
-  /** Opens the block whose build starts at `startMs` (performance clock): its timestamp is the end of its build. */
+  /**
+   * Opens the block whose build starts at `startMs` (performance clock): its timestamp is the end of its build. Queues
+   * its L1-info deposit first in the pool (submissions wait meanwhile: the seal step closed the gate).
+   */
   async function openBlock(startMs: number): Promise<BlockInBuild> {
     const fh = await rpcCall<{ baseFeePerGas: string[] }>(url, 'eth_feeHistory', ['0x1', 'latest', []]);
     const baseFee = BigInt(fh.baseFeePerGas[fh.baseFeePerGas.length - 1] ?? '0x0');
-    return {
-      number: parent.number + 1,
+    const number = parent.number + 1;
+    const l1Info = l1InfoDeposit(devnetL1Attributes(number));
+    const b: BlockInBuild = {
+      number,
       timestamp: blockTimestampS(startMs, blockTimeMs, parent.timestamp),
       baseFee,
       payloadId: `0x${randomBytes(8).toString('hex')}`,
@@ -599,7 +626,60 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       touched: new Set(FEE_VAULTS),
       startMs,
       last: null,
+      l1InfoHash: keccak256(l1Info),
     };
+    await queueFirst(b, l1Info);
+    return b;
+  }
+
+  /**
+   * Puts `first` at the head of the FIFO pool. Txs already pooled (a submission that reached anvil during the seal)
+   * would come before it: they are mined once to learn their order and bytes, reverted, and queued again behind it.
+   */
+  async function queueFirst(b: BlockInBuild, first: Hex): Promise<void> {
+    const pool = await rpcCall<{ pending: string }>(url, 'txpool_status');
+    let behind: string[] = [];
+    if (Number(pool.pending) > 0) {
+      st.l1InfoRequeued++;
+      const snap = await rpcCall<string>(url, 'evm_snapshot');
+      try {
+        behind = await rawsOf((await mine(b)).transactions);
+      } finally {
+        await stateWrites.exclusive(() => rpcCall(url, 'evm_revert', [snap]));
+        await rpcCall(url, 'anvil_setNextBlockBaseFeePerGas', [toHex(b.baseFee)]);
+      }
+    }
+    await rpcCall(url, 'eth_sendRawTransaction', [first]);
+    await resubmit(behind);
+  }
+
+  /** EIP-2718 bytes of mined txs, in their order. Deposits are encoded from their fields: anvil 1.7.1 aborts on eth_getRawTransactionByHash of a 0x7e tx. */
+  async function rawsOf(txs: any[]): Promise<string[]> {
+    const signed = txs.filter((t) => Number(t.type) !== TX_DEPOSIT);
+    const res = await rpcBatch(url, signed.map((t): [string, unknown[]] => ['eth_getRawTransactionByHash', [t.hash]]));
+    const rawByHash = new Map<string, string>();
+    signed.forEach((t, i) => {
+      const r = res[i];
+      if (!r?.ok || typeof r.value !== 'string') throw new Error(`no raw bytes for ${t.hash}`);
+      rawByHash.set(String(t.hash), r.value);
+    });
+    return txs.map((t) => (Number(t.type) === TX_DEPOSIT ? encodeDepositFromRpc(t) : rawByHash.get(String(t.hash))!));
+  }
+
+  /**
+   * Re-submits `raws` in order, in batches of at most RESUBMIT_BATCH one after another: anvil 1.7 does not keep the
+   * order of a larger JSON-RPC batch, which reordered blocks of more than 64 txs (the canonical block then differed).
+   */
+  async function resubmit(raws: string[]): Promise<void> {
+    for (let i = 0; i < raws.length; i += RESUBMIT_BATCH) {
+      const part = raws.slice(i, i + RESUBMIT_BATCH);
+      for (const r of await rpcBatch(url, part.map((raw): [string, unknown[]] => ['eth_sendRawTransaction', [raw]]))) {
+        if (!r.ok) {
+          st.resendErrors++;
+          log('devnet: re-submission after revert failed', { error: r.error.message });
+        }
+      }
+    }
   }
 
   /** Records a sealed block: reads pinned to it (by number or hash) may pass the proxy during builds from now on. */
@@ -630,6 +710,10 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     try {
       block = await mine(b);
       const txs: any[] = block.transactions;
+      if (b.nextIndex === 0 && txs[0]?.hash !== b.l1InfoHash) {
+        st.l1InfoMisplaced++;
+        log('devnet: index 0 does not start with the L1-info deposit', { block: b.number, first: txs[0]?.hash ?? null });
+      }
       for (let i = 0; i < b.hashes.length; i++) {
         if (txs[i]?.hash !== b.hashes[i]) {
           st.prefixViolations++;
@@ -685,20 +769,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       // The pool checks fees against anvil's base-fee tracker, which the reverted mine moved: back to this block's.
       await rpcCall(url, 'anvil_setNextBlockBaseFeePerGas', [toHex(b.baseFee)]);
       // The mined txs left the pool with the revert: put the block's txs back, earlier ones first.
-      // In batches of at most RESUBMIT_BATCH, one after another: anvil 1.7 does not keep the order of a larger
-      // JSON-RPC batch, which reordered blocks of more than 64 txs (the canonical block then differed).
-      const back = [...b.raws, ...newRaws];
-      const res = [];
-      for (let i = 0; i < back.length; i += RESUBMIT_BATCH) {
-        const part = back.slice(i, i + RESUBMIT_BATCH);
-        res.push(...(await rpcBatch(url, part.map((raw): [string, unknown[]] => ['eth_sendRawTransaction', [raw]]))));
-      }
-      for (const r of res) {
-        if (!r.ok) {
-          st.resendErrors++;
-          log('devnet: re-submission after revert failed', { error: r.error.message });
-        }
-      }
+      await resubmit([...b.raws, ...newRaws]);
     }
     const byHash = new Map(receipts.map((r) => [String(r.transactionHash), r]));
     const fb: BuiltFlashblock = {
@@ -805,7 +876,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   /**
    * Holds the seal of `b` for the holder: closes the submission gate, builds the block's last flashblock if
    * transactions arrived since the previous one, and waits for the holder outside the lock (the node keeps answering
-   * reads). The gate opens again once the block is sealed.
+   * reads). The gate opens again once the block is sealed and the next one's L1-info deposit queued.
    */
   async function holdSeal(b: BlockInBuild, h: NonNullable<typeof holder>): Promise<void> {
     submissionGate ??= new Promise<void>((r) => (openSubmissionGate = r));
@@ -897,12 +968,14 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       if (performance.now() - blockStart > flashblockMs) blockStart = performance.now();
       const start = blockStart;
       await step(async () => {
+        // Submissions (sync ones too) wait from the seal until the next block's L1-info deposit is queued first.
+        submissionGate ??= new Promise<void>((r) => (openSubmissionGate = r));
         try {
           await seal(cur!);
+          cur = await openBlock(start);
         } finally {
           openGate();
         }
-        cur = await openBlock(start);
         await tick(cur, true);
       });
     }

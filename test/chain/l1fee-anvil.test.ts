@@ -1,5 +1,6 @@
 // The L1 fee calculator against a real EVM: anvil --optimism (op-revm) charges the L1 data fee (and the operator fee)
-// from its L1Block storage. The L1Block slots are set, read back with eth_getStorageAt and fed to the calculator;
+// from its L1Block storage. The L1Block slots are set (with anvil_setStorageAt, or as the devnet does, by an Isthmus
+// L1-info deposit to the L1Block code it installs), read back with eth_getStorageAt and fed to the calculator;
 // for each signed transaction, the sender's balance drop minus value minus gasUsed × effectiveGasPrice must equal
 // the calculator's l1Fee (+ operator fee) exactly. (anvil 1.7.1 charges the Fjord cost under every OP hardfork name,
 // `--hardfork ecotone` included, so the Ecotone rules are checked against op-geth's vectors only: l1fee.test.ts.)
@@ -8,6 +9,7 @@ import { bytesToHex, hexToBytes, toHex, type Hex, type TransactionSerializable }
 import { privateKeyToAccount } from 'viem/accounts';
 import { rpcCall, startAnvil, type Anvil } from '../../scripts/devnet/anvil.js';
 import { devAccounts } from '../../scripts/devnet/sequencer.js';
+import { devnetL1Attributes, installL1Block, l1InfoDeposit } from '../../scripts/devnet/l1block.js';
 import { L1_BLOCK_ADDRESS, operatorFee, txL1Fee, type L1Attributes } from '../../src/chain/l1fee.js';
 
 const CHAIN_ID = 901;
@@ -103,9 +105,22 @@ async function cases(node: Anvil): Promise<Case[]> {
   return rows;
 }
 
+/**
+ * Writes the slots as the devnet does: a real Isthmus L1-info deposit (scripts/devnet/l1block.ts) to the L1Block code
+ * the devnet installs, mined in a block of its own; the slots it wrote then hold for the blocks after it.
+ */
+async function depositSlots(node: Anvil, s: Slots): Promise<void> {
+  const head = Number(await rpcCall<Hex>(node.url, 'eth_blockNumber'));
+  const attrs = { ...devnetL1Attributes(head + 1), ...s };
+  const hash = await rpcCall<Hex>(node.url, 'eth_sendRawTransaction', [l1InfoDeposit(attrs)]);
+  await rpcCall(node.url, 'evm_mine');
+  const r = await rpcCall<{ status: Hex } | null>(node.url, 'eth_getTransactionReceipt', [hash]);
+  if (r?.status !== '0x1') throw new Error(`the L1-info deposit failed: ${JSON.stringify(r)}`);
+}
+
 /** Sends each case in its own block and compares what anvil charged with the calculator's answer. */
-async function crossCheck(t: Test, node: Anvil, slots: Slots): Promise<void> {
-  await setSlots(node, slots);
+async function crossCheck(t: Test, node: Anvil, slots: Slots, write: (node: Anvil, s: Slots) => Promise<void> = setSlots): Promise<void> {
+  await write(node, slots);
   const attrs = await attributesFromStorage(node);
   t.match(attrs, slots, 'the slots read back hold the parameters written');
   const account = privateKeyToAccount(devAccounts(1)[0]!.privateKey as Hex);
@@ -141,4 +156,11 @@ t.test('isthmus (Fjord L1 cost): anvil charges exactly the computed l1Fee', asyn
   await t.test('Base mainnet parameters', (t) => crossCheck(t, node, BASE));
   await t.test('Unichain Sepolia capture parameters', (t) => crossCheck(t, node, UNICHAIN));
   await t.test('with an operator fee (Isthmus formula)', (t) => crossCheck(t, node, { ...BASE, operatorFeeScalar: 1_500_000n, operatorFeeConstant: 1_000_000n }));
+});
+
+t.test('isthmus, the devnet way: an L1-info deposit to the devnet L1Block code sets what anvil charges', async (t) => {
+  const node = await startAnvil({ hardfork: 'isthmus', chainId: CHAIN_ID });
+  t.teardown(() => node.stop());
+  await installL1Block(node.url);
+  await t.test('with an operator fee (Isthmus formula)', (t) => crossCheck(t, node, { ...BASE, operatorFeeScalar: 1_500_000n, operatorFeeConstant: 1_000_000n }, depositSlots));
 });

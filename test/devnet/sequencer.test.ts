@@ -2,13 +2,15 @@
 // and the stream variants (internal receipts, brotli, post-Azul) must change only what they promise to.
 import t from 'tap';
 import { brotliDecompressSync } from 'node:zlib';
-import { toHex } from 'viem';
+import { keccak256, toHex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import WebSocket from 'ws';
 import { rpcBatch, rpcCall } from '../../scripts/devnet/anvil.js';
 import { startDevnet, type BuiltFlashblock, type Devnet } from '../../scripts/devnet/sequencer.js';
 import { startTraffic } from '../../scripts/devnet/traffic.js';
 import { encodeDepositFromRpc } from '../../scripts/devnet/deposit.js';
+import { devnetL1Attributes, l1InfoDeposit, nodeChargedFees, nodeL1Attributes } from '../../scripts/devnet/l1block.js';
+import { operatorFee, txL1Fee } from '../../src/chain/l1fee.js';
 
 type Frame = { text: string; binary: boolean };
 
@@ -204,12 +206,14 @@ t.test('a held seal waits for its holder: reads are answered, submissions go to 
   t.notOk(accepted, 'the submission waits while the seal is held');
   t.equal(seen.at(-1), last, 'nothing is published while the seal is held');
 
-  const landed = next((fb) => fb.receipts.length > 0);
+  // Every block opens with its L1-info deposit: the submission is the only other tx.
+  const signedOf = (fb: BuiltFlashblock): string[] => fb.receipts.filter((r) => r.type !== 0x7e).map((r) => r.hash);
+  const landed = next((fb) => signedOf(fb).length > 0);
   release();
   const hash = await submitted;
   const fb = await landed;
   t.equal(fb.blockNumber, n + 1, `the submission made during the hold landed in block ${n + 1}`);
-  t.same(fb.receipts.map((r) => r.hash), [hash], 'and only it');
+  t.same(signedOf(fb), [hash], 'and only it');
   const sealed = await rpcCall(devnet.nodeRpcUrl, 'eth_getBlockByNumber', [toHex(n), false]);
   t.equal(sealed.hash, last.diff.block_hash, `block ${n} sealed as its last flashblock`);
 
@@ -310,4 +314,58 @@ t.test('a tx priced between the block base fee and the base fee a re-mine above 
   t.equal(st.resendErrors, 0, 'every re-submission after a revert was accepted');
   t.equal(st.prefixViolations, 0, 'every re-mine started with the emitted txs');
   t.equal(st.hashMismatches, 0, 'every sealed block equals its last flashblock');
+});
+
+t.test('every block opens with its L1-info deposit (Isthmus): the node stores the attributes and charges every tx both OP fees', async (t) => {
+  const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200 });
+  t.teardown(() => devnet.stop());
+  const { seen, next } = watchFlashblocks(devnet);
+  const first = await next((fb) => fb.index === 0);
+  const n = first.blockNumber;
+  // Transfers and deploys (incompressible calldata of three sizes: L1 fees above the Fjord minimum) from three senders.
+  const noise = (words: number): string => Array.from({ length: words }, (_, j) => keccak256(toHex(`l1-fee-${words}-${j}`)).slice(2)).join('');
+  const hashes: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const a = privateKeyToAccount(devnet.accounts[i]!.privateKey);
+    const nonce = Number(await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionCount', [a.address, 'pending']));
+    const fees = { chainId: devnet.chainId, type: 'eip1559', maxFeePerGas: 10n ** 11n, maxPriorityFeePerGas: 1n } as const;
+    const raws = [
+      await a.signTransaction({ ...fees, nonce, gas: 21_000n, to: devnet.accounts[9]!.address, value: 1n }),
+      await a.signTransaction({ ...fees, nonce: nonce + 1, gas: 200_000n, data: `0x6040600c60003960406000f3${noise(4 * (i + 1))}` }),
+    ];
+    for (const raw of raws) hashes.push(await rpcCall<string>(devnet.nodeRpcUrl, 'eth_sendRawTransaction', [raw]));
+  }
+  const blockOf = (h: string): number | undefined => seen.find((fb) => fb.receipts.some((r) => r.hash === h))?.blockNumber;
+  // Every tx in a flashblock and its block sealed (the next one has begun).
+  await next(() => hashes.every((h) => blockOf(h) !== undefined && (seen.at(-1)?.blockNumber ?? 0) > blockOf(h)!));
+  const last = Math.max(...hashes.map((h) => blockOf(h)!));
+  t.equal(devnet.stats().l1InfoMisplaced, 0, 'every index 0 started with its L1-info deposit');
+
+  let charged = 0;
+  for (let b = n; b <= last; b++) {
+    const fbs = seen.filter((fb) => fb.blockNumber === b);
+    const want = devnetL1Attributes(b);
+    t.equal(fbs[0]?.diff.transactions[0], l1InfoDeposit(want), `block ${b}: index 0 opens with its L1-info deposit`);
+    t.equal(fbs[0]?.receipts[0]?.status, '0x1', `block ${b}: the deposit succeeded`);
+    t.same(await nodeL1Attributes(devnet.nodeRpcUrl, b), want, `block ${b}: the node's L1Block storage holds its attributes`);
+    const fees = await nodeChargedFees(devnet.nodeRpcUrl, b);
+    const canon = await rpcCall(devnet.nodeRpcUrl, 'eth_getBlockByNumber', [toHex(b), true]);
+    const receipts = await rpcCall<any[]>(devnet.nodeRpcUrl, 'eth_getBlockReceipts', [toHex(b)]);
+    const raws = await rpcBatch<string>(devnet.nodeRpcUrl, canon.transactions.filter((x: any) => x.type !== '0x7e').map((x: any) => ['eth_getRawTransactionByHash', [x.hash]]));
+    let k = 0;
+    canon.transactions.forEach((x: any, i: number) => {
+      const got = fees.get(x.hash.toLowerCase());
+      if (x.type === '0x7e') {
+        t.same(got, { l1Fee: 0n, operatorFee: 0n }, `block ${b} #${i}: the deposit pays no OP fee`);
+        return;
+      }
+      const raw = raws[k++]!;
+      const l1Fee = txL1Fee(Buffer.from((raw.ok ? raw.value : '0x').slice(2), 'hex'), want).l1Fee!;
+      const op = operatorFee(BigInt(receipts[i].gasUsed), want);
+      t.ok(l1Fee > 0n && op > 0n, `block ${b} #${i}: non-zero fees`);
+      t.same(got, { l1Fee, operatorFee: op }, `block ${b} #${i}: the node charged l1Fee ${l1Fee} and operator fee ${op}`);
+      charged++;
+    });
+  }
+  t.equal(charged, hashes.length, `${charged} txs charged both fees`);
 });

@@ -7,18 +7,24 @@
 // The devnet holds each block's seal (devnet.holdSeals) until the daemon has executed its last flashblock and the
 // test has read the state and the block's receipts there, so every block and every receipt is compared while
 // pending however slow the machine; how many receipts the daemon served before the seal was due is measured only.
+// Every devnet block opens with an L1-info deposit (Isthmus, non-zero scalars and operator fee): each served receipt's
+// OP fee fields are compared with the node's L1Block storage at its block and with the L1 fee and operator fee the
+// node charged the tx (the fee vaults' change over it: anvil 1.7.1 serves no OP fee field on its receipts), and
+// every block must have charged both.
 import t, { type Test } from 'tap';
 import { appendFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { getContractAddress, pad, toHex, type Hex } from 'viem';
 import { rpcBatch, type BatchResult } from '../../scripts/devnet/anvil.js';
 import { ENV_SLOTS, REFUND_SLOTS } from '../../scripts/devnet/contracts.js';
+import { devnetL1Attributes, nodeChargedFees, nodeL1Attributes } from '../../scripts/devnet/l1block.js';
 import { startDevnet } from '../../scripts/devnet/sequencer.js';
 import { startTraffic, type SentTx, type Traffic, type TxKind } from '../../scripts/devnet/traffic.js';
 import { loadConfig } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
+import { L1_BLOCK_ADDRESS, operatorFee } from '../../src/chain/l1fee.js';
 import { createLogger } from '../../src/log.js';
-import { firstDiff, strip } from '../helpers/compare.js';
+import { firstDiff, OP_FEE_FIELDS, strip } from '../helpers/compare.js';
 import { Tally } from '../helpers/tally.js';
 
 /**
@@ -49,6 +55,14 @@ const NODE_TIMEOUT_MS = 120_000;
 const STALL_TIMEOUT_MS = HOLD_WAIT_MS;
 const BLOCK_TIME_MS = 2000;
 const FLASHBLOCK_MS = 200;
+/** `r` without its OP fee fields, and those fields. */
+function splitOpFees(r: Record<string, unknown>): [Record<string, unknown>, Record<string, unknown>] {
+  const rest: Record<string, unknown> = {};
+  const fees: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(r)) (OP_FEE_FIELDS.includes(k) ? fees : rest)[k] = v;
+  return [rest, fees];
+}
+
 /** OP fee vaults (every tx pays some of them). */
 const VAULTS = ['0x4200000000000000000000000000000000000011', '0x4200000000000000000000000000000000000019', '0x420000000000000000000000000000000000001a', '0x420000000000000000000000000000000000001b'];
 
@@ -227,6 +241,8 @@ function probesFor(blk: any, traffic: Traffic, senders: Hex[], sent: Map<string,
   const slot = (n: number): Hex => toHex(n, { size: 32 });
   for (let i = 0; i < ENV_SLOTS; i++) probes.push({ row: 'env', field: 'storage', method: 'eth_getStorageAt', args: [traffic.env, slot(i)], cmp: 'eq' });
   for (let i = 0; i < REFUND_SLOTS; i++) probes.push({ row: 'refund', field: 'storage', method: 'eth_getStorageAt', args: [traffic.refund, slot(i)], cmp: 'eq' });
+  // What the block's L1-info deposit wrote, and what every later tx's L1 and operator fee is charged from.
+  for (const i of [0, 1, 2, 3, 4, 7, 8]) probes.push({ row: 'L1Block', field: 'storage', method: 'eth_getStorageAt', args: [L1_BLOCK_ADDRESS, slot(i)], cmp: 'eq' });
   for (const s of [...senders, traffic.authority]) probes.push({ row: 'token', field: 'storage', method: 'eth_getStorageAt', args: [traffic.token, pad(s)], cmp: 'eq' });
   return probes;
 }
@@ -411,6 +427,8 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
   const canon = await rpcBatch(devnet.nodeRpcUrl, hashes.map((h): [string, unknown[]] => ['eth_getTransactionReceipt', [h]]));
   let pendingSeen = 0;
   const pendingByKind: Record<string, number> = {};
+  /** The OP fee fields of each receipt compared, with its gas used, for the fee comparison below. */
+  const servedFees = new Map<string, { fees: Record<string, unknown>; gasUsed: string }>();
   /** Measured only: receipts served before their block's seal was due (the hold began); the others by where their tx sat. */
   let early = 0;
   const late = { lastFlashblock: 0, earlier: 0 };
@@ -433,7 +451,9 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
     }
     pendingSeen++;
     pendingByKind[kindOf(h)] = (pendingByKind[kindOf(h)] ?? 0) + 1;
-    const a = strip(d.receipt);
+    const [rest, fees] = splitOpFees(d.receipt);
+    servedFees.set(h, { fees, gasUsed: String(d.receipt.gasUsed) });
+    const a = strip(rest);
     const b = strip(c.value);
     for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) receipts.add(kindOf(h), k, firstDiff(a[k], b[k], k));
   });
@@ -477,12 +497,69 @@ async function differential(t: Test, azul: boolean, senderAccounts: typeof devne
       for (let i = 0; i < Math.max(got.value.length, w.value.length); i++) {
         const c = w.value[i];
         const x = got.value[i];
+        // strip() leaves a receipt's OP fee fields out: they are compared below, with what the node charged.
         tally.add(kindOf(c?.transactionHash ?? x?.transactionHash), what, x === undefined || c === undefined ? `block ${n} #${i}: missing` : cmp(x, c));
       }
     };
     pairUp(logs, s.logs, want[s.probes.length]!, 'log');
     pairUp(blockReceipts, s.blockReceipts, want[s.probes.length + 1]!, 'receipt');
   }
+
+  // OP fees: each receipt served while pending against the node at its block: the attributes in its L1Block storage
+  // (which the block's L1-info deposit wrote), and the L1 fee and operator fee the node charged the tx.
+  const opFees = new Tally();
+  const q = (v: bigint | null): string | undefined => (v === null ? undefined : toHex(v));
+  const feeBlocks = [...new Set([...servedFees.keys()].map((h) => txBlock.get(h)!))].sort((a, b) => a - b);
+  /** Blocks whose L1-info deposit did not run as the devnet sent it, or whose txs were not charged both fees. */
+  const blocksWithoutFees: string[] = [];
+  const charged = new Map<string, { l1Fee: bigint; operatorFee: bigint }>();
+  const attrsAt = new Map<number, Awaited<ReturnType<typeof nodeL1Attributes>>>();
+  for (const n of feeBlocks) {
+    const a = await nodeL1Attributes(devnet.nodeRpcUrl, n);
+    attrsAt.set(n, a);
+    const show = (x: object): string => JSON.stringify(x, (_, v: unknown) => (typeof v === 'bigint' ? v.toString() : v));
+    if (show(a) !== show(devnetL1Attributes(n))) blocksWithoutFees.push(`${n}: L1Block storage ${show(a)}, the devnet sent ${show(devnetL1Attributes(n))}`);
+    let l1 = 0n;
+    let op = 0n;
+    for (const [h, c] of await nodeChargedFees(devnet.nodeRpcUrl, n)) {
+      charged.set(h, c);
+      l1 += c.l1Fee;
+      op += c.operatorFee;
+    }
+    if (l1 === 0n || op === 0n) blocksWithoutFees.push(`${n}: charged L1 fees ${l1}, operator fees ${op}`);
+  }
+  for (const [h, { fees, gasUsed }] of servedFees) {
+    const n = txBlock.get(h)!;
+    const kind = kindOf(h);
+    const c = charged.get(h.toLowerCase());
+    if (c === undefined) {
+      opFees.add(kind, 'charged', `block ${n}: the node traced no ${h}`);
+      continue;
+    }
+    if (kind === 'deposit') {
+      opFees.add(kind, 'no fee fields', Object.keys(fees).length === 0 ? null : `block ${n} ${h}: ${JSON.stringify(fees)}`);
+      opFees.add(kind, 'charged nothing', c.l1Fee === 0n && c.operatorFee === 0n ? null : `block ${n} ${h}: node charged ${c.l1Fee} + ${c.operatorFee}`);
+      continue;
+    }
+    const a = attrsAt.get(n)!;
+    const want: Record<string, string | undefined> = {
+      l1Fee: q(c.l1Fee), l1GasPrice: q(a.l1BaseFee), l1BaseFeeScalar: q(a.baseFeeScalar), l1BlobBaseFee: q(a.l1BlobBaseFee),
+      l1BlobBaseFeeScalar: q(a.blobBaseFeeScalar), operatorFeeScalar: q(a.operatorFeeScalar), operatorFeeConstant: q(a.operatorFeeConstant),
+    };
+    for (const [k, w] of Object.entries(want)) opFees.add(kind, k, fees[k] === w ? null : `block ${n} ${h}: daemon ${JSON.stringify(fees[k])} vs node ${w}`);
+    // The operator fee is no receipt field: the one the served scalar and constant give for the tx's gas.
+    const op =
+      typeof fees.operatorFeeScalar === 'string' && typeof fees.operatorFeeConstant === 'string'
+        ? operatorFee(BigInt(gasUsed), { ...a, operatorFeeScalar: BigInt(fees.operatorFeeScalar), operatorFeeConstant: BigInt(fees.operatorFeeConstant) })
+        : null;
+    opFees.add(kind, 'operator fee', op === c.operatorFee ? null : `block ${n} ${h}: daemon ${op} vs node ${c.operatorFee}`);
+    const nonZero = c.l1Fee > 0n && c.operatorFee > 0n && typeof fees.l1GasUsed === 'string' && BigInt(fees.l1GasUsed) > 0n;
+    opFees.add(kind, 'non-zero', nonZero ? null : `block ${n} ${h}: l1Fee ${c.l1Fee}, operator fee ${c.operatorFee}, l1GasUsed ${JSON.stringify(fees.l1GasUsed)}`);
+  }
+  t.comment(opFees.format(`OP fees of the receipts served while pending vs what the node stored and charged, ${feeBlocks.length} blocks (kind: field compared/differed)`));
+  t.equal(opFees.differed, 0, `OP fees: ${opFees.compared} values compared, ${opFees.differed} differ ${JSON.stringify(opFees.differences())}`);
+  t.same(opFees.examples.slice(0, 5), [], 'first OP fee differences');
+  t.same(blocksWithoutFees, [], `every block ran its L1-info deposit and charged L1 and operator fees (${feeBlocks.length} blocks)`);
 
   // The env contract in every flashblock: those of the run's full blocks that hold any tx, and how many hold an env
   // call. The traffic sends one every 150 ms, so how many flashblocks get one is timing (78-93 % on this 2-core machine

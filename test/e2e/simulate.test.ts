@@ -30,6 +30,7 @@ const ENV_AT = '0x00000000000000000000000000000000000e0e01' as Hex;
 const BALANCE_AT = '0x00000000000000000000000000000000000e0e02' as Hex;
 const REVERT_AT = '0x00000000000000000000000000000000000e0e03' as Hex;
 const RICH = '0x00000000000000000000000000000000000e0e04' as Hex;
+const ZERO_ADDRESS = '0x0000000000000000000000000000000000000000' as Hex;
 
 const log = createLogger({ level: 'warn', write: () => undefined });
 const devnet = await startDevnet({ blockTimeMs: 2000, flashblockMs: 200 });
@@ -130,7 +131,9 @@ t.test('simulateCalls and simulateBlocks at pending: a preconfirmed contract, st
 t.test("the response has the shape of the node's own eth_simulateV1 (same state: overrides only)", async (t) => {
   const payload = {
     blockStateCalls: [
-      { stateOverrides: { [REVERT_AT]: { code: REVERT }, [BALANCE_AT]: { code: BALANCE }, [RICH]: { balance: '0x75bcd15' } }, calls: [{ to: BALANCE_AT, data: `0x${RICH.slice(2).padStart(64, '0')}` }, { to: REVERT_AT }] },
+      // The calls' default sender (the zero address) funded: anvil 1.7.1 charges it the L1 and operator fees of the
+      // devnet's blocks even without validation, and refuses the call when it cannot pay them.
+      { stateOverrides: { [REVERT_AT]: { code: REVERT }, [BALANCE_AT]: { code: BALANCE }, [RICH]: { balance: '0x75bcd15' }, [ZERO_ADDRESS]: { balance: '0xde0b6b3a7640000' } }, calls: [{ to: BALANCE_AT, data: `0x${RICH.slice(2).padStart(64, '0')}` }, { to: REVERT_AT }] },
       { blockOverrides: { time: '0x' + (Math.floor(Date.now() / 1000) + 1000).toString(16) }, calls: [{ to: BALANCE_AT, data: `0x${RICH.slice(2).padStart(64, '0')}` }] },
     ],
   };
