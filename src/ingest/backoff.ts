@@ -53,3 +53,60 @@ export class Backoff {
     this.attempt = 0;
   }
 }
+
+/** What one failure of an episode calls for in the log. */
+export type EpisodeStep = 'first' | 'summary' | 'repeat';
+
+/** A finished episode: how long the peer was failing and how many attempts failed meanwhile. */
+export interface EpisodeEnd {
+  durationMs: number;
+  failures: number;
+}
+
+/**
+ * One run of consecutive failures of a connection, from the first failure until a connection proves healthy (the
+ * same moment `Backoff.reset()` is called). Decides how loud each failure is: the first one is said once (warn), the
+ * rest are repeats (debug) except one summary per `summaryIntervalMs`. Pure: the caller passes the wall clock.
+ */
+export class FailureEpisode {
+  active = false;
+  /** Wall-clock time (ms since the epoch) of the episode's first failure. */
+  startedAtMs = 0;
+  /** Failures since the episode started. */
+  failures = 0;
+  /** The last failure's description. */
+  lastReason = '';
+  private lastSummaryMs = 0;
+
+  constructor(readonly summaryIntervalMs: number) {
+    if (!(summaryIntervalMs > 0)) throw new RangeError(`failure episode: summaryIntervalMs must be positive, got ${summaryIntervalMs}`);
+  }
+
+  /** Counts one failure described by `reason` and says how loudly to report it. */
+  fail(nowMs: number, reason: string): EpisodeStep {
+    this.failures++;
+    this.lastReason = reason;
+    if (!this.active) {
+      this.active = true;
+      this.startedAtMs = nowMs;
+      this.lastSummaryMs = nowMs;
+      this.failures = 1;
+      return 'first';
+    }
+    if (nowMs - this.lastSummaryMs >= this.summaryIntervalMs) {
+      this.lastSummaryMs = nowMs;
+      return 'summary';
+    }
+    return 'repeat';
+  }
+
+  /** The connection proved healthy: ends the episode and returns it, or null when none was running. */
+  end(nowMs: number): EpisodeEnd | null {
+    if (!this.active) return null;
+    this.active = false;
+    const ended = { durationMs: Math.max(0, nowMs - this.startedAtMs), failures: this.failures };
+    this.failures = 0;
+    this.lastReason = '';
+    return ended;
+  }
+}

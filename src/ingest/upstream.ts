@@ -1,9 +1,11 @@
 // The upstream WebSocket client pool: one independent `ws` connection per URL, liveness, stall detection, backoff.
 // Hands frames over untouched (never decodes or parses them) and never lets a socket error escape the pool.
+// Failures are logged by what happened (DNS, refused, TLS, HTTP status, timeout, close code) once per episode.
 import { performance } from 'node:perf_hooks';
+import type { LookupFunction } from 'node:net';
 import WebSocket from 'ws';
 import { redactUrl, type Logger } from '../log.js';
-import { Backoff, backoffDelayMs } from './backoff.js';
+import { Backoff, FailureEpisode, backoffDelayMs } from './backoff.js';
 
 export { backoffDelayMs };
 
@@ -30,11 +32,25 @@ export interface ResumePosition {
  */
 export const CLOSE_RESUME_TOO_OLD = 4000;
 
+/** Why a connect failed or a connection ended: a closed set (log field `failure`, usable as a metric label). */
+export const UPSTREAM_FAILURES = ['dns', 'refused', 'tls', 'http_status', 'timeout', 'network', 'closed', 'stalled', 'oversized'] as const;
+export type UpstreamFailure = (typeof UPSTREAM_FAILURES)[number];
+
 /** Connection lifecycle events, for metrics and health. */
 export type UpstreamEvent =
   | { kind: 'connected'; upstream: number; resumedAfter: ResumePosition | null }
   | { kind: 'resume_too_old'; upstream: number; position: ResumePosition }
-  | { kind: 'disconnected'; upstream: number; code: number; reason: string; retryInMs: number; attempt: number }
+  | {
+      kind: 'disconnected';
+      upstream: number;
+      code: number;
+      reason: string;
+      /** What happened, from a closed set; `description` says it in words (the log line's). */
+      failure: UpstreamFailure;
+      description: string;
+      retryInMs: number;
+      attempt: number;
+    }
   | { kind: 'stalled'; upstream: number; silentMs: number }
   | { kind: 'oversized'; upstream: number };
 
@@ -55,6 +71,10 @@ export interface UpstreamOptions {
    * After a close 4000 (position too old for the upstream's replay buffer) the next connect goes without one.
    */
   resumeFrom?: () => ResumePosition | null;
+  /** While an upstream keeps failing, one summary line this often (default 60 000); each failure is at debug. */
+  failureSummaryMs?: number;
+  /** The host name resolver (node:dns lookup's signature); the system's when absent. Tests answer with a failure. */
+  lookup?: LookupFunction;
 }
 
 export interface UpstreamHandlers {
@@ -68,6 +88,7 @@ const CLOSE_GRACE_MS = 500;
 /** A ping due within this many ms is sent now rather than after one more wake-up. */
 const TIMER_SLACK_MS = 2;
 const MAX_PAYLOAD_ERROR = 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH';
+const DEFAULT_FAILURE_SUMMARY_MS = 60_000;
 
 /** Per-URL connection state; every field is set here so the shape stays stable. */
 class Slot {
@@ -75,12 +96,19 @@ class Slot {
   open = false;
   /** Consecutive connections that failed, or ended before delivering a frame or staying up `healthyResetMs`. */
   readonly backoff: Backoff;
+  /** The run of failures since the last healthy connection: decides how loud each failure is logged. */
+  readonly episode: FailureEpisode;
+  /** The current connection reached `open` (a later close is "closed with code C after N s"). */
+  wasOpen = false;
   openedAtMs = 0;
   lastActivityMs = 0;
   lastPingMs = 0;
   healthy = false;
   oversized = false;
   lastError = '';
+  /** Set by the first error (or a stall, an oversized frame) of the current connection: what happened, in words. */
+  failure: UpstreamFailure | null = null;
+  failureText = '';
   ticker: NodeJS.Timeout | null = null;
   retryTimer: NodeJS.Timeout | null = null;
   /** The URL of the current connection: `url`, plus a resume position when one was sent. */
@@ -96,8 +124,10 @@ class Slot {
     readonly log: Logger,
     backoffInitialMs: number,
     backoffMaxMs: number,
+    failureSummaryMs: number,
   ) {
     this.backoff = new Backoff(backoffInitialMs, backoffMaxMs);
+    this.episode = new FailureEpisode(failureSummaryMs);
     this.connectUrl = url;
   }
 }
@@ -128,7 +158,9 @@ export class UpstreamPool {
     validate(opts);
     this.slots = opts.urls.map((url, i) => {
       const safeUrl = redactUrl(url);
-      return new Slot(i, url, safeUrl, log.child({ upstream: i, url: safeUrl }), opts.backoffInitialMs, opts.backoffMaxMs);
+      const child = log.child({ upstream: i, url: safeUrl });
+      const summaryMs = opts.failureSummaryMs ?? DEFAULT_FAILURE_SUMMARY_MS;
+      return new Slot(i, url, safeUrl, child, opts.backoffInitialMs, opts.backoffMaxMs, summaryMs);
     });
     if (opts.pingIntervalMs >= opts.stallTimeoutMs) {
       log.warn('pingIntervalMs >= stallTimeoutMs: a quiet but healthy upstream will be reported stalled', {
@@ -197,6 +229,9 @@ export class UpstreamPool {
     if (this.stopped) return;
     slot.oversized = false;
     slot.lastError = '';
+    slot.wasOpen = false;
+    slot.failure = null;
+    slot.failureText = '';
     const pos = this.opts.resumeFrom === undefined || slot.skipResume ? null : this.opts.resumeFrom();
     slot.skipResume = false;
     slot.resumedAfter = pos;
@@ -209,10 +244,12 @@ export class UpstreamPool {
         maxPayload: this.opts.maxFrameBytes,
         handshakeTimeout: this.opts.connectTimeoutMs,
         followRedirects: false,
+        ...(this.opts.lookup === undefined ? {} : { lookup: this.opts.lookup }),
       });
     } catch (err) {
       // Unreachable after validate(), but a throw here must still become a retry, not a crash.
       slot.lastError = safeMessage(err, slot);
+      this.noteFailure(slot, 'network', `cannot connect: ${slot.lastError}`);
       this.scheduleRetry(slot, 1006, '');
       return;
     }
@@ -224,13 +261,16 @@ export class UpstreamPool {
     ws.on('open', () => {
       const now = performance.now();
       slot.open = true;
+      slot.wasOpen = true;
       slot.healthy = false;
       slot.openedAtMs = now;
       slot.lastActivityMs = now;
       slot.lastPingMs = now;
       this.armTicker(slot, now);
-      if (pos === null) slot.log.info('upstream connected', { attempt: slot.backoff.attempt });
-      else slot.log.info(`upstream connected; resuming after flashblock ${pos.blockNumber}-${pos.index}`, { attempt: slot.backoff.attempt });
+      // Within a failure episode this is one more attempt: the info line comes once the connection proves healthy.
+      const line = pos === null ? 'upstream connected' : `upstream connected; resuming after flashblock ${pos.blockNumber}-${pos.index}`;
+      if (slot.episode.active) slot.log.debug(line, { attempt: slot.backoff.attempt });
+      else slot.log.info(line, { attempt: slot.backoff.attempt });
       this.emit({ kind: 'connected', upstream: index, resumedAfter: pos });
     });
     // Hot path: one clock read, one field write, one object for the handler.
@@ -238,10 +278,7 @@ export class UpstreamPool {
       const now = performance.now();
       slot.lastActivityMs = now;
       // The first frame proves the upstream is back: a drop after it is retried from backoffInitialMs (issue 17).
-      if (!slot.healthy) {
-        slot.healthy = true;
-        slot.backoff.reset();
-      }
+      if (!slot.healthy) this.markHealthy(slot);
       try {
         onFrame({ data: data as Buffer, isBinary, upstream: index, receivedAtMs: now });
       } catch (err) {
@@ -257,8 +294,11 @@ export class UpstreamPool {
       slot.lastError = safeMessage(err, slot);
       if (err.code === MAX_PAYLOAD_ERROR && !slot.oversized) {
         slot.oversized = true;
-        slot.log.warn(`upstream sent a frame larger than ${this.opts.maxFrameBytes} bytes; closing (1009)`);
+        this.noteFailure(slot, 'oversized', `sent a frame larger than ${this.opts.maxFrameBytes} bytes (--max-frame-bytes); closed it with 1009`);
         this.emit({ kind: 'oversized', upstream: index });
+      } else if (!slot.wasOpen) {
+        const [failure, text] = describeConnectError(err, slot, this.opts.connectTimeoutMs);
+        this.noteFailure(slot, failure, text);
       }
     });
     ws.on('close', (code: number, reason: Buffer) => {
@@ -283,7 +323,7 @@ export class UpstreamPool {
     const now = performance.now();
     const silentMs = now - slot.lastActivityMs;
     if (silentMs >= this.opts.stallTimeoutMs) {
-      slot.log.warn(`upstream silent for ${Math.round(silentMs)} ms (no frame, no pong); reconnecting`);
+      this.noteFailure(slot, 'stalled', `silent for ${Math.round(silentMs)} ms (no frame, no pong; --stall-timeout-ms ${this.opts.stallTimeoutMs})`);
       this.emit({ kind: 'stalled', upstream: slot.index, silentMs });
       slot.lastError = 'stalled';
       this.stopTicker(slot);
@@ -295,10 +335,7 @@ export class UpstreamPool {
       slot.lastPingMs = now;
       ws.ping(undefined, undefined, noop);
     }
-    if (!slot.healthy && now - slot.openedAtMs >= this.opts.healthyResetMs) {
-      slot.healthy = true;
-      slot.backoff.reset();
-    }
+    if (!slot.healthy && now - slot.openedAtMs >= this.opts.healthyResetMs) this.markHealthy(slot);
     this.armTicker(slot, now);
   }
 
@@ -309,21 +346,68 @@ export class UpstreamPool {
     slot.ticker = setTimeout(() => this.tick(slot), Math.max(1, Math.ceil(due - now)));
   }
 
+  /** Records what went wrong with the current connection; the first cause of a connection wins. */
+  private noteFailure(slot: Slot, failure: UpstreamFailure, text: string): void {
+    if (slot.failure !== null) return;
+    slot.failure = failure;
+    slot.failureText = text;
+  }
+
+  /** The connection proved useful (its first frame, or up `healthyResetMs`): backoff reset, a failure episode ends. */
+  private markHealthy(slot: Slot): void {
+    slot.healthy = true;
+    slot.backoff.reset();
+    const ended = slot.episode.end(Date.now());
+    if (ended !== null) {
+      const s = seconds(ended.durationMs);
+      const attempts = ended.failures === 1 ? '1 attempt' : `${ended.failures} attempts`;
+      slot.log.info(`upstream connected again after ${s} s, ${attempts}`, { failedForMs: ended.durationMs, attempts: ended.failures });
+    }
+  }
+
+  /**
+   * Schedules the next connect and says what happened: at warn for an episode's first failure, then at debug with a
+   * summary (info) every `failureSummaryMs` while it lasts; all at debug while settled (the caller said why).
+   */
   private scheduleRetry(slot: Slot, code: number, reason: string): void {
     if (this.stopped) {
       slot.log.debug(`upstream closed (${code}) on stop`);
       return;
     }
+    let failure = slot.failure;
+    let text = slot.failureText;
+    if (slot.wasOpen && failure !== 'stalled' && failure !== 'oversized') {
+      failure = 'closed';
+      const why = reason !== '' ? ` (${JSON.stringify(reason)})` : code === 1006 ? ' (no close frame)' : '';
+      text = `closed with code ${code}${why} after ${seconds(performance.now() - slot.openedAtMs)} s`;
+    } else if (failure === null) {
+      failure = 'network';
+      text = `connection failed (${code})`;
+    }
     const retryInMs = slot.backoff.fail();
     const attempt = slot.backoff.attempt;
-    const fields: Record<string, unknown> = { code, attempt, retryInMs };
+    const fields: Record<string, unknown> = { failure, code, attempt, retryInMs };
     if (reason !== '') fields.reason = reason;
     if (slot.lastError !== '') fields.err = slot.lastError;
-    const line = `upstream closed (${code}); reconnecting in ${retryInMs} ms (attempt ${attempt})`;
-    if (slot.backoff.settled) slot.log.debug(line, fields);
-    else slot.log.warn(line, fields);
+    const now = Date.now();
+    const step = slot.episode.fail(now, text);
+    const line = `upstream: ${text}; reconnecting in ${retryInMs} ms (attempt ${attempt})`;
+    if (step === 'first') {
+      const said = `${line}; until it is back, each retry is logged at debug with a summary every ${interval(slot.episode.summaryIntervalMs)}`;
+      if (slot.backoff.settled) slot.log.debug(said, fields);
+      else slot.log.warn(said, fields);
+    } else if (step === 'summary') {
+      const ep = slot.episode;
+      const since = new Date(ep.startedAtMs).toISOString();
+      const said = `upstream still failing: ${ep.failures} attempts since ${since} (${seconds(now - ep.startedAtMs)} s); last: ${text}; reconnecting in ${retryInMs} ms`;
+      const sfields = { failure, attempts: ep.failures, since, retryInMs };
+      if (slot.backoff.settled) slot.log.debug(said, sfields);
+      else slot.log.info(said, sfields);
+    } else {
+      slot.log.debug(line, fields);
+    }
     slot.retryTimer = setTimeout(() => this.connect(slot), retryInMs);
-    this.emit({ kind: 'disconnected', upstream: slot.index, code, reason, retryInMs, attempt });
+    this.emit({ kind: 'disconnected', upstream: slot.index, code, reason, failure, description: text, retryInMs, attempt });
   }
 
   /** The upstream no longer holds what followed our position: reconnect without one; the frames between are lost. */
@@ -384,6 +468,60 @@ function validate(o: UpstreamOptions): void {
     }
   }
   if (o.backoffInitialMs > o.backoffMaxMs) throw new RangeError('upstream: backoffInitialMs > backoffMaxMs');
+  const summary = o.failureSummaryMs;
+  if (summary !== undefined && !(Number.isFinite(summary) && summary > 0)) {
+    throw new RangeError(`upstream: failureSummaryMs must be a positive number, got ${String(summary)}`);
+  }
+}
+
+/** Codes Node and OpenSSL give a failed certificate check or TLS handshake. */
+const TLS_CODES = new Set([
+  'EPROTO',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'CERT_HAS_EXPIRED',
+  'CERT_NOT_YET_VALID',
+  'CERT_REVOKED',
+  'ERR_TLS_CERT_ALTNAME_INVALID',
+]);
+
+/**
+ * What a connect that never reached `open` ran into, in words an operator can act on: the host cannot be resolved,
+ * the port refuses, TLS failed, the upgrade got an HTTP status instead of 101, or nothing answered in time.
+ */
+function describeConnectError(err: Error & { code?: string }, slot: Slot, connectTimeoutMs: number): [UpstreamFailure, string] {
+  const code = err.code ?? '';
+  const msg = slot.lastError;
+  const u = new URL(slot.url);
+  const host = u.hostname;
+  const port = u.port !== '' ? u.port : u.protocol === 'wss:' ? '443' : '80';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_FAIL' || code === 'EAI_NODATA') {
+    const temporary = code === 'EAI_AGAIN' ? ' (the resolver did not answer; temporary)' : '';
+    return ['dns', `cannot resolve host ${host} (${code})${temporary}`];
+  }
+  if (code === 'ECONNREFUSED') return ['refused', `connection refused by ${host}:${port} (nothing listening)`];
+  const status = /^Unexpected server response: (\d+)$/.exec(msg);
+  if (status !== null) return ['http_status', `upgrade refused: HTTP ${status[1]} (not a WebSocket endpoint, or the path or key is wrong)`];
+  if (msg === 'Opening handshake has timed out') return ['timeout', `opening handshake timed out after ${connectTimeoutMs} ms (--connect-timeout-ms)`];
+  if (code === 'ETIMEDOUT') return ['timeout', `connection to ${host}:${port} timed out (${code})`];
+  if (TLS_CODES.has(code) || code.startsWith('ERR_TLS_') || code.startsWith('ERR_SSL_') || /\b(TLS|SSL|certificate)\b/.test(msg)) {
+    // OpenSSL messages carry "...:SSL routines:<function>:<reason>:<file>"; the reason is the readable part.
+    const ssl = /SSL routines:[^:]*:([^:]+):/.exec(msg);
+    return ['tls', `TLS error: ${ssl !== null ? ssl[1] : msg}${code !== '' ? ` (${code})` : ''}`];
+  }
+  return ['network', `cannot connect to ${host}:${port}: ${msg !== '' ? msg : code}`];
+}
+
+/** An interval in words: whole seconds as `60 s`, anything else in ms. */
+function interval(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
+}
+
+/** Milliseconds as seconds with one decimal (log wording). */
+function seconds(ms: number): string {
+  return (ms / 1000).toFixed(1);
 }
 
 /** An error's message with the raw URL and its secrets replaced (ws and node put addresses into messages). */
