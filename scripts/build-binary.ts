@@ -1,6 +1,7 @@
 // `npm run build:binary`: one executable, dist-bin/flashblocksd, that runs with no node_modules. esbuild bundles
 // scripts/sea-entry.ts (→ src/main.ts) into one CommonJS file; Node's single-executable-application (SEA) support
 // turns it into a blob with the native addons as assets; postject injects the blob into a copy of this node binary.
+// Also embeds systemd/flashblocksd.service, which `flashblocksd unit` prints with ExecStart= set to the binary's path.
 // Embeds only the addon builds this node loads (platform, arch, ABI, libc), so build on the target platform, and
 // the native core (native/flashblocksd-native.node, built by `npm ci`): without it the build stops, unless
 // --without-native asks for a binary that runs only with --execution false.
@@ -14,6 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { build, type Plugin } from 'esbuild';
 import { gitCommit } from '../src/buildinfo.js';
 import { tiedCommand } from '../src/child.js';
+import { UNIT_ASSET } from '../src/cli/unit.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(path.join(root, 'package.json'));
@@ -128,6 +130,10 @@ async function main(): Promise<void> {
   const manifestFile = path.join(work, 'manifest.json');
   fs.writeFileSync(manifestFile, JSON.stringify(manifest));
   assets['manifest.json'] = manifestFile;
+  // Read in place by src/cli/unit.ts (getAsset), never extracted: not in the manifest.
+  const unitFile = path.join(root, 'systemd', 'flashblocksd.service');
+  if (!fs.existsSync(unitFile)) throw new Error(`${unitFile} is missing: \`flashblocksd unit\` prints it`);
+  assets[UNIT_ASSET] = unitFile;
 
   const bundleBytes = fs.statSync(bundle).size;
   const blob = path.join(work, 'sea.blob');

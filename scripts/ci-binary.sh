@@ -2,7 +2,9 @@
 # CI: build the single-file binary, run it from an empty temp directory (no node_modules) against a replayed
 # flashblocks stream and a real anvil (test/ops/binary.test.ts on this build: eth_blockNumber("pending") must be the replayed
 # pending height; with the devnet, the embedded native core executes: /readyz ready, pending eth_call from executed
-# state; a build without the core is not ready and says why), then print its size and start-up time (exec →
+# state; a build without the core is not ready and says why; test/cli/unit.test.ts: `flashblocksd unit` from an empty
+# directory prints the embedded unit with ExecStart= the binary's own path, systemd-analyze verify accepts it, and
+# `setup` prints that as the install step), then print its size and start-up time (exec →
 # /healthz answering: the first start, which extracts the addons and the native core, and the median of 5 more).
 # Exits non-zero on any failure. Run after `npm ci`.
 set -euo pipefail
@@ -11,7 +13,7 @@ cd "$(dirname "$0")/.."
 npm run --silent build:binary
 bin="$PWD/dist-bin/flashblocksd"
 
-FLASHBLOCKSD_BINARY="$bin" npx tap --disable-coverage test/ops/binary.test.ts
+FLASHBLOCKSD_BINARY="$bin" npx tap --disable-coverage test/ops/binary.test.ts test/cli/unit.test.ts
 
 # Start-up time: the binary copied alone into an empty directory, flashblocks off, node at a closed port.
 node --input-type=module - "$bin" <<'EOF'

@@ -7,6 +7,7 @@ import { checkRunnable, helpText, loadConfig, redactedConfig, type Config } from
 import { startDaemon, type Daemon } from './daemon.js';
 import { runCheckExecution } from './cli/check-execution.js';
 import { runSetup } from './cli/setup.js';
+import { runUnit } from './cli/unit.js';
 import { runVerify } from './cli/verify.js';
 import { StartupError } from './errors.js';
 import { createLogger, type Logger } from './log.js';
@@ -86,6 +87,7 @@ async function run(argv: string[]): Promise<number> {
   if (argv[0] === 'setup') return await runSetup(argv.slice(1), { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
   if (argv[0] === 'verify') return await runVerify(argv.slice(1), { stdin: process.stdin, stdout: process.stdout, stderr: process.stderr });
   if (argv[0] === 'check-execution') return await runCheckExecution(argv.slice(1), { stdout: process.stdout, stderr: process.stderr });
+  if (argv[0] === 'unit') return await runUnit(argv.slice(1), { stdout: process.stdout, stderr: process.stderr });
   if (argv.includes('--help') || argv.includes('-h')) {
     process.stdout.write(helpText() + '\n');
     return 0;

@@ -4,7 +4,6 @@
 import { existsSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { envName, loadConfig, SETTINGS, type Config } from '../config.js';
 import { StartupError } from '../errors.js';
@@ -13,6 +12,7 @@ import { checkFlashblocksUrl, checkNodeRpcUrl } from './checks.js';
 import { presetByChainId, retirementNotice } from '../chain/presets.js';
 import { DEFAULT_ENV_FILE, EnvFileError, formatEnvFile, writeEnvFile } from './envfile.js';
 import { Prompter, type CliIo } from './prompt.js';
+import { daemonCommand, execArg, type DaemonCommand, selfArgv, UNIT_INSTALL_PATH, UnitError, unitWarnings } from './unit.js';
 
 /** Exit codes of `flashblocksd setup`. */
 export const SetupExit = { WRITTEN: 0, NOT_WRITTEN: 1, BAD_INPUT: 2 } as const;
@@ -45,7 +45,7 @@ export function setupHelp(): string {
     'Usage: flashblocksd setup [flags]',
     '',
     'Asks for the settings below (defaults in brackets; Enter keeps them), checks the URLs, writes the environment',
-    `file systemd/flashblocksd.service reads (mode 0600) and prints the commands to install and start the unit.`,
+    'file the systemd unit reads (mode 0600) and prints the commands to install (`flashblocksd unit`) and start it.',
     'Every answer can be given as a flag instead; with --yes the remaining ones take their defaults (no questions).',
     '',
   ];
@@ -177,20 +177,43 @@ async function checkReachable(q: Question, value: string, io: CliIo, timeoutMs: 
   return warn;
 }
 
-/** The path of the unit file shipped with this package, for the printed install command. */
-function unitSourcePath(): string {
-  for (const rel of ['../../systemd/flashblocksd.service', '../../../systemd/flashblocksd.service']) {
-    const p = fileURLToPath(new URL(rel, import.meta.url));
-    if (existsSync(p)) return p;
+/**
+ * The commands that write the unit with `flashblocksd unit` as this process runs (the binary, or node with the
+ * checkout's dist/), preceded by what must exist first (the build; the binary installed out of a directory the unit
+ * hides), and a line saying what ExecStart= starts. Every path named exists, or is created by an earlier line.
+ */
+function unitSteps(): { install: string[]; notes: string[]; self: string } {
+  const tee = `| sudo tee ${UNIT_INSTALL_PATH} >/dev/null`;
+  let cmd: DaemonCommand;
+  try {
+    cmd = daemonCommand();
+  } catch (e) {
+    if (!(e instanceof UnitError)) throw e;
+    return { install: [], notes: [`No unit to install from here: ${e.message}.`], self: 'flashblocksd' };
   }
-  return 'systemd/flashblocksd.service';
+  const install: string[] = [];
+  const notes: string[] = [];
+  let argv = cmd.argv;
+  if (cmd.kind === 'binary' && unitWarnings(cmd).length > 0) {
+    // The unit hides /home, /root and /tmp from the service: the binary goes to /usr/local/bin first.
+    argv = ['/usr/local/bin/flashblocksd'];
+    install.push(`  sudo install -m 0755 ${sh(cmd.argv[0]!)} ${argv[0]}`);
+  } else {
+    for (const w of unitWarnings(cmd)) notes.push(`warning: ${w}`);
+  }
+  if (!cmd.built) install.push(`  (cd ${sh(cmd.root!)} && npm run build)`);
+  const self = selfArgv({ ...cmd, argv }).map(sh).join(' ');
+  install.push(`  ${self} unit ${tee}`);
+  notes.unshift(`The unit starts ${argv.map(execArg).join(' ')} (${cmd.kind === 'binary' ? 'this binary' : "node with this checkout's compiled daemon"}).`);
+  return { install, notes, self };
 }
 
 /** The commands that install and start the unit with this environment file. */
 export function nextSteps(envFile: string, answers: ReadonlyMap<string, string>): string[] {
   const host = answers.get('host') ?? '127.0.0.1';
   const local = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : isIP(host) === 6 ? `[${host}]` : host;
-  const lines = ['Install and start the unit (as root):', `  sudo install -m 0644 ${sh(unitSourcePath())} /etc/systemd/system/flashblocksd.service`];
+  const unit = unitSteps();
+  const lines = ['Install and start the unit (as root):', ...unit.install];
   if (envFile !== DEFAULT_ENV_FILE) {
     // The unit reads DEFAULT_ENV_FILE; a drop-in points it at this file instead.
     lines.push(
@@ -203,9 +226,9 @@ export function nextSteps(envFile: string, answers: ReadonlyMap<string, string>)
     '  sudo systemctl enable --now flashblocksd',
     '  systemctl status flashblocksd --no-pager',
     '  journalctl -u flashblocksd -f',
-    'The unit starts /usr/local/bin/flashblocksd; from a source checkout, set ExecStart as the comment in the unit shows.',
+    ...unit.notes,
     'Then check that it serves preconfirmations:',
-    `  flashblocksd verify http://${local}:${answers.get('port') ?? daemonDefault('port')}/`,
+    `  ${unit.self} verify http://${local}:${answers.get('port') ?? daemonDefault('port')}/`,
     `  curl -s http://${local}:${answers.get('metrics-port') ?? daemonDefault('metrics-port')}/readyz`,
   );
   return lines;
@@ -334,7 +357,7 @@ export async function runSetup(argv: string[], io: CliIo): Promise<number> {
 
   const header = [
     `flashblocksd settings, written by \`flashblocksd setup\` on ${new Date().toISOString()}.`,
-    'Read by systemd/flashblocksd.service (EnvironmentFile=). Mode 0600: the URLs may carry API keys.',
+    'Read by the systemd unit `flashblocksd unit` prints (EnvironmentFile=). Mode 0600: the URLs may carry API keys.',
     'Each variable twins a flag (`flashblocksd --help` lists all of them). Apply changes with: systemctl restart flashblocksd',
   ];
   const entries = QUESTIONS.filter((q) => answers.has(q.flag)).map((q) => [envName(q.flag), answers.get(q.flag) as string] as const);

@@ -75,9 +75,9 @@ t.test('--yes with flags writes the environment file the daemon reads, mode 0600
   t.match(r.out, /ok: ws:\/\/redacted@127\.0\.0\.1:\d+\/flashblocks\?key=redacted: connected in \d+ ms/, 'upstream reachable');
   t.notMatch(r.all, /s3cr3t|k3y-value|operator/, 'no secret printed');
   t.match(r.out, /sudo systemctl enable --now flashblocksd/);
-  t.match(r.out, /sudo install -m 0644 \S+systemd\/flashblocksd\.service \/etc\/systemd\/system\/flashblocksd\.service/);
+  t.match(r.out, /\n {2}\S.* unit \| sudo tee \/etc\/systemd\/system\/flashblocksd\.service >\/dev\/null\n/, 'the unit from `flashblocksd unit` (test/cli/unit.test.ts)');
   t.match(r.out, /EnvironmentFile=%s/, 'a non-default path gets a drop-in');
-  t.match(r.out, /flashblocksd verify http:\/\/127\.0\.0\.1:8600\//);
+  t.match(r.out, /\S+ verify http:\/\/127\.0\.0\.1:8600\//);
   t.equal(r.err, '', 'no warnings');
 });
 
@@ -179,7 +179,7 @@ t.test('interactive: answers on standard input, bad URLs re-asked with the reaso
     PORT: '8547',
     METRICS_PORT: '9100',
   });
-  t.match(r.out, /flashblocksd verify http:\/\/127\.0\.0\.1:8547\//, 'verify command uses loopback for 0.0.0.0');
+  t.match(r.out, /\S+ verify http:\/\/127\.0\.0\.1:8547\//, 'verify command uses loopback for 0.0.0.0');
 });
 
 t.test('interactive: a [Y/n] answer that is neither yes nor no is asked again, never taken as yes', async (t) => {
