@@ -19,6 +19,7 @@ import { loadConfig } from '../../src/config.js';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
 import { startReplayServer } from '../helpers/replay-server.js';
+import { metricValue } from '../helpers/metrics-text.js';
 
 /** Hang guard (not a timing assertion) for a daemon to answer for a held block's last flashblock. */
 const ANSWER_WAIT_MS = 30_000;
@@ -84,15 +85,6 @@ const all = [wrong, lying, right, zero];
 
 async function scrape(d: Daemon): Promise<string> {
   return (await fetch(`http://127.0.0.1:${d.metricsPort}/metrics`)).text();
-}
-
-function metric(text: string, name: string): number {
-  let sum = 0;
-  const exact = name.includes('{');
-  for (const line of text.split('\n')) {
-    if (exact ? line.startsWith(name + ' ') : line.startsWith(name + ' ') || line.startsWith(name + '{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return sum;
 }
 
 async function readyz(d: Daemon): Promise<{ ready: boolean; checks: Record<string, { ok: boolean; detail: string }> }> {
@@ -161,7 +153,7 @@ async function readHeld(x: { name: string; daemon: Daemon; rpc: string }, n: num
     if (from !== undefined) addresses.add(from);
   }
   const at = firstDivergedIndex(x, n, last);
-  const before = metric(await scrape(x.daemon), 'flashblocksd_pending_fallbacks_total{reason="diverged"}');
+  const before = metricValue(await scrape(x.daemon), 'flashblocksd_pending_fallbacks_total{reason="diverged"}');
   let reads = 0;
   for (const a of addresses) {
     const executed = await feed.engine.getBalance(a, { number: n, index: last }).then((v) => '0x' + v.toString(16), () => null);
@@ -177,7 +169,7 @@ async function readHeld(x: { name: string; daemon: Daemon; rpc: string }, n: num
   if (at != null) {
     s.firstDiverged.push(`${n}/${at}`);
     s.divergedReads += reads;
-    s.divergedFallbacks += metric(await scrape(x.daemon), 'flashblocksd_pending_fallbacks_total{reason="diverged"}') - before;
+    s.divergedFallbacks += metricValue(await scrape(x.daemon), 'flashblocksd_pending_fallbacks_total{reason="diverged"}') - before;
   }
 }
 
@@ -218,12 +210,12 @@ const offEarly = devnet.onFlashblock((fb) => {
       const from = senders.get(r.hash.toLowerCase());
       if (from !== undefined) addresses.add(from);
     }
-    const before = metric(await scrape(lying.daemon), 'flashblocksd_pending_fallbacks_total{reason="diverged"}');
+    const before = metricValue(await scrape(lying.daemon), 'flashblocksd_pending_fallbacks_total{reason="diverged"}');
     for (const a of addresses) {
       const executed = await feed.engine.getBalance(a, { number: n, index: fb.index }).then((v) => '0x' + v.toString(16), () => null);
       early.reads.push({ block: n, address: a, pending: await rpcCall<string>(lying.rpc, 'eth_getBalance', [a, 'pending']), executed });
     }
-    early.divergedFallbacks += metric(await scrape(lying.daemon), 'flashblocksd_pending_fallbacks_total{reason="diverged"}') - before;
+    early.divergedFallbacks += metricValue(await scrape(lying.daemon), 'flashblocksd_pending_fallbacks_total{reason="diverged"}') - before;
     early.blocks++;
   })().catch((e: unknown) => void (early.error = String(e)));
   devnet.holdNext(reading, 3 * ANSWER_WAIT_MS);
@@ -249,9 +241,9 @@ await until(() => Math.max(...built.keys()) >= endBlock, 30_000, 'two more block
 // What each daemon says while the traffic still runs: metrics and /readyz; on the zero-root one, a pending read.
 const snap = new Map<string, { text: string; ready: Awaited<ReturnType<typeof readyz>> }>();
 for (const x of all) snap.set(x.name, { text: await scrape(x.daemon), ready: await readyz(x.daemon) });
-const zeroBefore = metric(await scrape(zero.daemon), 'flashblocksd_pending_fallbacks_total{reason="diverged"}');
+const zeroBefore = metricValue(await scrape(zero.daemon), 'flashblocksd_pending_fallbacks_total{reason="diverged"}');
 const zeroPending = await rpcCall<string>(zero.rpc, 'eth_getCode', [VAULTS[0], 'pending']);
-const zeroAfter = metric(await scrape(zero.daemon), 'flashblocksd_pending_fallbacks_total{reason="diverged"}');
+const zeroAfter = metricValue(await scrape(zero.daemon), 'flashblocksd_pending_fallbacks_total{reason="diverged"}');
 await traffic.stop();
 
 t.test('with a wrong spec, no pending state read at a diverged flashblock is answered from executed state', async (t) => {
@@ -269,8 +261,8 @@ t.test('with a wrong spec, no pending state read at a diverged flashblock is ans
     if (x === wrong) t.ok(differs.length > 0, `${x.name}: ${differs.length} of those reads would have answered otherwise from executed state`);
     t.equal(s.divergedFallbacks, s.divergedReads, `${x.name}: each counted as pending_fallbacks_total{reason="diverged"} (${s.divergedFallbacks})`);
     const text = snap.get(x.name)!.text;
-    t.ok(metric(text, 'flashblocksd_execution_divergences_total{source="receipts_root"}') > 0, `${x.name}: receipts-root divergences counted`);
-    const share = metric(text, 'flashblocksd_execution_divergence_ratio');
+    t.ok(metricValue(text, 'flashblocksd_execution_divergences_total{source="receipts_root"}') > 0, `${x.name}: receipts-root divergences counted`);
+    const share = metricValue(text, 'flashblocksd_execution_divergence_ratio');
     if (x === wrong) t.ok(share > 0.25, `${x.name}: divergence share ${share} above the 25 % bound`);
     else t.ok(share > 0, `${x.name}: divergence share ${share}`);
     t.ok(logs.some((l) => l.includes('executed state and receipts are not served from here on')), 'the divergence is logged, saying what follows');
@@ -301,21 +293,21 @@ t.test("with the chain's own spec nothing of this fires, and pending reads answe
   const other = s.agreed.filter((r) => r.pending !== r.executed);
   t.same(other.slice(0, 3), [], 'each equals the executed state');
   const text = snap.get(right.name)!.text;
-  t.equal(metric(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence of any source');
-  t.equal(metric(text, 'flashblocksd_pending_fallbacks_total{reason="diverged"}'), 0, 'no read answered as latest for a divergence');
-  t.equal(metric(text, 'flashblocksd_execution_divergence_ratio'), 0, 'divergence share 0');
+  t.equal(metricValue(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence of any source');
+  t.equal(metricValue(text, 'flashblocksd_pending_fallbacks_total{reason="diverged"}'), 0, 'no read answered as latest for a divergence');
+  t.equal(metricValue(text, 'flashblocksd_execution_divergence_ratio'), 0, 'divergence share 0');
   const r = snap.get(right.name)!.ready;
   t.equal(r.checks.execution?.ok, true, `execution check ok: ${r.checks.execution?.detail.slice(0, 80)}`);
 });
 
 t.test('zero receipts roots are no roots: the canonical block is the check, its mismatches counted and judged', async (t) => {
   const text = snap.get(zero.name)!.text;
-  t.equal(metric(text, 'flashblocksd_execution_divergences_total{source="receipts_root"}'), 0, 'a zero root is never a receipts_root divergence');
-  t.equal(metric(text, 'flashblocksd_execution_verified_total'), 0, 'nor a verification');
-  const canonical = metric(text, 'flashblocksd_execution_divergences_total{source="canonical"}');
+  t.equal(metricValue(text, 'flashblocksd_execution_divergences_total{source="receipts_root"}'), 0, 'a zero root is never a receipts_root divergence');
+  t.equal(metricValue(text, 'flashblocksd_execution_verified_total'), 0, 'nor a verification');
+  const canonical = metricValue(text, 'flashblocksd_execution_divergences_total{source="canonical"}');
   t.ok(canonical > 0, `canonical blocks executed otherwise counted: ${canonical}`);
   t.ok(logs.some((l) => l.includes("canonical block's receipts root differs from the executed one")), 'logged, saying what follows');
-  t.ok(metric(text, 'flashblocksd_execution_divergence_ratio') > 0.25, `divergence share ${metric(text, 'flashblocksd_execution_divergence_ratio')} above the bound`);
+  t.ok(metricValue(text, 'flashblocksd_execution_divergence_ratio') > 0.25, `divergence share ${metricValue(text, 'flashblocksd_execution_divergence_ratio')} above the bound`);
   const r = snap.get(zero.name)!.ready;
   t.match(r.checks.execution?.detail, /executed state diverges from the chain/, `/readyz: ${r.checks.execution?.detail.slice(0, 120)}`);
   t.equal(r.ready, false, 'not ready');

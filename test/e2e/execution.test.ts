@@ -23,6 +23,7 @@ import { startReplayServer } from '../helpers/replay-server.js';
 import { firstDiff, strip } from '../helpers/compare.js';
 import { STORE_INIT, STORE_RUNTIME, word } from '../helpers/store-contract.js';
 import { nextFlashblock } from '../helpers/devnet-wait.js';
+import { metricValue } from '../helpers/metrics-text.js';
 
 /** Runtime: with calldata, SSTORE(0, calldata[0:32]); always returns SLOAD(0). */
 const RUNTIME = STORE_RUNTIME;
@@ -58,16 +59,6 @@ async function until(pred: () => boolean | Promise<boolean>, ms: number, what: s
 async function scrape(daemon: Daemon): Promise<string> {
   const res = await fetch(`http://127.0.0.1:${daemon.metricsPort}/metrics`);
   return res.text();
-}
-
-/** The sum of a family's series, or one series when `name` carries its labels. */
-function metric(text: string, name: string): number {
-  let sum = 0;
-  const exact = name.includes('{');
-  for (const line of text.split('\n')) {
-    if (exact ? line.startsWith(name + ' ') : line.startsWith(name + ' ') || line.startsWith(name + '{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return sum;
 }
 
 let accountIndex = 4;
@@ -151,24 +142,24 @@ for (const kind of ['receipts', 'azul'] as const) {
     t.equal(ready.checks.execution?.ok, true, '/readyz: execution check ok');
     t.match(ready.checks.execution?.detail, /^up: executed up to \d+\/\d+/, `/readyz: ${ready.checks.execution?.detail}`);
     const text = await scrape(daemon);
-    const executed = metric(text, 'flashblocksd_execution_flashblocks_total{outcome="executed"}');
+    const executed = metricValue(text, 'flashblocksd_execution_flashblocks_total{outcome="executed"}');
     t.ok(executed > 0, `flashblocks executed (${executed})`);
-    const failures = ['engine_down', 'tx_rejected', 'execution_error', 'node_error', 'panic', 'block_failed'].map((o) => `${o}=${metric(text, `flashblocksd_execution_flashblocks_total{outcome="${o}"}`)}`);
+    const failures = ['engine_down', 'tx_rejected', 'execution_error', 'node_error', 'panic', 'block_failed'].map((o) => `${o}=${metricValue(text, `flashblocksd_execution_flashblocks_total{outcome="${o}"}`)}`);
     t.same(failures.filter((f) => !f.endsWith('=0')), [], 'no flashblock failed to execute');
-    const ratio = metric(text, 'flashblocksd_execution_verified_ratio');
+    const ratio = metricValue(text, 'flashblocksd_execution_verified_ratio');
     t.ok(ratio > 0.5 && ratio <= 1, `verified share over the flashblocks handed over: ${ratio}`);
-    t.ok(metric(text, 'flashblocksd_execution_cache_bytes') > 0, "the engine's state cache bytes");
-    t.ok(metric(text, 'flashblocksd_execution_node_reads_per_block') > 0, 'node reads per block');
-    t.equal(metric(text, 'flashblocksd_execution_up'), 1, 'engine up');
-    t.ok(metric(text, 'flashblocksd_execution_apply_seconds_count') > 0, 'apply time observed');
-    t.ok(metric(text, 'flashblocksd_execution_verified_total') > 0, 'flashblocks verified against diff.receipts_root');
-    t.equal(metric(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence on the devnet');
-    t.ok(metric(text, 'flashblocksd_execution_node_reads_total') > 0, 'the engine\'s canonical state reads from the node counted');
+    t.ok(metricValue(text, 'flashblocksd_execution_cache_bytes') > 0, "the engine's state cache bytes");
+    t.ok(metricValue(text, 'flashblocksd_execution_node_reads_per_block') > 0, 'node reads per block');
+    t.equal(metricValue(text, 'flashblocksd_execution_up'), 1, 'engine up');
+    t.ok(metricValue(text, 'flashblocksd_execution_apply_seconds_count') > 0, 'apply time observed');
+    t.ok(metricValue(text, 'flashblocksd_execution_verified_total') > 0, 'flashblocks verified against diff.receipts_root');
+    t.equal(metricValue(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence on the devnet');
+    t.ok(metricValue(text, 'flashblocksd_execution_node_reads_total') > 0, 'the engine\'s canonical state reads from the node counted');
     // eth_call / getCode / getStorageAt above were answered inline (from memory); eth_estimateGas on the read threads.
     // The counters follow the engine's status on the feed's timer: wait for it.
     await until(async () => {
       const m = await scrape(daemon);
-      return metric(m, 'flashblocksd_execution_reads_total{thread="inline"}') > 0 && metric(m, 'flashblocksd_execution_reads_total{thread="threads"}') > 0;
+      return metricValue(m, 'flashblocksd_execution_reads_total{thread="inline"}') > 0 && metricValue(m, 'flashblocksd_execution_reads_total{thread="threads"}') > 0;
     }, 10_000, 'reads counted by thread');
     t.pass('engine reads counted by where they ran: inline and on the read threads');
   });
@@ -207,8 +198,8 @@ t.test('a forced panic of the engine: its flashblock not executed (counted as pa
   const truth = await rpcCall<string>(devnet.nodeRpcUrl, 'eth_getBalance', [acct, 'latest']);
   t.equal(during, truth, `eth_getBalance(pending) right after the panic is right (an untouched account): ${during}`);
   const text = await scrape(daemon);
-  t.equal(metric(text, 'flashblocksd_execution_flashblocks_total{outcome="panic"}') - metric(before, 'flashblocksd_execution_flashblocks_total{outcome="panic"}'), 1, 'the flashblock is counted as not executed, reason panic');
-  t.ok(metric(text, 'flashblocksd_execution_restarts_total') > metric(before, 'flashblocksd_execution_restarts_total'), 'the restart is counted');
+  t.equal(metricValue(text, 'flashblocksd_execution_flashblocks_total{outcome="panic"}') - metricValue(before, 'flashblocksd_execution_flashblocks_total{outcome="panic"}'), 1, 'the flashblock is counted as not executed, reason panic');
+  t.ok(metricValue(text, 'flashblocksd_execution_restarts_total') > metricValue(before, 'flashblocksd_execution_restarts_total'), 'the restart is counted');
   t.ok(logs.some((l) => l.includes('"level":"error"') && l.includes('execution engine panicked')), 'the panic is logged at error with its message');
   t.equal(engine.status().restarts, 1, 'the engine restarted once');
   await until(() => feed.health().phase === 'up' && engine.status().ready, 20_000, 'the engine up again');
@@ -286,9 +277,9 @@ t.test('the node unreachable: a flashblock that needs it is not executed (node_e
   const answer = (await res.json()) as { result?: string; error?: { code: number; message: string } };
   t.ok(answer.error !== undefined || answer.result === word(0n), `eth_getStorageAt(pending) answers as latest (the node's answer or its error): ${JSON.stringify(answer)}`);
   const during = await scrape(daemon);
-  t.ok(metric(during, 'flashblocksd_execution_flashblocks_total{outcome="node_error"}') > metric(before, 'flashblocksd_execution_flashblocks_total{outcome="node_error"}'), 'counted as not executed, reason node_error');
-  t.ok(metric(during, 'flashblocksd_pending_fallbacks_total{reason="execution"}') > metric(before, 'flashblocksd_pending_fallbacks_total{reason="execution"}'), 'the read was counted as a fallback to latest');
-  t.equal(metric(during, 'flashblocksd_execution_restarts_total'), 0, 'a node outage is no engine crash');
+  t.ok(metricValue(during, 'flashblocksd_execution_flashblocks_total{outcome="node_error"}') > metricValue(before, 'flashblocksd_execution_flashblocks_total{outcome="node_error"}'), 'counted as not executed, reason node_error');
+  t.ok(metricValue(during, 'flashblocksd_pending_fallbacks_total{reason="execution"}') > metricValue(before, 'flashblocksd_pending_fallbacks_total{reason="execution"}'), 'the read was counted as a fallback to latest');
+  t.equal(metricValue(during, 'flashblocksd_execution_restarts_total'), 0, 'a node outage is no engine crash');
   // The node is back: the engine executes again and answers from executed state.
   link.restore();
   const failedAt = daemon.execution!.executed;
@@ -378,7 +369,7 @@ t.test('post-Azul (?azul=1): receipts, block receipts and pending logs come from
   t.equal(syncReceipt.status, 'success', 'viem sendTransactionSync on a stream without receipts');
   t.equal(await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [syncReceipt.transactionHash]), null, 'before the canonical block existed');
   const text = await scrape(daemon);
-  t.equal(metric(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence');
+  t.equal(metricValue(text, 'flashblocksd_execution_divergences_total'), 0, 'no divergence');
 });
 
 t.test("a stream receipt and a receipts_root that disagree with execution: both divergences counted, the block's executed receipts withheld, the stream receipt still served", async (t) => {
@@ -408,20 +399,20 @@ t.test("a stream receipt and a receipts_root that disagree with execution: both 
   }));
   const traffic = await startTraffic({ rpcUrl: rpc, chainId: devnet.chainId, accounts: devnet.accounts.slice(7, 9), txPerSec: 10 });
   t.teardown(() => traffic.stop());
-  await until(async () => metric(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="stream_receipt"}') >= 1, 20_000, 'the stream receipt divergence');
+  await until(async () => metricValue(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="stream_receipt"}') >= 1, 20_000, 'the stream receipt divergence');
   const served = await rpcCall<{ status: string } | null>(rpc, 'eth_getTransactionReceipt', [badReceipt]);
   t.equal(served?.status, '0x0', 'the stream receipt is served as the stream gave it (metadata is served at once)');
   t.ok(
     logs.some((l) => l.includes('stream receipt differs') && l.includes(`"tx":"${badReceipt}"`) && l.includes('"field":"status"') && l.includes('"stream":"0"') && l.includes('"executed":"1"')),
     'the divergence is logged with the transaction and the first differing field (status: stream 0, executed 1)',
   );
-  await until(async () => metric(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="receipts_root"}') >= 1, 20_000, 'the receipts_root divergence');
+  await until(async () => metricValue(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="receipts_root"}') >= 1, 20_000, 'the receipts_root divergence');
   const after = await scrape(daemon);
   t.ok(withheld.length > 0 && withheld.every(Boolean), `the falsified block's executed receipts are withheld from its diverged flashblock on (${withheld.length} flashblocks)`);
   const rootLine = logs.find((l) => l.includes('receipts root differs') && l.includes(`"block":${badRootBlock}`));
   t.ok(rootLine !== undefined, `the divergence is logged with its block (${badRootBlock}) and index`);
   t.match(JSON.parse(rootLine ?? '{}'), { index: 2, streamReceiptsRoot: '0x' + 'ab'.repeat(32), positions: String, streamGasUsed: String, executedGasUsed: String }, "with the stream's root, its gas and execution's, and the positions the flashblock added");
-  t.ok(metric(after, 'flashblocksd_execution_verified_total') > 0, 'the other flashblocks still verify');
+  t.ok(metricValue(after, 'flashblocksd_execution_verified_total') > 0, 'the other flashblocks still verify');
   await traffic.stop();
 });
 
@@ -447,7 +438,7 @@ t.test('post-Azul, a block whose execution disagrees with its receipts_root: its
   t.teardown(() => traffic.stop());
   armed = true;
   await until(() => badTxs.length > 0, 20_000, 'a transaction in the falsified block');
-  await until(async () => metric(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="receipts_root"}') >= 1, 20_000, 'the receipts_root divergence');
+  await until(async () => metricValue(await scrape(daemon), 'flashblocksd_execution_divergences_total{source="receipts_root"}') >= 1, 20_000, 'the receipts_root divergence');
   const hash = badTxs[0]!;
   const served = await rpcCall<unknown>(rpc, 'eth_getTransactionReceipt', [hash]);
   const canonical = await rpcCall<unknown>(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [hash]);

@@ -19,6 +19,7 @@ import { loadJson } from './fixtures.js';
 import type { OpBlockFixture } from './op-blocks.js';
 import { bloomOf, DIALECTS, engineFor, executeBlock, framesOf, rebuildHeader, specOf, type Dialect, type Executed, type RealBlock, type Rebuilt } from './real-block.js';
 import { startReplayServer } from './replay-server.js';
+import { metricValue } from './metrics-text.js';
 
 interface OpenRpc {
   methods: { name: string; result: { schema: unknown } }[];
@@ -49,16 +50,6 @@ async function rpc<T>(url: string, method: string, params: unknown[]): Promise<T
   return body.result as T;
 }
 
-/** Sums a metric family's series (or one series when `name` carries labels) in a /metrics text. */
-function metric(text: string, name: string): number {
-  let sum = 0;
-  const exact = name.includes('{');
-  for (const line of text.split('\n')) {
-    if (exact ? line.startsWith(name + ' ') : line.startsWith(name + ' ') || line.startsWith(name + '{')) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return sum;
-}
-
 interface Counts {
   handled: number;
   executed: number;
@@ -69,10 +60,10 @@ interface Counts {
 async function counts(d: DaemonProcess): Promise<Counts> {
   const text = await (await fetch(`http://127.0.0.1:${d.metricsPort}/metrics`)).text();
   return {
-    handled: metric(text, 'flashblocksd_execution_flashblocks_total'),
-    executed: metric(text, 'flashblocksd_execution_flashblocks_total{outcome="executed"}'),
-    verified: metric(text, 'flashblocksd_execution_verified_total'),
-    divergences: metric(text, 'flashblocksd_execution_divergences_total'),
+    handled: metricValue(text, 'flashblocksd_execution_flashblocks_total'),
+    executed: metricValue(text, 'flashblocksd_execution_flashblocks_total{outcome="executed"}'),
+    verified: metricValue(text, 'flashblocksd_execution_verified_total'),
+    divergences: metricValue(text, 'flashblocksd_execution_divergences_total'),
   };
 }
 
