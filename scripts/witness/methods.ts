@@ -112,6 +112,7 @@ export class WitnessMethods {
       eth_getCode: (p) => this.codeAt(p[0], p[1]),
       eth_getStorageAt: (p) => this.storageAt(p[0], p[1], p[2]),
       eth_getProof: (p) => this.proof(p[0], p[1], p[2]),
+      debug_dbGet: (p) => this.dbGet(p[0]),
     };
   }
 
@@ -126,6 +127,14 @@ export class WitnessMethods {
       if (e instanceof MissingWitness) throw new RpcError(NOT_IN_WITNESS, e.message);
       throw e;
     }
+  }
+
+  /** geth's debug_dbGet: the raw value of a database key; here any preimage the witness holds (a trie node, code, a header) by its hash. */
+  private dbGet(key: unknown): string {
+    const h = hash32(key, 'database key (a preimage hash)');
+    const pre = this.fx.preimages.get(h);
+    if (pre === undefined) throw new RpcError(NOT_IN_WITNESS, `key ${h} is not in the witness`);
+    return bytesToHex(pre);
   }
 
   // ---- blocks ----------------------------------------------------------------------------------------------------

@@ -6,6 +6,9 @@ import { parseArgs } from 'node:util';
 import { logsBloom } from '../chain/bloom.js';
 import { forkFromEthConfig } from '../chain/eth-config.js';
 import { PRESET_NAMES, presetByChainId, presetByName, type ChainPreset } from '../chain/presets.js';
+import { blockHashOf, buildHeader, L2_TO_L1_MESSAGE_PASSER } from '../chain/header-build.js';
+import { computePostState, TrieNodeUnavailable } from '../chain/state-root.js';
+import { EMPTY_TRIE_ROOT } from '../chain/trie.js';
 import { TX_DEPOSIT } from '../chain/types.js';
 import { OP_HARDFORKS, type ExecutionHardfork } from '../config.js';
 import { executionSpecAt } from '../exec/spec.js';
@@ -14,7 +17,7 @@ import { receiptsRootOf, type ExecutedReceipt } from '../exec/receipts.js';
 import { RevmEngine } from '../exec/revm.js';
 import { redactUrl } from '../log.js';
 import { NodeClient } from '../node/client.js';
-import { NodeBlockError, readBlock, readRawTxs, readReceipts, type NodeBlock } from './node-block.js';
+import { NodeBlockError, readBlock, readRawTxs, readReceipts, trieNodesOf, type NodeBlock } from './node-block.js';
 import type { CliIo } from './prompt.js';
 import { splitBlock } from './split-block.js';
 
@@ -43,6 +46,9 @@ export function checkExecutionHelp(): string {
     "block, spec, transactions, and whether receipts root, gas used and logs bloom equal the node's header. When one",
     "differs, the line names the first differing transaction and field (from the node's receipts). A range runs in",
     "order, each block on the engine's own execution of the one before (settled against the node like the daemon does).",
+    "The block hash is checked too where the node serves its trie nodes (debug_dbGet): the engine's post-state applied",
+    "to the parent's tries gives the state root, the header is rebuilt and hashed (what a node that knows a block only",
+    'by its hash is checked against); a node without debug_dbGet gets "block hash not checked".',
     `Forks: ${OP_HARDFORKS.join(', ')}. Chains: ${PRESET_NAMES.join(', ')}.`,
     '',
     'Exit codes: 0 everything that could be compared matched; 1 a block differs (or the engine rejects a transaction',
@@ -69,7 +75,17 @@ interface BlockVerdict {
   rejected: { index: number; message: string } | null;
   /** Set when something differs: the first differing transaction and field, or why none could be named. */
   firstDifference: string | null;
+  /** The block hash recomputed from execution, or why it was not (null: a transaction was rejected). */
+  hash: HashCheck | null;
 }
+
+/** The block hash check: the header rebuilt with the state root computed over the node's trie nodes. */
+type HashCheck =
+  | { checked: true; hash: string; stateRoot: string }
+  | { checked: false; why: string };
+
+/** The forks in order, to tell which header fields a spec's blocks carry. */
+const forkIndex = (spec: string): number => (OP_HARDFORKS as readonly string[]).indexOf(spec);
 
 /** The first of `fields` ([name, node's, executed]) whose values differ, as "name node A, executed B"; null when none. */
 function firstUnequal(fields: [string, unknown, unknown][]): string | null {
@@ -136,7 +152,7 @@ async function checkBlock(node: NodeClient, engine: ExecutionEngine, b: NodeBloc
   const parts = splitBlock(txs, slices);
   const executed: ExecutedReceipt[] = [];
   const deposits = b.txs.filter((x) => Number(x.type) === TX_DEPOSIT).length;
-  const v: BlockVerdict = { block: b, spec, deposits, flashblocks: parts.length, compared: [], executedGas: 0n, rejected: null, firstDifference: null };
+  const v: BlockVerdict = { block: b, spec, deposits, flashblocks: parts.length, compared: [], executedGas: 0n, rejected: null, firstDifference: null, hash: null };
   for (let i = 0; i < parts.length; i++) {
     const last = i === parts.length - 1;
     // The header's root on the last flashblock: the engine learns the chain's deposit-nonce convention from it.
@@ -154,8 +170,61 @@ async function checkBlock(node: NodeClient, engine: ExecutionEngine, b: NodeBloc
   if (b.receiptsRoot !== null) v.compared.push({ field: 'receipts root', node: b.receiptsRoot, executed: executedRoot(engine, executed) });
   if (b.gasUsed !== null) v.compared.push({ field: 'gas used', node: String(b.gasUsed), executed: String(v.executedGas) });
   if (b.logsBloom !== null) v.compared.push({ field: 'logs bloom', node: b.logsBloom, executed: logsBloom(executed.flatMap((r) => r.logs)) });
+  if (v.rejected === null) v.hash = await checkHash(node, engine, b, spec, txs, executed);
   if (v.rejected !== null || v.compared.some((c) => c.node !== c.executed)) v.firstDifference = await explain(node, engine, v, executed);
+  else if (v.hash?.checked === true && v.hash.hash !== b.hash) v.firstDifference = hashDifference(b, v.hash, v.compared.length);
   return v;
+}
+
+/**
+ * The block's hash from its execution: the engine's post-state diff (asked before the block settles) applied to the
+ * parent's tries over the node's trie nodes (debug_dbGet) gives the state root; the header is rebuilt around it.
+ */
+async function checkHash(node: NodeClient, engine: ExecutionEngine, b: NodeBlock, spec: string, txs: string[], executed: ExecutedReceipt[]): Promise<HashCheck> {
+  if (b.env.parentBeaconBlockRoot === null) return { checked: false, why: 'headers before Ecotone are not rebuilt' };
+  const jovian = forkIndex(spec) >= forkIndex('jovian');
+  if (jovian && b.blobGasUsed === null) return { checked: false, why: "a Jovian header commits to the block's DA footprint (blobGasUsed), which the node does not give" };
+  if (b.extraData === null) return { checked: false, why: 'the node gives no extraData for the block' };
+  if (!(engine instanceof RevmEngine)) return { checked: false, why: 'the engine gives no post-state' };
+  const changes = await engine.blockChanges(b.number);
+  if (changes === null) return { checked: false, why: `the engine holds no post-state of block ${b.number}` };
+  let parentStateRoot: string | null;
+  try {
+    const parent = await node.call<Record<string, unknown> | null>('eth_getBlockByNumber', ['0x' + (b.number - 1).toString(16), false]);
+    parentStateRoot = typeof parent?.stateRoot === 'string' ? parent.stateRoot.toLowerCase() : null;
+  } catch (e) {
+    return { checked: false, why: `the node's parent block ${b.number - 1}: ${(e as Error).message}` };
+  }
+  if (parentStateRoot === null) return { checked: false, why: `the node gives no state root of the parent block ${b.number - 1}` };
+  // Nothing of the node's would be read (and a dev node's genesis may claim the empty root over a funded state).
+  if (parentStateRoot === EMPTY_TRIE_ROOT) return { checked: false, why: `the node gives the empty trie's root as the state root of the parent block ${b.number - 1}: no trie node to read` };
+  try {
+    const post = await computePostState(parentStateRoot, trieNodesOf(node), changes.accounts);
+    const isthmus = forkIndex(spec) >= forkIndex('isthmus');
+    const header = buildHeader({
+      ...b.env,
+      parentBeaconBlockRoot: b.env.parentBeaconBlockRoot ?? null,
+      extraData: b.extraData,
+      transactions: txs,
+      receiptsRoot: executedRoot(engine, executed),
+      logsBloom: logsBloom(executed.flatMap((r) => r.logs)),
+      gasUsed: executed.length === 0 ? 0n : executed[executed.length - 1]!.cumulativeGasUsed,
+      stateRoot: post.stateRoot,
+      withdrawalsRoot: isthmus ? await post.storageRootOf(L2_TO_L1_MESSAGE_PASSER) : undefined,
+      blobGasUsed: jovian ? b.blobGasUsed! : 0n,
+    });
+    return { checked: true, hash: blockHashOf(header), stateRoot: post.stateRoot };
+  } catch (e) {
+    if (e instanceof TrieNodeUnavailable) return { checked: false, why: `the node does not serve trie nodes (debug_dbGet): ${e.message}` };
+    throw e;
+  }
+}
+
+/** Why the computed hash differs when every compared field matched: the state root where the node gives one. */
+function hashDifference(b: NodeBlock, h: { hash: string; stateRoot: string }, compared: number): string {
+  if (b.stateRoot !== null && b.stateRoot !== h.stateRoot) return `state root node ${b.stateRoot}, computed ${h.stateRoot}`;
+  const known = compared === 0 ? 'the node gives only the hash to tell which commitment differs' : "the compared fields match, so another header commitment differs (state root, transactions root, the fork's header fields)";
+  return `computed state root ${h.stateRoot}: ${known}`;
 }
 
 /** One line for a block: chain, block, spec, transactions, and what matched. */
@@ -165,14 +234,20 @@ function formatVerdict(chain: string, v: BlockVerdict): string {
   if (v.firstDifference !== null) {
     const fields = v.compared.map((c) => (c.node === c.executed ? `${c.field} matches` : `${c.field} differs (node ${c.node.length > 80 ? c.node.slice(0, 18) + '…' : c.node}, executed ${c.executed.length > 80 ? c.executed.slice(0, 18) + '…' : c.executed})`));
     if (v.rejected !== null) fields.unshift(`the engine rejects transaction ${v.rejected.index}`);
+    if (v.hash?.checked === true) fields.push(v.hash.hash === v.block.hash ? 'block hash matches' : `block hash differs (node ${v.block.hash}, computed ${v.hash.hash})`);
     return `${head}: MISMATCH: ${fields.join('; ')}; ${v.firstDifference}`;
   }
-  if (v.compared.length === 3) return `${head}: match: receipts root, gas used (${v.executedGas}) and logs bloom equal the node's header`;
+  const hashLine =
+    v.hash === null ? ''
+    : v.hash.checked ? `block hash matches (state root computed over the node's trie nodes: ${v.hash.stateRoot})`
+    : `block hash not checked: ${v.hash.why}`;
+  if (v.compared.length === 3) return `${head}: match: receipts root, gas used (${v.executedGas}) and logs bloom equal the node's header${hashLine === '' ? '' : `; ${hashLine}`}`;
+  if (v.hash?.checked === true) return `${head}: match: ${hashLine}; every transaction executed (gas used ${v.executedGas})`;
   const missing = (['receipts root', 'gas used', 'logs bloom'] as const).filter((f) => !v.compared.some((c) => c.field === f));
   const matched = v.compared.length === 0 ? '' : `${v.compared.map((c) => c.field).join(', ')} equal the node's header; `;
   return (
     `${head}: match of what is known: ${matched}every transaction executed (gas used ${v.executedGas}); the node gives no ${missing.join(', ').replace(/, ([^,]+)$/, ' or $1')} for this block ` +
-    `(only its hash ${v.block.hash} is known): checking that hash needs the state root, which check-execution does not compute yet`
+    `(only its hash ${v.block.hash} is known); ${hashLine === '' ? 'block hash not checked' : hashLine}`
   );
 }
 

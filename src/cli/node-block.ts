@@ -8,6 +8,7 @@ import { TX_DEPOSIT } from '../chain/types.js';
 import type { BlockEnv } from '../exec/engine.js';
 import { receiptFromRpc, type ExecutedReceipt } from '../exec/receipts.js';
 import type { NodeClient } from '../node/client.js';
+import { TrieNodeUnavailable, type TrieNodeSource } from '../chain/state-root.js';
 
 /** Raw transactions asked for in one JSON-RPC batch. */
 const BATCH_CALLS = 200;
@@ -23,6 +24,10 @@ export interface NodeBlock {
   receiptsRoot: string | null;
   gasUsed: bigint | null;
   logsBloom: string | null;
+  stateRoot: string | null;
+  extraData: string | null;
+  /** Jovian puts the block's DA footprint here; null when the node leaves it out. */
+  blobGasUsed: bigint | null;
   /** The transactions as the node lists them (full objects), in block order. */
   txs: Record<string, unknown>[];
   txHashes: string[];
@@ -64,6 +69,9 @@ export async function readBlock(node: NodeClient, n: number): Promise<NodeBlock>
     receiptsRoot: str('receiptsRoot'),
     gasUsed: str('gasUsed') === null ? null : BigInt(str('gasUsed')!),
     logsBloom: str('logsBloom'),
+    stateRoot: str('stateRoot'),
+    extraData: str('extraData'),
+    blobGasUsed: str('blobGasUsed') === null ? null : BigInt(str('blobGasUsed')!),
     txs: objects,
     txHashes: objects.map((x) => String(x.hash).toLowerCase()),
   };
@@ -135,4 +143,24 @@ export async function readReceipts(node: NodeClient, b: NodeBlock): Promise<Exec
   } catch (e) {
     return `${whyNot}; eth_getTransactionReceipt: ${(e as Error).message}`;
   }
+}
+
+/**
+ * The node's trie nodes by hash through geth's debug_dbGet (the raw database value of a key), each checked to hash to
+ * its key. A node without the method, or without the key, fails with TrieNodeUnavailable naming the hash.
+ */
+export function trieNodesOf(node: NodeClient): TrieNodeSource {
+  return async (hash) => {
+    let v: unknown;
+    try {
+      v = await node.call<unknown>('debug_dbGet', [hash]);
+    } catch (e) {
+      throw new TrieNodeUnavailable(`debug_dbGet ${hash}: ${(e as Error).message}`, { cause: e });
+    }
+    if (v === null) return null;
+    if (typeof v !== 'string' || !/^0x[0-9a-fA-F]*$/.test(v) || v.length % 2 !== 0) throw new TrieNodeUnavailable(`debug_dbGet ${hash} answered something other than 0x-hex bytes`);
+    const bytes = hexToBytes(v);
+    if (keccak256Hex(bytes) !== hash) throw new TrieNodeUnavailable(`debug_dbGet ${hash} answered bytes that hash to ${keccak256Hex(bytes)}`);
+    return bytes;
+  };
 }

@@ -1,14 +1,18 @@
 // `flashblocksd check-execution`: the devnet's canonical blocks re-executed as flashblocks through the engine match
 // the node's headers (exit 0, also through the real command line); under a deliberately wrong --execution-hardfork they
-// do not (exit 1, first differing tx and field named); every real OP block served by the witness node executes, and
-// the seven with a full header match its receipts root, gas used and logs bloom; bad input exits 2. And splitBlock.
+// do not (exit 1, first differing tx and field named); every real OP block served by the witness node executes, the
+// seven with a full header match its receipts root, gas used and logs bloom, and every block's hash recomputed over the
+// node's trie nodes (debug_dbGet) matches — a forged hash does not (exit 1); bad input exits 2. And splitBlock.
 import t from 'tap';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startDevnet } from '../../scripts/devnet/sequencer.js';
 import { startTraffic } from '../../scripts/devnet/traffic.js';
 import { startWitnessNode } from '../../scripts/witness/server.js';
+import { loadWitnessFixture } from '../../scripts/witness/fixture.js';
 import { CheckExit, parseBlocks, runCheckExecution, splitBlock } from '../../src/cli/check-execution.js';
 import { captureIo } from '../helpers/cli-io.js';
 import { OP_BLOCKS_ABSENT, opBlockFixtures } from '../helpers/op-blocks.js';
@@ -120,7 +124,7 @@ t.test('the devnet: a range of blocks with transactions matches; under bedrock i
   const lines = ok.out.trim().split('\n');
   t.equal(lines.length, 4, 'one line per block and a summary');
   for (let i = 0; i < 3; i++) {
-    t.match(lines[i], new RegExp(`^chain 901 \\(Devnet\\) block ${first + i} spec isthmus txs ${found[i]!.transactions.length} \\(\\d+ deposits?, \\d+ flashblocks?\\): match: receipts root, gas used \\(\\d+\\) and logs bloom equal the node's header$`));
+    t.match(lines[i], new RegExp(`^chain 901 \\(Devnet\\) block ${first + i} spec isthmus txs ${found[i]!.transactions.length} \\(\\d+ deposits?, \\d+ flashblocks?\\): match: receipts root, gas used \\(\\d+\\) and logs bloom equal the node's header(; block hash .+)?$`));
   }
   t.match(lines[3], /^check-execution: 3 blocks, all match$/);
 
@@ -148,7 +152,7 @@ const WITH_HEADER = /^(op-mainnet-block-1(20794432|21003241|21049889|21057303)|o
 const withHeader = opBlockFixtures().filter((f) => WITH_HEADER.test(f.name));
 const hashOnly = opBlockFixtures().filter((f) => !WITH_HEADER.test(f.name));
 
-t.test('real blocks through the witness node: receipts root, gas used and logs bloom equal the real header', { skip: withHeader.length === 0 ? OP_BLOCKS_ABSENT : false }, async (t) => {
+t.test('real blocks through the witness node: receipts root, gas used, logs bloom and the recomputed block hash equal the real header', { skip: withHeader.length === 0 ? OP_BLOCKS_ABSENT : false }, async (t) => {
   const fixtures = withHeader;
   t.equal(fixtures.length, 7, 'the seven fixtures with a full header are there');
   for (const f of fixtures) {
@@ -159,14 +163,14 @@ t.test('real blocks through the witness node: receipts root, gas used and logs b
       const r = await check(['--node-rpc-url', w.url, '--blocks', String(n)]);
       t.equal(r.code, CheckExit.MATCH, `${f.name}: exit 0`, { out: r.out, err: r.err });
       const txs = w.fixture.block.transactions.length;
-      t.match(r.out, new RegExp(`^chain ${w.fixture.chainId} \\([^)]+\\) block ${n} spec [a-z]+ txs ${txs} \\(\\d+ deposits?, \\d+ flashblocks?\\): match: receipts root, gas used \\(${w.fixture.header!.gasUsed}\\) and logs bloom equal the node's header$`, 'm'), `${f.name}: ${txs} txs match`);
+      t.match(r.out, new RegExp(`^chain ${w.fixture.chainId} \\([^)]+\\) block ${n} spec [a-z]+ txs ${txs} \\(\\d+ deposits?, \\d+ flashblocks?\\): match: receipts root, gas used \\(${w.fixture.header!.gasUsed}\\) and logs bloom equal the node's header; block hash matches \\(state root computed over the node's trie nodes: ${w.fixture.header!.stateRoot}\\)$`, 'm'), `${f.name}: ${txs} txs and the block hash match`);
     } finally {
       await w.close();
     }
   }
 });
 
-t.test('real blocks whose witness carries only their hash: every transaction executes, and the line says what was compared', { skip: hashOnly.length === 0 ? OP_BLOCKS_ABSENT : false }, async (t) => {
+t.test("real blocks whose witness carries only their hash: the block hash recomputed over the node's trie nodes matches", { skip: hashOnly.length === 0 ? OP_BLOCKS_ABSENT : false }, async (t) => {
   t.equal(hashOnly.length, 12, 'the twelve fixtures without a full header are there');
   for (const f of hashOnly) {
     const w = await startWitnessNode(f.file);
@@ -178,14 +182,68 @@ t.test('real blocks whose witness carries only their hash: every transaction exe
       t.match(
         r.out,
         new RegExp(
-          `^chain ${w.fixture.chainId} \\([^)]+\\) block ${n} spec [a-z]+ txs ${w.fixture.block.transactions.length} .*: match of what is known: every transaction executed \\(gas used \\d+\\); ` +
-            `the node gives no receipts root, gas used or logs bloom for this block \\(only its hash ${w.fixture.expectedBlockHash} is known\\): checking that hash needs the state root`,
+          `^chain ${w.fixture.chainId} \\([^)]+\\) block ${n} spec [a-z]+ txs ${w.fixture.block.transactions.length} .*: match: ` +
+            `block hash matches \\(state root computed over the node's trie nodes: 0x[0-9a-f]{64}\\); every transaction executed \\(gas used \\d+\\)$`,
           'm',
         ),
-        `${f.name}: says what was compared`,
+        `${f.name}: the hash ${w.fixture.expectedBlockHash} matches`,
       );
     } finally {
       await w.close();
     }
   }
+});
+
+/** A proxy to the node at `target` that refuses debug_dbGet as a node without the method does (-32601). */
+async function withoutDbGet(target: string): Promise<{ url: string; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const asked = JSON.parse(body.toString('utf8')) as { id?: unknown; method?: string };
+      const answer =
+        !Array.isArray(asked) && asked.method === 'debug_dbGet'
+          ? Promise.resolve(JSON.stringify({ jsonrpc: '2.0', id: asked.id, error: { code: -32601, message: 'the method debug_dbGet does not exist/is not available' } }))
+          : fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then((r) => r.text());
+      void answer.then((text) => res.writeHead(200, { 'content-type': 'application/json' }).end(text));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+const tamperable = hashOnly.find((f) => f.name === 'op-sepolia-block-26207963');
+
+t.test('a hash-only block whose hash the node gives wrong: exit 1; a node without debug_dbGet: hash not checked, exit 0', { skip: tamperable === undefined ? OP_BLOCKS_ABSENT : false }, async (t) => {
+  const fx = await loadWitnessFixture(tamperable!.file);
+  const real = fx.expectedBlockHash!;
+  const forged = '0x' + 'ab'.repeat(32);
+  const w = await startWitnessNode({ ...fx, expectedBlockHash: forged });
+  t.teardown(() => w.close());
+  const n = fx.block.number;
+  const r = await check(['--node-rpc-url', w.url, '--blocks', String(n)]);
+  t.equal(r.code, CheckExit.MISMATCH, 'a forged hash: exit 1', { out: r.out, err: r.err });
+  t.match(r.out, new RegExp(`block ${n} .*: MISMATCH: block hash differs \\(node ${forged}, computed ${real}\\); computed state root 0x[0-9a-f]{64}: the node gives only the hash`));
+  t.match(r.out, /check-execution: 1 block, 1 differ/);
+
+  const honest = await startWitnessNode(fx);
+  t.teardown(() => honest.close());
+  t.equal(await rpc<string>(honest.url, 'debug_dbGet', [fx.parent.stateRoot]), '0x' + Buffer.from(fx.preimages.get(fx.parent.stateRoot)!).toString('hex'), 'debug_dbGet: the state root node');
+  await t.rejects(rpc(honest.url, 'debug_dbGet', ['0x' + '12'.repeat(32)]), /debug_dbGet: key 0x(12){32} is not in the witness/, 'debug_dbGet: a key the witness lacks is an error');
+  const proxy = await withoutDbGet(honest.url);
+  t.teardown(() => proxy.close());
+  const u = await check(['--node-rpc-url', proxy.url, '--blocks', String(n)]);
+  t.equal(u.code, CheckExit.MATCH, 'without debug_dbGet: exit 0 (everything compared matched)', { out: u.out, err: u.err });
+  t.match(
+    u.out,
+    /: match of what is known: every transaction executed \(gas used \d+\); the node gives no receipts root, gas used or logs bloom for this block \(only its hash 0x[0-9a-f]{64} is known\); block hash not checked: the node does not serve trie nodes \(debug_dbGet\): debug_dbGet 0x[0-9a-f]{64}: .*does not exist/,
+  );
 });

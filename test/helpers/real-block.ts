@@ -1,12 +1,14 @@
 // Test helper: a real block of ../shared/conformance/op-blocks (as scripts/witness/fixture.ts loads it) as flashblocks —
 // index 0 the deposits, the rest in slices — for the engine (FlashblockWork) and in each stream dialect the daemon
 // decodes (frames as a builder sends them), plus the block's reference execution by the engine over the witness node.
+// The header rebuild and state root are the daemon's own (src/chain/header-build.ts, src/chain/state-root.ts).
 // Knows no test framework; the witness node and the daemon are started by the tests.
 import { presetByChainId, forkAt } from '../../src/chain/presets.js';
 import { hexToBytes } from '../../src/chain/hex.js';
 import { keccak256Hex } from '../../src/chain/keccak.js';
-import { headerRlp, requestsHashFor, type HeaderFields } from '../../src/chain/header.js';
-import { EMPTY_TRIE_ROOT, orderedTrieRoot } from '../../src/chain/trie.js';
+import type { HeaderFields } from '../../src/chain/header.js';
+import { blockHashOf, buildHeader } from '../../src/chain/header-build.js';
+import { EMPTY_TRIE_ROOT } from '../../src/chain/trie.js';
 import { TX_DEPOSIT } from '../../src/chain/types.js';
 import type { AddonAccountChange } from '../../src/exec/addon.js';
 import type { BlockEnv, FlashblockWork } from '../../src/exec/engine.js';
@@ -216,36 +218,25 @@ export function framesOf(b: RealBlock, receipts: readonly ExecutedReceipt[], dia
 }
 
 /**
- * The header of the block as executed: the witness's payload attributes and parent, the executed receipts, the
- * recomputed `stateRoot`; pre-Isthmus withdrawals root (the empty trie) unless `withdrawalsRoot` is given.
+ * The header of the block as executed (src/chain/header-build.ts): the witness's payload attributes and parent, the
+ * executed receipts, the recomputed `stateRoot`; pre-Isthmus withdrawals root (the empty trie) unless one is given.
  */
 export function headerOf(b: RealBlock, receipts: readonly ExecutedReceipt[], stateRoot: string, withdrawalsRoot: string = EMPTY_TRIE_ROOT): HeaderFields {
   const env = envOf(b);
-  return {
-    parentHash: env.parentHash,
-    feeRecipient: env.feeRecipient,
-    stateRoot,
-    transactionsRoot: orderedTrieRoot(b.block.transactions.map((t) => hexToBytes(t))),
+  return buildHeader({
+    ...env,
+    parentBeaconBlockRoot: env.parentBeaconBlockRoot ?? ZERO32,
+    extraData: b.block.extraData,
+    transactions: b.block.transactions,
     receiptsRoot: receiptsRoot(receipts),
     logsBloom: bloomOf(receipts),
-    number: env.number,
-    gasLimit: env.gasLimit,
     gasUsed: receipts.length === 0 ? 0n : receipts[receipts.length - 1]!.cumulativeGasUsed,
-    timestamp: env.timestamp,
-    extraData: b.block.extraData.toLowerCase(),
-    prevRandao: env.prevRandao,
-    baseFeePerGas: env.baseFeePerGas,
+    stateRoot,
     withdrawalsRoot,
-    blobGasUsed: 0n,
-    parentBeaconBlockRoot: env.parentBeaconBlockRoot ?? ZERO32,
-    requestsHash: requestsHashFor(withdrawalsRoot),
-  };
+  });
 }
 
-/** keccak256 of the header's RLP: the block hash. */
-export function blockHashOf(h: HeaderFields): string {
-  return keccak256Hex(headerRlp(h));
-}
+export { blockHashOf };
 
 /** The block's header rebuilt from execution (its state root recomputed over the witness) and its hash. */
 export interface Rebuilt {
