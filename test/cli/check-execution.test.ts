@@ -149,12 +149,19 @@ t.test('the devnet: a range of blocks with transactions matches; under bedrock i
 /** Real blocks whose own full header the witness node serves (the Ecotone ones; op-sepolia 26207960-62 by the next fixture's parent header). */
 const WITH_HEADER = /^(op-mainnet-block-1(20794432|21003241|21049889|21057303)|op-sepolia-block-2620796[012])$/;
 
-const withHeader = opBlockFixtures().filter((f) => WITH_HEADER.test(f.name));
-const hashOnly = opBlockFixtures().filter((f) => !WITH_HEADER.test(f.name));
+/**
+ * Which of them the operator's check runs here: one of each chain and layout (every fixture goes through the same
+ * engine path in test/exec/real-blocks.test.ts and through the daemon in test/e2e/real-blocks-*.test.ts; this file
+ * tests the command, and the suite's time is bounded).
+ */
+const CHECKED = /^(op-mainnet-block-121003241|op-sepolia-block-26207962|op-mainnet-block-132796100|op-sepolia-block-26208927|unichain-block-10215000)$/;
+
+const withHeader = opBlockFixtures().filter((f) => WITH_HEADER.test(f.name) && CHECKED.test(f.name));
+const hashOnly = opBlockFixtures().filter((f) => !WITH_HEADER.test(f.name) && CHECKED.test(f.name));
 
 t.test('real blocks through the witness node: receipts root, gas used, logs bloom and the recomputed block hash equal the real header', { skip: withHeader.length === 0 ? OP_BLOCKS_ABSENT : false }, async (t) => {
   const fixtures = withHeader;
-  t.equal(fixtures.length, 7, 'the seven fixtures with a full header are there');
+  t.equal(fixtures.length, 2, 'an Ecotone OP Mainnet block and a Holocene OP Sepolia block with a full header are there');
   for (const f of fixtures) {
     const w = await startWitnessNode(f.file);
     try {
@@ -171,7 +178,7 @@ t.test('real blocks through the witness node: receipts root, gas used, logs bloo
 });
 
 t.test("real blocks whose witness carries only their hash: the block hash recomputed over the node's trie nodes matches", { skip: hashOnly.length === 0 ? OP_BLOCKS_ABSENT : false }, async (t) => {
-  t.equal(hashOnly.length, 12, 'the twelve fixtures without a full header are there');
+  t.equal(hashOnly.length, 3, 'an OP Mainnet, an OP Sepolia (with an SST file) and a Unichain block without a full header are there');
   for (const f of hashOnly) {
     const w = await startWitnessNode(f.file);
     try {

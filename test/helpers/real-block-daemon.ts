@@ -1,4 +1,4 @@
-// Test helper: one real block through a real daemon (a child process, src/main.ts) in every stream dialect, its node
+// Test helper: one real block through a real daemon (src/daemon.ts startDaemon, in this process) in every stream dialect, its node
 // the block's witness node (scripts/witness/server.ts) and its upstream a replay server. Asserts what the daemon
 // verified (its metrics), the pending block's receipts as served (shape, values; their receipts root, gas and bloom
 // the real block's) and the pending state of every account and slot the block changed (the post-state whose root
@@ -7,14 +7,16 @@
 // Daemon starts: one per fixture, and all four dialects through it. After the first dialect's frames, each next
 // dialect streams the same block again under a new payload_id: an index 0 with a new payload at a held height is a
 // builder that restarted the block, so the daemon replaces the build and the engine executes it again from its
-// first flashblock. That is 19 starts (≈2 s each here) for 76 (fixture, dialect) runs, instead of 76 starts.
+// first flashblock. That is 19 starts (in process: a child process through tsx cost ≈2 s of CPU each here) for 76 (fixture, dialect) runs, instead of 76 starts.
 import type { Test } from 'tap';
 import { Ajv, type ValidateFunction } from 'ajv';
 import { startWitnessNode } from '../../scripts/witness/server.js';
 import type { AddonAccountChange } from '../../src/exec/addon.js';
 import { receiptFromRpc, receiptsRoot, type ExecutedReceipt } from '../../src/exec/receipts.js';
 import { TX_DEPOSIT } from '../../src/chain/types.js';
-import { spawnDaemon, sourceCommand, type DaemonProcess } from './daemon-process.js';
+import { loadConfig } from '../../src/config.js';
+import { startDaemon } from '../../src/daemon.js';
+import { createLogger } from '../../src/log.js';
 import { loadJson } from './fixtures.js';
 import type { OpBlockFixture } from './op-blocks.js';
 import { bloomOf, DIALECTS, engineFor, executeBlock, framesOf, rebuildHeader, specOf, type Dialect, type Executed, type RealBlock, type Rebuilt } from './real-block.js';
@@ -34,6 +36,21 @@ const OP_FIELDS = ['depositNonce', 'depositReceiptVersion', 'l1GasPrice', 'l1Gas
 const L1_FEE_FIELDS = ['l1Fee', 'l1GasPrice', 'l1GasUsed', 'l1BaseFeeScalar', 'l1BlobBaseFee', 'l1BlobBaseFeeScalar'];
 
 type Rpc = Record<string, any>;
+
+/** The daemon under test: src/daemon.ts startDaemon in this process (what src/main.ts runs), its log kept. */
+interface DaemonProcess {
+  rpcUrl: string;
+  metricsPort: number;
+  logs(): Record<string, unknown>[];
+  close(): Promise<void>;
+}
+
+async function bootDaemon(args: string[]): Promise<DaemonProcess> {
+  const lines: Record<string, unknown>[] = [];
+  const log = createLogger({ level: 'info', write: (line) => void lines.push(JSON.parse(line) as Record<string, unknown>) });
+  const daemon = await startDaemon(loadConfig(args, {}), { log });
+  return { rpcUrl: `http://127.0.0.1:${daemon.rpcPort}/`, metricsPort: daemon.metricsPort, logs: () => lines, close: () => daemon.stop() };
+}
 
 /** The real block's roots the daemon's answers must equal, and where they come from (for messages). */
 interface Anchor {
@@ -124,10 +141,10 @@ export async function throughDaemon(t: Test, f: OpBlockFixture, dialects: readon
 
   const upstream = await startReplayServer();
   t.teardown(() => upstream.close());
-  const daemon = await spawnDaemon(sourceCommand(), [
+  const daemon = await bootDaemon([
     '--flashblocks-url', upstream.url, '--node-rpc-url', witness.url, '--port', '0', '--metrics-port', '0',
     '--pending-max-age-ms', '600000',
-  ], { startTimeoutMs: 60_000 });
+  ]);
   t.teardown(() => daemon.close());
   await upstream.waitForClients(1, 30_000);
   await until(() => rpc<string>(daemon.rpcUrl, 'eth_blockNumber', []), (h) => Number(h) === n - 1, 30_000, 'the daemon to see the parent as its head');
