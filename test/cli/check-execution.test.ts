@@ -150,9 +150,9 @@ t.test('the devnet: a range of blocks with transactions matches; under bedrock i
 const WITH_HEADER = /^(op-mainnet-block-1(20794432|21003241|21049889|21057303)|op-sepolia-block-2620796[012])$/;
 
 /**
- * Which of them the operator's check runs here: one of each chain and layout (every fixture goes through the same
- * engine path in test/exec/real-blocks.test.ts and through the daemon in test/e2e/real-blocks-*.test.ts; this file
- * tests the command, and the suite's time is bounded).
+ * Which of them the operator's check runs here: one of each chain and layout (every fixture goes through the engine
+ * and the daemon, its block hash rebuilt, in test/e2e/real-blocks-*.test.ts; this file tests the command, and the
+ * suite's time is bounded).
  */
 const CHECKED = /^(op-mainnet-block-121003241|op-sepolia-block-26207962|op-mainnet-block-132796100|op-sepolia-block-26208927|unichain-block-10215000)$/;
 

@@ -1,4 +1,4 @@
-// Real blocks through the real daemon, end to end (half a of the fixtures; real-blocks-b.test.ts runs the other half in
+// Real blocks through the real engine and daemon, end to end (half a of the fixtures; real-blocks-b.test.ts runs the other half in
 // parallel): each block of ../shared/conformance/op-blocks split into flashblocks in every stream dialect, streamed
 // by a replay server to a daemon whose node is the block's witness node; the daemon verifies each flashblock's
 // receipts root (the last one the real block's) and serves every receipt at pending with the spec's

@@ -10,7 +10,9 @@
 // first flashblock. That is 19 starts (in process: a child process through tsx cost ≈2 s of CPU each here) for 76 (fixture, dialect) runs, instead of 76 starts.
 import type { Test } from 'tap';
 import { Ajv, type ValidateFunction } from 'ajv';
+import type { WitnessFixture } from '../../scripts/witness/fixture.js';
 import { startWitnessNode } from '../../scripts/witness/server.js';
+import type { HeaderFields } from '../../src/chain/header.js';
 import type { AddonAccountChange } from '../../src/exec/addon.js';
 import { receiptFromRpc, receiptsRoot, type ExecutedReceipt } from '../../src/exec/receipts.js';
 import { TX_DEPOSIT } from '../../src/chain/types.js';
@@ -110,6 +112,28 @@ export interface RealBlockRow {
  * witness; the last flashblock carries the real block's receipts root, which the daemon must verify: the header's,
  * or where the fixture has only the block hash, the root of a header rebuilt from execution whose hash is the real one.
  */
+/** The header fields compared with the real header, each as a string. */
+function fieldsOf(h: HeaderFields): Record<string, string> {
+  return {
+    parentHash: h.parentHash, miner: h.feeRecipient, stateRoot: h.stateRoot, transactionsRoot: h.transactionsRoot, receiptsRoot: h.receiptsRoot,
+    logsBloom: h.logsBloom, number: String(h.number), gasLimit: String(h.gasLimit), gasUsed: String(h.gasUsed), timestamp: String(h.timestamp),
+    extraData: h.extraData, mixHash: h.prevRandao, baseFeePerGas: String(h.baseFeePerGas), withdrawalsRoot: h.withdrawalsRoot,
+    blobGasUsed: String(h.blobGasUsed), parentBeaconBlockRoot: h.parentBeaconBlockRoot, requestsHash: String(h.requestsHash),
+  };
+}
+
+/** The same fields of the fixture's real header, or null when it carries only the block hash. */
+function realFields(fx: WitnessFixture): Record<string, string> | null {
+  const h = fx.header;
+  if (h === null) return null;
+  return {
+    parentHash: h.parentHash, miner: h.miner, stateRoot: h.stateRoot, transactionsRoot: h.transactionsRoot, receiptsRoot: h.receiptsRoot,
+    logsBloom: h.logsBloom, number: String(h.number), gasLimit: String(h.gasLimit), gasUsed: String(h.gasUsed), timestamp: String(h.timestamp),
+    extraData: h.extraData, mixHash: h.mixHash, baseFeePerGas: String(h.baseFeePerGas), withdrawalsRoot: String(h.withdrawalsRoot),
+    blobGasUsed: String(h.blobGasUsed), parentBeaconBlockRoot: String(h.parentBeaconBlockRoot), requestsHash: String(h.requestsHash),
+  };
+}
+
 export async function throughDaemon(t: Test, f: OpBlockFixture, dialects: readonly Dialect[] = DIALECTS): Promise<RealBlockRow> {
   const witness = await startWitnessNode(f.file);
   t.teardown(() => witness.close());
@@ -132,7 +156,20 @@ export async function throughDaemon(t: Test, f: OpBlockFixture, dialects: readon
     t.fail(`${f.name}: the engine failed the block: ${ref.failure}`);
     return row;
   }
+  t.equal(specOf(fx), witness.fixture.fork, `${f.name}: the daemon's preset runs it under ${witness.fixture.fork}`);
+  t.equal(ref.receipts.length, fx.block.transactions.length, `${f.name}: one receipt per transaction`);
+  // Where the fixture has the full header, every field rebuilt from execution is compared (the diagnosis when the
+  // hash differs).
+  const real = realFields(witness.fixture);
+  if (real !== null) {
+    const mine = fieldsOf(rebuilt.header);
+    for (const k of Object.keys(real)) {
+      const same = mine[k]!.toLowerCase() === real[k]!.toLowerCase();
+      t.ok(same, `${f.name}: header ${k} ${same ? 'matches' : `differs: computed ${mine[k]}, real ${real[k]}`}`);
+    }
+  }
   const realHash = fx.expectedBlockHash ?? fx.header?.hash ?? null;
+  t.ok(realHash !== null, `${f.name}: the fixture names its block hash`);
   t.equal(rebuilt.hash, realHash, `${f.name}: the builder's execution is the real block (the header rebuilt from it hashes to the block's hash)`);
   if (fx.header === null && rebuilt.hash !== realHash) return row;
   const anchor: Anchor = fx.header !== null
