@@ -133,8 +133,11 @@ t.test('setup from source prints `unit` as the install step and names no path th
   } else {
     t.match(out, `\n  (cd ${repoRoot.replace(/\/$/, '')} && npm run build)\n  ${process.execPath} ${distMain} unit | sudo tee`, 'the build first');
   }
-  // Every absolute path on an install line outside /etc/systemd (which the lines create) exists here.
-  const named = (out.match(/(?<=\s)\/[^\s'|:]+/g) ?? []).map((p) => p.replace(/[.)]+$/, ''));
+  // Every absolute path on an install line outside /etc/systemd (which the lines create) exists here; a line that
+  // suggests another place ("e.g. /opt/flashblocksd", when the checkout lies where the unit cannot see it, as under
+  // /tmp) names no path to use as it is.
+  const instructions = out.split('\n').filter((l) => !/\be\.g\./.test(l)).join('\n');
+  const named = (instructions.match(/(?<=\s)\/[^\s'|:]+/g) ?? []).map((p) => p.replace(/[.,;)]+$/, ''));
   const hereNow = named.filter((p) => !p.startsWith('/etc/systemd/') && p !== envFile && p !== distMain);
   t.ok(hereNow.length > 0, 'some paths were named', { named });
   for (const p of hereNow) t.ok(fs.existsSync(p), `${p} exists`);
