@@ -16,6 +16,7 @@ import { startDaemon, type Daemon } from '../../src/daemon.js';
 import { createLogger } from '../../src/log.js';
 import { holdSealOfTx, nextFlashblock } from '../helpers/devnet-wait.js';
 import { STORE_INIT, STORE_RUNTIME } from '../helpers/store-contract.js';
+import { metricValue } from '../helpers/metrics-text.js';
 
 const CHAIN_ID = 4242;
 const devnet = await startDevnet({ blockTimeMs: 1000, flashblockMs: 200, anvil: { chainId: CHAIN_ID } });
@@ -46,9 +47,7 @@ async function until(pred: () => boolean | Promise<boolean>, ms: number, what: s
 
 /** One series of the daemon's /metrics (0 when absent). */
 async function metric(daemon: Daemon, series: string): Promise<number> {
-  const text = await (await fetch(`http://127.0.0.1:${daemon.metricsPort}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(series + ' '));
-  return line === undefined ? 0 : Number(line.slice(series.length + 1));
+  return metricValue(await (await fetch(`http://127.0.0.1:${daemon.metricsPort}/metrics`)).text(), series);
 }
 
 let accountIndex = 5;
@@ -68,7 +67,7 @@ async function whilePreconfirmed<T>(t: Test, rpc: string, read: (contract: strin
   await nextFlashblock(devnet, (f) => f.index === 1);
   const hash = await wallet.sendTransaction({ data: STORE_INIT, nonce, gas: 200_000n, maxFeePerGas: 10_000_000_000n, maxPriorityFeePerGas: 1_000_000n });
   seal.track(hash);
-  await until(async () => (await rpcCall<{ blockNumber: string | null } | null>(rpc, 'eth_getTransactionReceipt', [hash]))?.blockNumber != null, 15_000, 'the daemon serves the receipt at pending');
+  await until(async () => (await rpcCall<{ blockNumber: string | null } | null>(rpc, 'eth_getTransactionReceipt', [hash]))?.blockNumber != null, 60_000, 'the daemon serves the receipt at pending');
   t.equal(await rpcCall(devnet.nodeRpcUrl, 'eth_getTransactionReceipt', [hash]), null, 'the node has no receipt yet: the block is only preconfirmed');
   try {
     return await read(contract);
@@ -81,7 +80,7 @@ t.test('--execution-hardfork auto on a chain without a preset: execution refused
   const { daemon, rpc, lines } = await boot(t, []);
   const start = lines.find((l) => l.msg.startsWith('chain: '));
   t.match(start, { level: 'info', chainId: CHAIN_ID, spec: null, msg: /^chain: id 4242 has no preset: .*; execution refused \(no fork known\): give --execution-hardfork <fork>$/ }, `the start-up line: ${start?.msg}`);
-  await until(() => lines.some((l) => l.msg.startsWith('execution engine cannot run')), 10_000, 'the execution error line');
+  await until(() => lines.some((l) => l.msg.startsWith('execution engine cannot run')), 60_000, 'the execution error line');
   const refused = lines.find((l) => l.msg.startsWith('execution engine cannot run'))!;
   t.equal(refused.level, 'error', 'said once, as an error');
   t.match(refused.msg, /pending state reads answer as latest: chain 4242 has no preset and the node's eth_config shows a Prague-level .* isthmus or jovian or karst .*; give --execution-hardfork <fork>$/, refused.msg);
@@ -110,7 +109,7 @@ t.test('--execution-hardfork isthmus on the same chain: executed, the spec in th
   const start = lines.find((l) => l.msg.startsWith('chain: '));
   t.match(start, { chainId: CHAIN_ID, spec: 'isthmus', msg: /^chain: id 4242 has no preset: .*; execution spec isthmus \(--execution-hardfork\)$/ }, `the start-up line: ${start?.msg}`);
   await until(() => daemon.execution?.executed != null, 30_000, 'the engine executes a flashblock');
-  await until(async () => (await metric(daemon, 'flashblocksd_execution_spec_info{spec="isthmus"}')) === 1, 5000, 'the spec metric');
+  await until(async () => (await metric(daemon, 'flashblocksd_execution_spec_info{spec="isthmus"}')) === 1, 30_000, 'the spec metric');
   t.equal(await metric(daemon, 'flashblocksd_execution_spec_info{spec="karst"}'), 0, 'no other spec shown');
   const code = await whilePreconfirmed(t, rpc, (contract) => rpcCall<string>(rpc, 'eth_getCode', [contract, 'pending']));
   t.equal(code, '0x' + STORE_RUNTIME, 'eth_getCode at pending answers from executed state before the canonical block');
@@ -123,6 +122,6 @@ t.test("--chain op-mainnet: the spec in force by the chain's schedule is karst, 
   const start = lines.find((l) => l.msg.startsWith('chain: '));
   t.match(start, { chain: 'op-mainnet', spec: 'karst', msg: /^chain: OP Mainnet \(10\) by --chain op-mainnet: .*; execution spec karst by the chain's schedule$/ }, `the start-up line: ${start?.msg}`);
   await until(() => daemon.execution?.executed != null, 30_000, 'the engine executes a flashblock');
-  await until(async () => (await metric(daemon, 'flashblocksd_execution_spec_info{spec="karst"}')) === 1, 5000, 'the spec metric');
+  await until(async () => (await metric(daemon, 'flashblocksd_execution_spec_info{spec="karst"}')) === 1, 30_000, 'the spec metric');
   t.equal(await metric(daemon, 'flashblocksd_execution_spec_info{spec="jovian"}'), 0, 'jovian is not in force');
 });
