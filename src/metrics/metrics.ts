@@ -347,6 +347,8 @@ export interface Metrics {
   observeLateness(seconds: number): void;
   /** Records the gap since the previous flashblock; above one interval + tolerance counts an `interval` miss. */
   observeInterarrival(seconds: number): void;
+  /** The chain was learned after start-up: the budget the two above judge by from now on (the help texts keep the first). */
+  setFlashblockInterval(ms: number): void;
 
   readonly pendingBlock: GaugeCell;
   readonly pendingIndex: GaugeCell;
@@ -354,6 +356,8 @@ export interface Metrics {
   readonly preconfReorgs: CounterCell;
   /** Flashblocks received while the node did not match the stream, by check (src/ingest/chain-match.ts). */
   readonly chainMismatches: Readonly<Record<ChainCheck, CounterCell>>;
+  /** The node's head went back and stayed (src/ingest/canonical.ts rewind). */
+  readonly nodeHeadRewinds: CounterCell;
   readonly pendingFallbacks: Readonly<Record<PendingFallbackReason, CounterCell>>;
   /** 1 while flashblocks are considered gone for that reason (a retired chain, a long-absent upstream), else 0. */
   readonly upstreamRetired: Readonly<Record<UpstreamRetiredReason, GaugeCell>>;
@@ -448,7 +452,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     throw new RangeError(`upstreamCount must be a positive integer, got ${upstreamCount}`);
   }
   const toleranceS = (opts.intervalToleranceMs ?? 50) / 1000;
-  const intervalS = (opts.flashblockIntervalMs ?? FLASHBLOCK_INTERVAL_MS) / 1000;
+  let intervalS = (opts.flashblockIntervalMs ?? FLASHBLOCK_INTERVAL_MS) / 1000;
 
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: PREFIX, eventLoopMonitoringPrecision: LAG_RESOLUTION_MS });
@@ -528,6 +532,9 @@ export function createMetrics(opts: MetricsOptions): Metrics {
 
   const chainMismatchF = counter('chain_mismatch_flashblocks_total',
     "Flashblocks received while the node is not on the stream's chain: check=chain_id when the stream's signed transactions carry another chain id than the node's eth_chainId, check=heights when stream block numbers have stayed far from the node's head.", ['check']);
+
+  const nodeHeadRewinds = counter('node_head_rewinds_total',
+    "Times the node's head went back below the head followed so far and stayed there (a reset, a snapshot restore, another node behind the URL): the pending blocks held were dropped and the daemon re-anchored on the node's head.").child();
 
   // Pending state
   const fallbackF = counter('pending_fallbacks_total',
@@ -634,6 +641,9 @@ export function createMetrics(opts: MetricsOptions): Metrics {
       interarrivalSeconds.observe(seconds);
       if (seconds > intervalS + toleranceS) budgetMisses.interval.inc();
     },
+    setFlashblockInterval(ms) {
+      intervalS = ms / 1000;
+    },
 
     pendingBlock: gauge('pending_block_number', 'Block number of the newest pending (preconfirmed) block.').child(),
     pendingIndex: gauge('pending_flashblock_index', 'Index of the newest flashblock applied to the pending block.')
@@ -643,6 +653,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
       'Canonical blocks that did not contain a transaction we had preconfirmed for that block.').child(),
     pendingFallbacks: keyed(PENDING_FALLBACK_REASONS, (r) => fallbackF.child(r)),
     chainMismatches: keyed(CHAIN_CHECKS, (c) => chainMismatchF.child(c)),
+    nodeHeadRewinds,
     upstreamRetired: keyed(UPSTREAM_RETIRED_REASONS, (r) => retiredF.child(r)),
 
     executionUp: gauge('execution_up', '1 while the execution engine answers pending state reads, else 0.').child(),
