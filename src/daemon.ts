@@ -87,6 +87,7 @@ type SpecChoice =
   | { kind: 'schedule'; specAt: (timestampSec: number) => string; preset: ChainPreset }
   | { kind: 'node'; specAt: (timestampSec: number) => string; fork: string }
   | { kind: 'refused'; why: string }
+  | { kind: 'waiting'; why: string }
   | { kind: 'off' };
 
 /**
@@ -98,6 +99,8 @@ async function chooseSpec(config: Readonly<Config>, chain: ChainChoice, wanted: 
   if (config.executionHardfork !== 'auto') return { kind: 'flag', specAt: executionSpecAt(config.executionHardfork, null), fork: config.executionHardfork };
   const preset = choicePreset(chain);
   if (preset !== null) return { kind: 'schedule', specAt: executionSpecAt('auto', preset), preset };
+  // The node did not answer eth_chainId: nothing is known to run under yet (learned when it answers).
+  if (chain.kind === 'unavailable' && config.chain === 'auto') return { kind: 'waiting', why: `the chain is not known yet (${chain.detail}): it is learned when the node answers` };
   const which = chain.kind === 'unknown' ? `chain ${chain.chainId} has no preset` : `the chain is not known (${chain.kind === 'unavailable' ? chain.detail : ''})`;
   const probe = new NodeClient({ url: config.nodeRpcUrl, timeoutMs: Math.min(config.nodeTimeoutMs, 3000), maxSockets: 1 });
   try {
@@ -111,15 +114,18 @@ async function chooseSpec(config: Readonly<Config>, chain: ChainChoice, wanted: 
   }
 }
 
-/** The execution engine: the native core's in-process EVM (src/exec/revm.ts). */
-function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logger, spec: SpecChoice): ExecutionEngine {
+/** The execution engine: the native core's in-process EVM (src/exec/revm.ts), under the spec `specNow()` chooses. */
+function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logger, specNow: () => SpecChoice): ExecutionEngine {
   const logTo = (msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error'): void =>
     level === 'info' ? log.info(msg, fields) : level === 'error' ? log.error(msg, fields) : log.warn(msg, fields);
-  const engine = new RevmEngine({
+  return new RevmEngine({
     // The engine only reads (state at a canonical height, headers): a stale keep-alive socket is retried once.
     nodePost: (body) => engineNode.postRaw(body, undefined, true),
-    specAt: 'specAt' in spec ? spec.specAt : () => {
-      throw new Error('execution refused: no fork known'); // never called: a refused engine never starts
+    specAt: (timestampSec) => {
+      const spec = specNow();
+      // Never reached without a spec: the feed starts the engine only when runnable() (below) says it may.
+      if (!('specAt' in spec)) throw new Error('execution refused: no fork known');
+      return spec.specAt(timestampSec);
     },
     cacheCapBytes: config.executionCacheMb * 1024 * 1024,
     inlineReadUs: config.executionInlineReadUs,
@@ -127,10 +133,13 @@ function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logge
     nodeTimeoutMs: config.nodeTimeoutMs,
     log: logTo,
   });
-  // No fork known: the feed gives up on a "cannot run" start (said once; /readyz down with the reason; pending state
-  // reads answer as latest; the stream side is untouched).
-  if (spec.kind === 'refused') engine.start = () => Promise.reject(new Error(`execution engine cannot run: ${spec.why}`));
-  return engine;
+}
+
+/** Why the engine may not run under `spec` now (ExecutionFeedDeps.runnable), or null. */
+function specBlocks(spec: SpecChoice): string | null {
+  if (spec.kind === 'refused') return `execution engine cannot run: ${spec.why}`;
+  if (spec.kind === 'waiting') return spec.why;
+  return null;
 }
 
 /**
@@ -174,6 +183,8 @@ function describeSpec(spec: SpecChoice, nowSec: number): { text: string; spec: s
       return { text: 'execution off', spec: null };
     case 'refused':
       return { text: 'execution refused (no fork known): give --execution-hardfork <fork>', spec: null };
+    case 'waiting':
+      return { text: 'execution waits for the chain (learned when the node answers)', spec: null };
     case 'flag':
       return { text: `execution spec ${spec.fork} (--execution-hardfork)`, spec: spec.fork };
     case 'node':
@@ -198,7 +209,7 @@ function logChain(log: Logger, choice: ChainChoice, timing: { blockTimeMs: numbe
   } else if (choice.kind === 'unknown') {
     log.info(`chain: id ${choice.chainId} has no preset: ${t} (--block-time-ms / --flashblock-interval-ms or their defaults); ${ex.text}`, { chainId: choice.chainId, spec: ex.spec });
   } else {
-    log.warn(`chain: not known (${choice.detail}): ${t} (--block-time-ms / --flashblock-interval-ms or their defaults); give --chain to choose a preset; ${ex.text}`, { spec: ex.spec });
+    log.warn(`chain: not known yet (${choice.detail}): ${t} (--block-time-ms / --flashblock-interval-ms or their defaults) until the node answers eth_chainId, or give --chain; ${ex.text}`, { spec: ex.spec });
   }
 }
 
@@ -213,15 +224,16 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   const upstreamCount = Math.max(1, config.flashblocksUrls.length);
   const streamThreads = config.streamPort > 0 ? config.streamThreads : 0;
   // The chain: its preset supplies block time and flashblock interval unless set explicitly (nothing assumes 10 per 2 s).
-  const chain = await chooseChain(config);
+  // Learned again when the node answers after an outage or changes chain (learnChain below).
+  let chain = await chooseChain(config);
   const preset = choicePreset(chain);
-  const timing = chainTiming(preset, { blockTimeMs: config.blockTimeMs, flashblockIntervalMs: config.flashblockIntervalMs });
+  const timing = { ...chainTiming(preset, { blockTimeMs: config.blockTimeMs, flashblockIntervalMs: config.flashblockIntervalMs }) };
   if (timing.flashblockIntervalMs > timing.blockTimeMs) {
     throw new StartupError(StartupCode.CONFIG_INVALID, `--flashblock-interval-ms (${timing.flashblockIntervalMs}) is longer than the block time (${timing.blockTimeMs} ms${config.blockTimeMs === 0 ? ", the chain preset's" : ''})`);
   }
   // Pending execution only with an upstream to execute and a node to read state from.
   const wantsExecution = config.execution && config.flashblocksEnabled && config.flashblocksUrls.length > 0 && config.nodeRpcUrl !== '';
-  const spec = await chooseSpec(config, chain, wantsExecution);
+  let spec = await chooseSpec(config, chain, wantsExecution);
   logChain(log, chain, timing, spec);
   const metrics = createMetrics({ version: opts.version ?? '0.0.0', commit: opts.commit ?? 'unknown', upstreamCount, streamThreads, flashblockIntervalMs: timing.flashblockIntervalMs });
   const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });
@@ -249,7 +261,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       layoutGraceMs: Math.max(2000, 2 * config.executionWaitMs),
     },
     log,
-    metricsObserver(metrics, timing.blockTimeMs, timing.flashblockIntervalMs),
+    metricsObserver(metrics, timing),
   );
   const events = pipeline.events;
   // Open gaps (frames held for a missing predecessor) are expired every --tick-interval-ms while there are any; no
@@ -293,7 +305,8 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     wantsExecution
       ? new ExecutionFeed(
           {
-            engine: makeEngine(config, engineNode, log, spec),
+            engine: makeEngine(config, engineNode, log, () => spec),
+            runnable: () => specBlocks(spec),
             view: state,
             events,
             senders: pipeline.senders,
@@ -305,9 +318,10 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
         )
       : null;
   // flashblocksd_execution_spec_info: 1 for the spec of the newest executed block (set when it changes).
-  if (execution !== null && 'specAt' in spec) {
+  if (execution !== null) {
     let shown: string | null = null;
     execution.onExecuted((block) => {
+      if (!('specAt' in spec)) return;
       const now = spec.specAt(block.base.timestamp);
       if (now === shown) return;
       if (shown !== null) metrics.executionSpec[shown as ExecutionSpec].set(0);
@@ -419,24 +433,82 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       },
       holds: (n) => state.block(n) !== undefined,
       canonical: () => state.canonical,
+      rewind: (from, to) => {
+        const dropped = pipeline.rewind(to);
+        metrics.nodeHeadRewinds.inc();
+        metrics.canonicalBlock.set(to);
+        log.warn(
+          `node head went back from ${from} to ${to} and stayed there: the node was reset or restored from a snapshot, or another node answers at its URL. ` +
+            `The ${dropped} pending blocks held belong to a chain the node no longer has: dropped; following the node from ${to} (the stream's flashblocks above it apply again, execution starts over there)`,
+          { from, to, dropped },
+        );
+        execution?.rebase(to);
+      },
+      reachable: (downMs, head) => {
+        if (downMs !== null) log.info(`node reachable again after ${(downMs / 1000).toFixed(1)} s (head ${head})`, { head, downMs: Math.round(downMs) });
+        // First answer, or back after an outage: (re)learn its chain; restart a waiting engine at once.
+        if (config.flashblocksEnabled || wantsExecution) askChainId();
+        execution?.startNow();
+      },
+      unreachable: (error) => {
+        log.warn(`node unreachable: ${error}; canonical reads and forwarded methods fail until it answers, pending state keeps serving from flashblocks while they stay fresh`, { error });
+      },
     },
-    { pollMs: config.canonicalPollMs, wsUrl: config.nodeWsUrl, maxCatchUpBlocks: config.maxPendingBlocks, wsConnectTimeoutMs: config.canonicalWsConnectTimeoutMs, wsRetryInitialMs: config.canonicalWsRetryInitialMs, wsRetryMaxMs: config.canonicalWsRetryMaxMs },
+    { pollMs: config.canonicalPollMs, wsUrl: config.nodeWsUrl, maxCatchUpBlocks: config.maxPendingBlocks, wsConnectTimeoutMs: config.canonicalWsConnectTimeoutMs, wsRetryInitialMs: config.canonicalWsRetryInitialMs, wsRetryMaxMs: config.canonicalWsRetryMaxMs, rewindConfirmMs: Math.max(2000, timing.blockTimeMs) },
     log,
   );
 
-  // The node's chain id, asked once it answers (retried every few seconds until then).
+  // The node's chain id, asked when it answers (retried every few seconds until then): checked against the stream's,
+  // and, with --chain auto, the chain the daemon runs for (timing, dialect, retirement, execution spec).
   let stopped = false;
   let chainIdTimer: NodeJS.Timeout | null = null;
+  let asking = false;
   const askChainId = (): void => {
+    if (chainIdTimer !== null) clearTimeout(chainIdTimer);
     chainIdTimer = null;
+    if (asking || stopped) return;
+    asking = true;
     node.call<string>('eth_chainId', []).then(
-      (id) => chainMatch.setNodeChainId(BigInt(id)),
+      (id) => {
+        asking = false;
+        chainMatch.setNodeChainId(BigInt(id));
+        if (config.chain === 'auto') void learnChain(Number.parseInt(id, 16));
+      },
       () => {
+        asking = false;
         if (stopped) return;
         chainIdTimer = setTimeout(askChainId, 3000);
         chainIdTimer.unref();
       },
     );
+  };
+
+  /** The node's chain id answered `id`: when it is not the chain run for so far, the daemon runs for it from now on. */
+  const learnChain = async (id: number): Promise<void> => {
+    if (!Number.isSafeInteger(id) || stopped) return;
+    const known = chain.kind === 'node' ? chain.preset.chainId : chain.kind === 'unknown' ? chain.chainId : null;
+    if (known === id) return;
+    const p = presetByChainId(id);
+    const next: ChainChoice = p === null ? { kind: 'unknown', chainId: id } : { kind: 'node', preset: p };
+    const nextTiming = chainTiming(p, { blockTimeMs: config.blockTimeMs, flashblockIntervalMs: config.flashblockIntervalMs });
+    if (nextTiming.flashblockIntervalMs > nextTiming.blockTimeMs) {
+      log.error(`chain ${id}: --flashblock-interval-ms (${nextTiming.flashblockIntervalMs}) is longer than its block time (${nextTiming.blockTimeMs} ms); keeping the timing in use`, { chainId: id });
+      return;
+    }
+    const nextSpec = await chooseSpec(config, next, wantsExecution);
+    if (stopped) return;
+    const changed = known !== null;
+    chain = next;
+    spec = nextSpec;
+    Object.assign(timing, nextTiming);
+    pipeline.setChain({ blockTimeMs: timing.blockTimeMs, dialect: p?.dialect ?? 'op-rbuilder' });
+    metrics.setFlashblockInterval(timing.flashblockIntervalMs);
+    watch?.setPreset(p);
+    if (changed) log.warn(`the node's chain changed from ${known} to ${id}: the daemon runs for the new chain from now on`, { from: known, to: id });
+    logChain(log, chain, timing, spec);
+    if (execution === null) return;
+    if (changed) execution.rebase(Math.max(tracker.head, state.canonical));
+    else execution.startNow();
   };
 
   const mismatchNow = (): string | null => {
@@ -457,6 +529,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       canonicalPollMs: config.canonicalPollMs,
       nodeHead: tracker.head,
       chainMismatch: mismatchNow(),
+      chainNotKnown: chain.kind === 'unavailable' && config.chain === 'auto' && node.enabled ? chain.detail : null,
       ...(execution === null ? {} : { execution: executionHealth(execution) }),
       ...(watch?.retirement == null ? {} : { retirement: { reason: watch.retirement.reason, message: watch.retirement.message } }),
     });
@@ -485,7 +558,6 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   execution?.start();
   pool?.start();
   tracker.start();
-  if (config.flashblocksEnabled && node.enabled) askChainId();
 
   let stopping: Promise<void> | null = null;
   const stop = (): Promise<void> => {

@@ -75,6 +75,12 @@ export interface ExecutionFeedDeps {
   log: Logger;
   /** The node's canonical head (eth_blockNumber). */
   canonicalHead(): Promise<number>;
+  /**
+   * Why the engine may not run now (no fork known: the chain is not learned yet, or has no preset and no
+   * --execution-hardfork), or null when it may. Asked before each start; the daemon calls startNow() when it changes.
+   * "cannot run" in the answer marks a configuration to fix (/readyz down), anything else a wait. Absent: always may.
+   */
+  runnable?(): string | null;
 }
 
 /** Per held block: the BlockView fed (a replaced build is a new object) and the next index to hand over. */
@@ -163,7 +169,7 @@ export class ExecutionFeed {
    * what was built on them is either on the chain's state or executed again): the blocks above serve no executed state.
    */
   private readonly divergedBlocks = new Set<number>();
-  private readonly window = new DivergenceWindow();
+  private window = new DivergenceWindow();
   /** The window's verdict (a line for /readyz) as of the last flashblock or verdict, or null. */
   private divergingNow: string | null = null;
   private offVerdict: (() => void) | null = null;
@@ -196,14 +202,55 @@ export class ExecutionFeed {
     void this.startEngine(this.o.startRetryMs ?? 500);
   }
 
+  /**
+   * Starts the engine now rather than at its next retry (the node answers again, or the chain became known), when it
+   * is down; a start under way or an engine up is left alone.
+   */
+  startNow(): void {
+    if (this.stopped || this.phase !== 'down') return;
+    if (this.startTimer !== null) clearTimeout(this.startTimer);
+    this.startTimer = null;
+    void this.startEngine(this.o.startRetryMs ?? 500);
+  }
+
+  /**
+   * The node's head went back to `n` (src/ingest/canonical.ts: a reset, a restore, another node behind the URL), or its
+   * chain changed: nothing executed so far belongs to its chain. Forgets it and starts the engine over at the node's
+   * head (a start under way reads that head anyway).
+   */
+  rebase(n: number): void {
+    if (this.stopped) return;
+    this.fed.clear();
+    this.unfed.clear();
+    this.divergedBlocks.clear();
+    this.window = new DivergenceWindow();
+    this.divergingNow = null;
+    this.done = null;
+    this.blockStart = null;
+    this.d.log.info(`execution engine: starting over at block ${n} (what it executed belongs to a chain the node no longer has)`, { block: n });
+    if (this.phase === 'up' || this.phase === 'restarting') this.phase = 'down';
+    this.startNow();
+  }
+
   private async startEngine(delayMs: number): Promise<void> {
     if (this.stopped) return;
+    const wait = this.d.runnable?.() ?? null;
+    if (wait !== null) {
+      this.phase = 'down';
+      if (wait !== this.lastStartError) {
+        if (/cannot run/.test(wait)) this.d.log.error(`execution engine cannot run; pending state reads answer as latest: ${wait.replace(/^.*?cannot run: /, '')}`);
+        else this.d.log.warn(`execution engine waits: ${wait}; pending state reads answer as latest meanwhile`);
+      }
+      this.lastStartError = wait;
+      return;
+    }
     this.phase = 'starting';
     try {
       const head = await this.d.canonicalHead();
       await this.d.engine.start(Math.max(head, this.d.view.canonical));
       if (this.stopped) return;
       this.phase = 'up';
+      this.lastStartError = null;
       this.d.log.info('execution engine started', { canonical: head });
       this.catchUp();
     } catch (e) {
@@ -630,7 +677,8 @@ export class ExecutionFeed {
     const st = this.d.engine.status();
     const at = this.done === null ? 'nothing executed yet' : `executed up to ${this.done.number}/${this.done.index}`;
     const lag = this.inflight.length;
-    const last = st.lastError ?? this.lastStartError;
+    // An error is news while the engine is not up; once it runs again it is history (the log has it).
+    const last = this.phase === 'up' && st.ready ? null : (st.lastError ?? this.lastStartError);
     const err = last === null ? '' : `; last error: ${last}`;
     // Before the first executed flashblock the engine is not ready yet: that is starting, not a restart.
     const phase = this.phase === 'restarting' && st.restarts === 0 && this.done === null ? 'starting' : this.phase;

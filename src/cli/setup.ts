@@ -156,8 +156,12 @@ function warnings(q: Question, value: string): string[] {
   return out;
 }
 
-/** Connects to the URLs of an answer; returns warning lines (empty when all were reachable). Prints progress. */
-async function checkReachable(q: Question, value: string, io: CliIo, timeoutMs: number): Promise<string[]> {
+/**
+ * Connects to the URLs of an answer; returns warning lines (empty when all were reachable). Prints progress. The
+ * node's chain, when it has a preset, goes into `learned.chain` (written as CHAIN=: the daemon then knows its chain
+ * even when the node is down at start-up).
+ */
+async function checkReachable(q: Question, value: string, io: CliIo, timeoutMs: number, learned: { chain?: string }): Promise<string[]> {
   const warn: string[] = [];
   if (q.flag === 'flashblocks-url') {
     for (const u of value.split(',')) {
@@ -171,6 +175,8 @@ async function checkReachable(q: Question, value: string, io: CliIo, timeoutMs: 
     else warn.push(`${redactUrl(value)} did not answer eth_chainId: ${r.detail}`);
     // A chain that retired flashblocks (Base since Denim): the daemon could only forward; say so before writing.
     const preset = r.chainId === null ? null : presetByChainId(r.chainId);
+    if (preset !== null) learned.chain = preset.name;
+    else delete learned.chain;
     const retired = preset === null ? null : retirementNotice(preset, Date.now() / 1000);
     if (retired !== null) warn.push(`${retired} (for a pure forwarding proxy answer FLASHBLOCKS_ENABLED=false)`);
   }
@@ -300,6 +306,7 @@ export async function runSetup(argv: string[], io: CliIo): Promise<number> {
 
   const prompter = interactive ? new Prompter(io) : null;
   const answers = new Map<string, string>();
+  const learned: { chain?: string } = {};
   try {
     if (interactive) io.stdout.write(`flashblocksd setup: writes ${envFile}. Enter keeps the [default].\n`);
     for (const q of QUESTIONS) {
@@ -309,7 +316,7 @@ export async function runSetup(argv: string[], io: CliIo): Promise<number> {
       if (fromFlag !== undefined || prompter === null) {
         value = validate(q, fromFlag ?? q.def, answers);
         for (const w of warnings(q, value)) err(`warning: ${w}`);
-        if (check) for (const w of await checkReachable(q, value, io, timeoutMs)) err(`warning: ${w}`);
+        if (check) for (const w of await checkReachable(q, value, io, timeoutMs, learned)) err(`warning: ${w}`);
       }
       for (let attempt = 1; value === null && prompter !== null; attempt++) {
         if (attempt > MAX_ATTEMPTS) throw new InputError(`${envName(q.flag)}: no valid answer after ${MAX_ATTEMPTS} attempts`);
@@ -325,7 +332,7 @@ export async function runSetup(argv: string[], io: CliIo): Promise<number> {
           continue;
         }
         const warn = warnings(q, candidate);
-        if (check) warn.push(...(await checkReachable(q, candidate, io, timeoutMs)));
+        if (check) warn.push(...(await checkReachable(q, candidate, io, timeoutMs, learned)));
         for (const w of warn) err(`  warning: ${w}`);
         if (warn.length > 0) {
           if (!(await confirm(prompter, '  Keep this value anyway? [Y/n]: ', envName(q.flag), err))) continue;
@@ -341,6 +348,7 @@ export async function runSetup(argv: string[], io: CliIo): Promise<number> {
       const v = answers.get(q.flag);
       if (v !== undefined) io.stdout.write(`  ${envName(q.flag).padEnd(20)} ${shown(q.flag, v)}\n`);
     }
+    if (learned.chain !== undefined) io.stdout.write(`  ${envName('chain').padEnd(20)} ${learned.chain} (the node's eth_chainId)\n`);
     if (prompter !== null) {
       if (!(await confirm(prompter, `Write ${envFile}? [Y/n]: `, 'the write', err))) {
         err('setup: nothing written');
@@ -361,6 +369,8 @@ export async function runSetup(argv: string[], io: CliIo): Promise<number> {
     'Each variable twins a flag (`flashblocksd --help` lists all of them). Apply changes with: systemctl restart flashblocksd',
   ];
   const entries = QUESTIONS.filter((q) => answers.has(q.flag)).map((q) => [envName(q.flag), answers.get(q.flag) as string] as const);
+  // The chain the node answered for: the daemon runs for it from start-up even if the node is down then.
+  if (learned.chain !== undefined) entries.push([envName('chain'), learned.chain]);
   try {
     await writeEnvFile(envFile, formatEnvFile(entries, header), force);
   } catch (e) {

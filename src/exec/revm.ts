@@ -161,17 +161,28 @@ export class RevmEngine implements ExecutionEngine {
     if (!this.stopped) this.o.log?.(msg, fields, level);
   }
 
+  /**
+   * Starts at canonical head `canonical`. Called again (the node's chain was reset or changed), it starts over after
+   * the work already queued: a fresh native engine, nothing held.
+   */
   async start(canonical: number): Promise<void> {
     const addon = loadAddon();
     if (addon instanceof Error) throw new Error(`execution engine cannot run: ${addon.message}`);
     this.proxy ??= await ForkProxy.start(this.o.nodePost);
-    this.canonical = canonical;
-    this.settledThrough = canonical;
-    this.chainId = Number(await this.nodeCall<string>('eth_chainId', []));
-    this.native = new addon.Engine(this.proxy.url, this.o.cacheCapBytes ?? 512 * 1024 * 1024, this.o.readThreads ?? 2, this.o.nodeTimeoutMs ?? 5000);
-    this.memo = this.newMemo();
-    await this.native.reset(canonical);
-    this.ready = true;
+    await this.enqueue(async () => {
+      this.ready = false;
+      this.native?.close();
+      this.native = null;
+      for (const n of [...this.held.keys()]) this.dropHeld(n);
+      this.canonical = canonical;
+      this.settledThrough = canonical;
+      this.chainId = Number(await this.nodeCall<string>('eth_chainId', []));
+      this.native = new addon.Engine(this.proxy!.url, this.o.cacheCapBytes ?? 512 * 1024 * 1024, this.o.readThreads ?? 2, this.o.nodeTimeoutMs ?? 5000);
+      this.memo = this.newMemo();
+      await this.native.reset(canonical);
+      this.ready = true;
+      this.lastError = null;
+    });
   }
 
   async stop(): Promise<void> {

@@ -17,7 +17,16 @@ export interface CanonicalOptions {
   wsConnectTimeoutMs: number;
   wsRetryInitialMs: number;
   wsRetryMaxMs: number;
+  /**
+   * A head below the one followed so far is believed (the node was reset, restored, or replaced behind its URL) once
+   * every poll for this long (and at least REWIND_CONFIRM_POLLS polls in a row) answered lower: a node behind a load
+   * balancer a block behind its peer is not a rewind. Default 2000.
+   */
+  rewindConfirmMs?: number;
 }
+
+/** Polls in a row that must answer a lower head before it is believed. */
+export const REWIND_CONFIRM_POLLS = 3;
 
 /** What the tracker drives: the pipeline's settle() and what it holds. */
 export interface CanonicalSink {
@@ -26,6 +35,15 @@ export interface CanonicalSink {
   holds(n: number): boolean;
   /** The head settled so far (-1 at start). */
   canonical(): number;
+  /** The node's head went back from `from` to `to` (confirmed): everything above `to` is void. */
+  rewind?(from: number, to: number): void;
+  /**
+   * The node answered after not answering (`downMs`: for how long), or for the first time (`downMs` null when it never
+   * failed before). Once per transition.
+   */
+  reachable?(downMs: number | null, head: number): void;
+  /** The node stopped answering (the first failed poll after an answer, or at start). Once per transition. */
+  unreachable?(error: string): void;
 }
 
 /** Follows the canonical head. */
@@ -40,6 +58,14 @@ export class CanonicalTracker {
   /** Head the node reported last. */
   head = -1;
   private readonly wsBackoff: Backoff;
+  /** performance.now() of the first failed poll of the current outage, null while the node answers. */
+  private downSinceMs: number | null = null;
+  /** Whether the node ever answered a poll. */
+  private everAnswered = false;
+  /** A lower head being confirmed: since when, how many polls in a row, the newest lower head. */
+  private lower: { sinceMs: number; polls: number; head: number } | null = null;
+  /** Incremented by each rewind: a catch-up that awaited across one settles nothing of the old chain. */
+  private epoch = 0;
 
   constructor(
     private readonly node: NodeClient,
@@ -98,13 +124,47 @@ export class CanonicalTracker {
   private async poll(): Promise<void> {
     try {
       const hex = await this.node.call<string>('eth_blockNumber', [], Math.max(this.opts.pollMs * 10, 1000));
-      this.lastOkMs = performance.now();
-      this.advance(Number.parseInt(hex.slice(2), 16));
+      if (this.stopped) return;
+      const now = performance.now();
+      this.lastOkMs = now;
+      const n = Number.parseInt(hex.slice(2), 16);
+      if (this.downSinceMs !== null || !this.everAnswered) {
+        const downMs = this.downSinceMs === null ? null : now - this.downSinceMs;
+        this.downSinceMs = null;
+        this.everAnswered = true;
+        this.sink.reachable?.(downMs, n);
+      }
+      this.judgeLower(n, now);
+      this.advance(n);
     } catch (e) {
       if (this.stopped) return; // a poll cut short by the stop (the node client closed): not a failure
       const why = e instanceof NodeError ? e.message : String(e);
-      this.log.limited('warn', 'canonical-poll', 10_000, 'canonical head poll failed; pending state keeps serving', { error: why });
+      this.lower = null;
+      if (this.downSinceMs === null) {
+        this.downSinceMs = performance.now();
+        this.sink.unreachable?.(why);
+      } else {
+        this.log.debug('canonical head poll failed again', { error: why });
+      }
     }
+  }
+
+  /** A polled head below the one followed: counted until it is confirmed (then the sink rewinds), else forgotten. */
+  private judgeLower(n: number, now: number): void {
+    if (!Number.isSafeInteger(n) || n >= this.wanted || this.wanted < 0) {
+      this.lower = null;
+      return;
+    }
+    if (this.lower === null) this.lower = { sinceMs: now, polls: 0, head: n };
+    this.lower.polls++;
+    this.lower.head = n;
+    if (this.lower.polls < REWIND_CONFIRM_POLLS || now - this.lower.sinceMs < (this.opts.rewindConfirmMs ?? 2000)) return;
+    const from = this.wanted;
+    this.lower = null;
+    this.epoch++;
+    this.wanted = n;
+    this.head = n;
+    this.sink.rewind?.(from, n);
   }
 
   /** Notes a new head and settles the blocks up to it, one at a time, in order. */
@@ -118,6 +178,7 @@ export class CanonicalTracker {
 
   private async catchUp(): Promise<void> {
     this.busy = true;
+    const epoch = this.epoch;
     try {
       while (!this.stopped && this.sink.canonical() < this.wanted) {
         const from = this.sink.canonical();
@@ -135,10 +196,10 @@ export class CanonicalTracker {
         if (this.sink.holds(k)) {
           try {
             const block = await this.node.call<{ transactions: string[] } | null>('eth_getBlockByNumber', ['0x' + k.toString(16), false]);
-            if (block === null) break; // the node's view is behind its own head report: retry next poll
+            if (block === null || epoch !== this.epoch) break; // the node's view is behind its own head report (retry next poll), or it rewound
             hashes = new Set(block.transactions.map((h) => h.toLowerCase()));
           } catch (e) {
-            if (this.stopped) break; // cut short by the stop: nothing to settle
+            if (this.stopped || epoch !== this.epoch) break; // cut short by the stop or a rewind: nothing to settle
             this.log.limited('warn', 'canonical-fetch', 10_000, 'could not fetch canonical block; settling without reorg check', { block: k, error: (e as Error).message });
           }
         }

@@ -5,8 +5,14 @@ import { FLASHBLOCK_INTERVAL_MS, flashblockLatenessSeconds, type Metrics } from 
 import type { IngestObserver } from './pipeline.js';
 import type { UpstreamEvent } from './upstream.js';
 
-/** Pipeline observations → metrics; `blockTimeMs` and the chain's `intervalMs` place each flashblock's due time. */
-export function metricsObserver(m: Metrics, blockTimeMs: number, intervalMs: number = FLASHBLOCK_INTERVAL_MS): IngestObserver {
+/** The chain's timing as the observer reads it at each flashblock (the daemon updates it when it learns the chain). */
+export interface ObservedTiming {
+  blockTimeMs: number;
+  flashblockIntervalMs: number;
+}
+
+/** Pipeline observations → metrics; the chain's block time and interval (read per flashblock) place its due time. */
+export function metricsObserver(m: Metrics, timing: Readonly<ObservedTiming> = { blockTimeMs: 2000, flashblockIntervalMs: FLASHBLOCK_INTERVAL_MS }): IngestObserver {
   let lastAppliedAt = -1;
   return {
     frame(u, isBinary, bytes) {
@@ -21,7 +27,7 @@ export function metricsObserver(m: Metrics, blockTimeMs: number, intervalMs: num
       m.processingSeconds.observe(seconds);
       if (lastAppliedAt >= 0) m.observeInterarrival((receivedAtMs - lastAppliedAt) / 1000);
       lastAppliedAt = receivedAtMs;
-      m.observeLateness(flashblockLatenessSeconds(performance.timeOrigin + receivedAtMs, block.base.timestamp, fb.index, blockTimeMs, intervalMs));
+      m.observeLateness(flashblockLatenessSeconds(performance.timeOrigin + receivedAtMs, block.base.timestamp, fb.index, timing.blockTimeMs, timing.flashblockIntervalMs));
       m.pendingBlock.set(block.number);
       m.pendingIndex.set(fb.index);
     },

@@ -96,6 +96,8 @@ interface Held {
 }
 
 const HEDGE_MEMORY = 4096;
+/** Stale frames in a row before the episode is explained at warn (about a block's flashblocks at the usual cadence). */
+const STALE_EPISODE_FRAMES = 10;
 
 /** The ingest pipeline; feed it frames with `handleFrame`, canonical heads with `settle`, time with `tick`. */
 export class IngestPipeline {
@@ -107,13 +109,15 @@ export class IngestPipeline {
   private readonly view: SequenceView;
   /** Recovers the senders of applied transactions (worker thread or event-loop slices); readers ask it for them. */
   readonly senders: SenderRecovery;
-  private readonly blockTimeMs: number;
+  private blockTimeMs: number;
   /** performance.now() when the canonical head last advanced (the far-ahead bound counts from it). */
   private canonicalSeenMs = 0;
   /** Block number whose mid-block join was last logged (one line per block). */
   private joinLogged = -1;
   /** The subblocks sequence rule applies (PipelineOptions.dialect). */
-  private readonly strictSequence: boolean;
+  private strictSequence: boolean;
+  /** Frames dropped as stale (at or below the canonical head) since the last applied one: an episode is warned once. */
+  private staleRun = { frames: 0, warned: false, firstBlock: -1 };
   /** The native decoder, or null (PipelineOptions.nativeDecode). */
   private readonly native: NativeDecoder | null;
   /** The signed transactions of natively decoded flashblocks, for native sender recovery once applied. */
@@ -151,6 +155,48 @@ export class IngestPipeline {
         return b === undefined ? undefined : { payloadId: b.payloadId, nextIndex: b.nextIndex, broken: b.broken };
       },
     };
+  }
+
+  /** The chain became known (or changed) after start-up: its block time and stream dialect from now on. */
+  setChain(c: { blockTimeMs: number; dialect: string }): void {
+    this.blockTimeMs = c.blockTimeMs;
+    this.strictSequence = c.dialect === 'op-subblocks';
+  }
+
+  /**
+   * The node's head went back to `n`: the held blocks belong to a chain the node no longer has. They are dropped (with
+   * frames waiting for a predecessor), `n` becomes the canonical head, and the stream's frames above it apply again.
+   * Returns the number of pending blocks dropped.
+   */
+  rewind(n: number, nowMs: number = performance.now()): number {
+    const dropped = this.state.rewind(n);
+    this.reorder.dropUpTo(Number.MAX_SAFE_INTEGER, (h) => h.fb.body.release());
+    this.canonicalSeenMs = nowMs;
+    this.view.lastApplied = -1;
+    this.events.emitCanonical(n, this.onListenerError);
+    return dropped;
+  }
+
+  /**
+   * A frame at or below the canonical head: counted (verdict `stale`); a run of them as long as a block's flashblocks
+   * is explained once at warn (the stream is behind the node, or the node's head is ahead of this stream's chain).
+   */
+  private noteStale(fb: Flashblock): void {
+    const r = this.staleRun;
+    if (r.frames === 0) r.firstBlock = fb.blockNumber;
+    r.frames++;
+    if (r.warned || r.frames < STALE_EPISODE_FRAMES) return;
+    r.warned = true;
+    this.log.warn(
+      `flashblocks for blocks the node already has are dropped as stale: ${r.frames} so far, from block ${r.firstBlock} (now ${fb.blockNumber}) while the canonical head is ${this.state.canonical}. ` +
+        "The stream is behind the node (a lagging or different builder), or the node's head went back (a reset or restore: the daemon re-anchors once the lower head holds); pending answers as latest meanwhile",
+      { block: fb.blockNumber, canonical: this.state.canonical, dropped: r.frames },
+    );
+  }
+
+  private endStaleRun(applied: number): void {
+    if (this.staleRun.warned) this.log.info(`flashblocks apply again at block ${applied}, after ${this.staleRun.frames} dropped as stale`, { block: applied, dropped: this.staleRun.frames });
+    this.staleRun = { frames: 0, warned: false, firstBlock: -1 };
   }
 
   /** Frames held while waiting for a missing predecessor. */
@@ -252,6 +298,9 @@ export class IngestPipeline {
     }
     switch (v) {
       case 'stale':
+        this.noteStale(fb);
+        this.observer?.verdict(v);
+        return true;
       case 'duplicate':
         this.observer?.verdict(v);
         return true;
@@ -315,6 +364,7 @@ export class IngestPipeline {
     const now = performance.now();
     const block = fb.index === 0 ? this.state.startBlock(fb, frame, now) : this.state.appendFlashblock(fb, frame, now);
     this.view.lastApplied = block.number;
+    if (this.staleRun.frames > 0) this.endStaleRun(block.number);
     if (this.state.highestNumber > block.number) this.dropAbandoned(block.number, frame.receivedAtMs);
     this.observer?.applied(fb, block, (performance.now() - t0) / 1000, frame.receivedAtMs);
     // Recovery first: a natively decoded frame's starts now on the native pool (nothing waits here), and the execution

@@ -37,10 +37,15 @@ export class RetirementWatch {
   private sawFrame = false;
 
   constructor(
-    private readonly opts: RetirementOptions,
+    private opts: RetirementOptions,
     startUnixMs: number,
   ) {
     this.lastFrameUnixMs = startUnixMs;
+  }
+
+  /** The chain was learned (or changed) after start-up: its preset's retirement is judged from the next check. */
+  setPreset(preset: ChainPreset | null): void {
+    this.opts = { ...this.opts, preset };
   }
 
   /** The verdict now; null while the chain streams (or may). */

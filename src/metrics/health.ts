@@ -20,6 +20,8 @@ export interface HealthInputs {
   nodeHead: number;
   /** Why the node is not on the stream's chain (a line from src/ingest/chain-match.ts), or null. */
   chainMismatch?: string | null;
+  /** Why the chain is not known yet (--chain auto and the node never answered eth_chainId), or null. */
+  chainNotKnown?: string | null;
   /**
    * Pending execution: its phase (off, starting, up, restarting, down) and a line of detail; absent = off.
    * cannotRun: the engine it was told to run is missing or cannot be run (down for good, not retrying).
@@ -46,10 +48,11 @@ export function healthReport(h: HealthInputs): HealthReport {
   const diverging = h.execution?.diverging ?? null;
   const engineRunnable = h.execution?.cannotRun !== true && lagging === null && diverging === null;
   const mismatch = h.chainMismatch ?? null;
+  const notKnown = h.chainNotKnown ?? null;
   const gone = h.retirement;
   return {
     ...(gone === undefined ? {} : { reason: `${gone.reason}: ${gone.message}` }),
-    ready: fresh && upOk && nodeReachable && engineRunnable && mismatch === null && gone === undefined,
+    ready: fresh && upOk && nodeReachable && engineRunnable && mismatch === null && notKnown === null && gone === undefined,
     upstreamConnected: h.upstreamConnected,
     pendingAgeMs: age,
     nodeReachable,
@@ -59,7 +62,10 @@ export function healthReport(h: HealthInputs): HealthReport {
         detail: !h.flashblocksEnabled ? 'flashblocks disabled' : `${h.upstreamConnected}/${h.upstreamUrls} upstreams connected${gone === undefined ? '' : `; ${gone.reason}`}`,
       },
       pending: { ok: fresh, detail: age === null ? 'no flashblock applied yet' : `last flashblock applied ${age} ms ago (limit ${h.readyMaxAgeMs} ms)` },
-      chain: { ok: mismatch === null, detail: mismatch === null ? (h.flashblocksEnabled ? 'no sign of another chain' : 'flashblocks disabled') : mismatch },
+      chain: {
+        ok: mismatch === null && notKnown === null,
+        detail: mismatch !== null ? mismatch : notKnown !== null ? `not known yet: ${notKnown}` : h.flashblocksEnabled ? 'no sign of another chain' : 'flashblocks disabled',
+      },
       node: { ok: nodeReachable, detail: h.nodeEnabled ? (nodeReachable ? `head ${h.nodeHead}` : 'node not answering') : 'no node configured' },
       // Informational unless the engine cannot run, lags or diverges (see above): pending state reads then answer as latest.
       execution: {

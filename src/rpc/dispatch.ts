@@ -270,7 +270,7 @@ export class Dispatcher {
     item.source = 'error';
     const idJson = item.idJson ?? 'null';
     if (e instanceof RpcError) item.out = errorEnvelope(idJson, e.code, e.message, e.data);
-    else if (e instanceof NodeError) item.out = nodeErrorEnvelope(idJson, e, item.method);
+    else if (e instanceof NodeError) item.out = nodeErrorEnvelope(idJson, e, item.method, this.ctx.pendingUsable());
     else {
       this.ctx.log.error('rpc handler failed', { method: item.method, error: (e as Error)?.stack ?? String(e) });
       item.out = errorEnvelope(idJson, RpcCode.INTERNAL_ERROR, 'internal error');
@@ -424,8 +424,11 @@ function idOf(envelope: string): string {
   return end === -1 ? 'null' : envelope.slice(start, end);
 }
 
-/** A node failure as a JSON-RPC error: the node's own error passes through; transport failures are explained. */
-function nodeErrorEnvelope(idJson: string, e: NodeError, method: string): string {
+/**
+ * A node failure as a JSON-RPC error: the node's own error passes through; transport failures are explained, saying
+ * whether pending state still answers (`pendingFresh`: the same judgement /readyz and the pending fallback use).
+ */
+function nodeErrorEnvelope(idJson: string, e: NodeError, method: string, pendingFresh: boolean): string {
   // The node client refused an answer over its size bound: the same error as an over-limit reply built here.
   if (e.limitBytes !== undefined) return errorEnvelope(idJson, RpcCode.LIMIT_EXCEEDED, `response exceeds the ${e.limitBytes}-byte limit`);
   switch (e.reason) {
@@ -434,7 +437,11 @@ function nodeErrorEnvelope(idJson: string, e: NodeError, method: string): string
     case 'timeout':
       return errorEnvelope(idJson, RpcCode.TIMEOUT, `${method}: ${e.message}`);
     case 'connect':
-      return errorEnvelope(idJson, RpcCode.SERVER_ERROR, `${method}: ${e.message}; pending-state methods still answer`);
+      return errorEnvelope(
+        idJson,
+        RpcCode.SERVER_ERROR,
+        `${method}: ${e.message}; ${pendingFresh ? 'methods at "pending" still answer from flashblocks' : 'pending state is not fresh either (see /readyz)'}`,
+      );
     case 'http':
       return errorEnvelope(idJson, RpcCode.SERVER_ERROR, `${method}: ${e.message}`);
     case 'disabled':

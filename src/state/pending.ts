@@ -147,6 +147,19 @@ export class PendingState implements PendingView {
     return { reorged, dropped };
   }
 
+  /**
+   * The node's head went back to `n` (a reset, a snapshot restore, another node behind the same URL): every held block
+   * was built on the chain the node no longer has, so all are dropped, and `n` becomes the canonical head. Returns how
+   * many blocks were dropped.
+   */
+  rewind(n: number): number {
+    const held = this.blocks.size;
+    for (const num of [...this.blocks.keys()]) this.removeBlock(num);
+    this.canonical = n;
+    this.settledTxCount = -1;
+    return held;
+  }
+
   /** Drops the held blocks at these heights (blocks the stream abandoned). */
   dropBlocks(numbers: readonly number[]): void {
     for (const n of numbers) this.removeBlock(n);

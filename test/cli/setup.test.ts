@@ -67,9 +67,10 @@ t.test('--yes with flags writes the environment file the daemon reads, mode 0600
     HOST: '127.0.0.1',
     PORT: '8600',
     METRICS_PORT: '9600',
-  });
+    CHAIN: 'devnet',
+  }, "CHAIN is the preset of the node's eth_chainId: the daemon knows its chain even if the node is down at start-up");
   const config = loadConfig([], env);
-  t.same([config.flashblocksUrls, config.nodeRpcUrl, config.port, config.metricsPort], [[secretUrl], anvil.url, 8600, 9600], 'round trip through the config loader');
+  t.same([config.flashblocksUrls, config.nodeRpcUrl, config.port, config.metricsPort, config.chain], [[secretUrl], anvil.url, 8600, 9600, 'devnet'], 'round trip through the config loader');
   t.match(readFileSync(file, 'utf8'), /^# flashblocksd settings/, 'header comment');
   t.match(r.out, /chain id 901 \(Devnet: preset devnet, 2000 ms blocks, 200 ms flashblocks, 10 per block, dialect base\), head block 0/, 'node check shows chain id, its preset and head');
   t.match(r.out, /ok: ws:\/\/redacted@127\.0\.0\.1:\d+\/flashblocks\?key=redacted: connected in \d+ ms/, 'upstream reachable');
@@ -178,6 +179,7 @@ t.test('interactive: answers on standard input, bad URLs re-asked with the reaso
     HOST: '0.0.0.0',
     PORT: '8547',
     METRICS_PORT: '9100',
+    CHAIN: 'devnet',
   });
   t.match(r.out, /\S+ verify http:\/\/127\.0\.0\.1:8547\//, 'verify command uses loopback for 0.0.0.0');
 });
