@@ -66,6 +66,9 @@ function pick<K extends keyof Config>(config: Readonly<Config>, keys: readonly K
   return out;
 }
 
+/** How often the node's chain id is asked again while it answers (a node swapped behind its URL without an outage). */
+const CHAIN_ID_RECHECK_MS = 60_000;
+
 /** How often the daemon judges whether its chain stopped streaming (RetirementWatch; its default threshold is 10 min). */
 const RETIREMENT_CHECK_MS = 1000;
 
@@ -443,6 +446,7 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
           { from, to, dropped },
         );
         execution?.rebase(to);
+        askChainId();
       },
       reachable: (downMs, head) => {
         if (downMs !== null) log.info(`node reachable again after ${(downMs / 1000).toFixed(1)} s (head ${head})`, { head, downMs: Math.round(downMs) });
@@ -458,8 +462,9 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     log,
   );
 
-  // The node's chain id, asked when it answers (retried every few seconds until then): checked against the stream's,
-  // and, with --chain auto, the chain the daemon runs for (timing, dialect, retirement, execution spec).
+  // The node's chain id, asked when it answers (retried every few seconds until then), after its head went back, and
+  // once a minute (another node may answer at the URL without an outage): checked against the stream's, and, with
+  // --chain auto, the chain the daemon runs for (timing, dialect, retirement, execution spec).
   let stopped = false;
   let chainIdTimer: NodeJS.Timeout | null = null;
   let asking = false;
@@ -473,6 +478,9 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
         asking = false;
         chainMatch.setNodeChainId(BigInt(id));
         if (config.chain === 'auto') void learnChain(Number.parseInt(id, 16));
+        if (stopped) return;
+        chainIdTimer = setTimeout(askChainId, CHAIN_ID_RECHECK_MS);
+        chainIdTimer.unref();
       },
       () => {
         asking = false;
