@@ -80,6 +80,18 @@ export const WS_SUBSCRIPTION_KINDS = [
 ] as const;
 export type WsSubscriptionKind = (typeof WS_SUBSCRIPTION_KINDS)[number];
 
+/** Polling filters (src/rpc/filters.ts): eth_newFilter, eth_newBlockFilter, eth_newPendingTransactionFilter. */
+export const RPC_FILTER_KINDS = ['logs', 'blocks', 'pending_transactions'] as const;
+export type RpcFilterKind = (typeof RPC_FILTER_KINDS)[number];
+
+/**
+ * What the polling filters dropped: buffer_full = one change (the oldest) out of a filter's full buffer; expired = a
+ * filter nobody polled within the idle timeout; limit = an install refused at the per-client or total cap;
+ * node_error = a canonical block whose hash or logs the node did not give (its changes are missing).
+ */
+export const RPC_FILTER_DROP_REASONS = ['buffer_full', 'expired', 'limit', 'node_error'] as const;
+export type RpcFilterDropReason = (typeof RPC_FILTER_DROP_REASONS)[number];
+
 /**
  * Every RPC method name that gets its own `method` label: the spec's methods, every eth_/net_/web3_ method of the
  * execution-apis OpenRPC document, and the submission/subscription methods. Anything else is labelled `other`.
@@ -404,6 +416,9 @@ export interface Metrics {
   readonly streamThreadCrashes: CounterCell;
   readonly streamRefusals: Readonly<Record<StreamRefusalReason, CounterCell>>;
   readonly wsSubscriptions: Readonly<Record<WsSubscriptionKind, GaugeCell>>;
+  /** Installed polling filters, by kind. */
+  readonly rpcFilters: Readonly<Record<RpcFilterKind, GaugeCell>>;
+  readonly rpcFilterDrops: Readonly<Record<RpcFilterDropReason, CounterCell>>;
 
   readonly redisUp: GaugeCell;
   readonly redisFallbacks: CounterCell;
@@ -596,6 +611,8 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   // Stream
   const refusalF = counter('stream_refusals_total', 'Stream connections refused, by reason.', ['reason']);
   const subsF = gauge('ws_subscriptions', 'Active eth_subscribe subscriptions, by kind.', ['kind']);
+  const filtersF = gauge('rpc_filters', 'Installed polling filters (eth_newFilter = logs, eth_newBlockFilter = blocks, eth_newPendingTransactionFilter = pending_transactions), HTTP and WebSocket, by kind.', ['kind']);
+  const filterDropsF = counter('rpc_filter_drops_total', 'What the polling filters dropped, by reason: buffer_full = a change (the oldest) out of a full filter buffer; expired = a filter not polled within 5 minutes, removed; limit = an eth_new*Filter refused at the per-client or total cap; node_error = a canonical block whose hash or logs the node did not give (those changes are missing).', ['reason']);
 
   // Shared limits
   const rateLimitedF = counter('rate_limited_total', 'JSON-RPC requests (HTTP) and messages (WebSocket) refused by --rate-limit-rps, by the quota that refused them.', ['scope']);
@@ -721,6 +738,8 @@ export function createMetrics(opts: MetricsOptions): Metrics {
       'Stream threads (--stream-port) that failed or exited without being asked to; their subscribers were disconnected, the other threads and the main port went on.').child(),
     streamRefusals: keyed(STREAM_REFUSAL_REASONS, (r) => refusalF.child(r)),
     wsSubscriptions: keyed(WS_SUBSCRIPTION_KINDS, (k) => subsF.child(k)),
+    rpcFilters: keyed(RPC_FILTER_KINDS, (k) => filtersF.child(k)),
+    rpcFilterDrops: keyed(RPC_FILTER_DROP_REASONS, (r) => filterDropsF.child(r)),
 
     redisUp: gauge('redis_up', '1 while connection limits and rate quotas are shared through --redis-url, 0 while they are local to this instance (Redis unreachable, or not configured).').child(),
     redisFallbacks: counter('redis_fallbacks_total', 'Times this instance switched from shared (Redis) to local limits because Redis was unreachable or did not answer in time (at start included).').child(),

@@ -5,6 +5,8 @@
 // that signs with the node's keys or changes the node: no eth_accounts / eth_sendTransaction / eth_sign*, no anvil_,
 // hardhat_, evm_, admin_, debug_, personal_, miner_, engine_, txpool_. OP-stack execution clients add no public
 // namespace of their own (optimism_* is op-node's rollup RPC, not the node's).
+// The polling filters (eth_newFilter, eth_getFilterChanges, …) are not forwarded: the daemon serves them from the
+// pending state (src/rpc/filters.ts).
 
 /** Standard methods forwarded by default (execution-apis plus the read extensions reth serves publicly). */
 export const DEFAULT_FORWARD_METHODS: readonly string[] = [
@@ -19,9 +21,6 @@ export const DEFAULT_FORWARD_METHODS: readonly string[] = [
   'eth_getTransactionCount', 'eth_getTransactionReceipt', 'eth_getUncleByBlockHashAndIndex',
   'eth_getUncleByBlockNumberAndIndex', 'eth_getUncleCountByBlockHash', 'eth_getUncleCountByBlockNumber',
   'eth_maxPriorityFeePerGas', 'eth_protocolVersion', 'eth_simulateV1', 'eth_syncing',
-  // eth_: filters (state kept by the node)
-  'eth_getFilterChanges', 'eth_getFilterLogs', 'eth_newBlockFilter', 'eth_newFilter', 'eth_newPendingTransactionFilter',
-  'eth_uninstallFilter',
   // eth_: submitting transactions the client signed itself
   'eth_sendRawTransaction', 'eth_sendRawTransactionSync',
   // net_, web3_

@@ -5,6 +5,7 @@ import { RpcCode, RpcError } from '../errors.js';
 import { NodeError, retryableMethod } from '../node/client.js';
 import type { RpcSource } from '../metrics/metrics.js';
 import { ForwardPolicy } from './allow.js';
+import type { Filters, RequestOrigin } from './filters.js';
 import { ETH_METHODS } from './methods/eth.js';
 import { FORWARD_AS_IS, Forward, FromState, RawJson, type Handler, type MethodContext, type MethodTable } from './methods/types.js';
 import type { SubscriberSink } from './subscriptions.js';
@@ -95,16 +96,18 @@ export class Dispatcher {
     private readonly ctx: MethodContext,
     private readonly opts: DispatchOptions,
     private readonly methods: MethodTable = ETH_METHODS,
+    /** The polling filters (eth_newFilter …), answered after the table and before forwarding; null: forwarded. */
+    private readonly filters: Filters | null = null,
   ) {
     this.forwardable = new ForwardPolicy(opts.forwardMethods, opts.allowNamespaces);
   }
 
   /**
    * Answers one request body (single call or batch). Returns synchronously when every item was answered from
-   * state; a Promise when something had to wait for the node. `sink` is the WebSocket connection (null on HTTP).
-   * Never throws and never rejects.
+   * state; a Promise when something had to wait for the node. `sink` is the WebSocket connection (null on HTTP);
+   * `origin` the HTTP request (its client, for the polling filters' per-client cap). Never throws and never rejects.
    */
-  handle(text: string, sink: SubscriberSink | null): Reply | Promise<Reply> {
+  handle(text: string, sink: SubscriberSink | null, origin: RequestOrigin | null = null): Reply | Promise<Reply> {
     const t0 = performance.now();
     if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
       return errorEnvelope('null', RpcCode.PARSE_ERROR, `parse error: JSON nested deeper than ${MAX_JSON_DEPTH} levels`);
@@ -115,9 +118,9 @@ export class Dispatcher {
     } catch (e) {
       return errorEnvelope('null', RpcCode.PARSE_ERROR, 'parse error: ' + (e as Error).message);
     }
-    if (Array.isArray(msg)) return this.batch(msg, sink, t0);
+    if (Array.isArray(msg)) return this.batch(msg, sink, origin, t0);
     const item = this.prepare(msg, t0);
-    if (item.out === null) this.run(item, sink);
+    if (item.out === null) this.run(item, sink, origin);
     if (item.fwd !== null) return this.forwardSingle(item, text);
     if (item.out === null) return this.finishLater([item], false, null);
     this.record(item);
@@ -151,7 +154,7 @@ export class Dispatcher {
     return out.length === 0 ? null : '[' + out.join(',') + ']';
   }
 
-  private batch(list: unknown[], sink: SubscriberSink | null, t0: number): Reply | Promise<Reply> {
+  private batch(list: unknown[], sink: SubscriberSink | null, origin: RequestOrigin | null, t0: number): Reply | Promise<Reply> {
     if (list.length === 0) return errorEnvelope('null', RpcCode.INVALID_REQUEST, 'invalid request: empty batch');
     if (list.length > this.opts.maxBatchItems) {
       return errorEnvelope('null', RpcCode.INVALID_REQUEST, `batch too large: ${list.length} items, the limit is ${this.opts.maxBatchItems}`);
@@ -161,7 +164,7 @@ export class Dispatcher {
     let waiting = false;
     for (let i = 0; i < list.length; i++) {
       const item = this.prepare(list[i], t0);
-      if (item.out === null) this.run(item, sink);
+      if (item.out === null) this.run(item, sink, origin);
       if (item.fwd !== null) (fwds ??= []).push(item);
       else if (item.out === null) waiting = true;
       items[i] = item;
@@ -214,10 +217,11 @@ export class Dispatcher {
   }
 
   /** Runs the handler: sets `out`, or `fwd`, or leaves both null while its Promise settles (tracked by finishLater). */
-  private run(item: Item, sink: SubscriberSink | null): void {
+  private run(item: Item, sink: SubscriberSink | null, origin: RequestOrigin | null): void {
     const m = item.method;
     const h: Handler | undefined = this.methods.get(m);
-    if (h === undefined) {
+    const filters = h === undefined && this.filters !== null && this.filters.handles(m) ? this.filters : null;
+    if (h === undefined && filters === null) {
       if (!this.forwardable.allows(m)) {
         this.fail(item, new RpcError(RpcCode.METHOD_NOT_FOUND, this.forwardable.refusal(m)));
         return;
@@ -228,7 +232,7 @@ export class Dispatcher {
     }
     let r: unknown;
     try {
-      r = h(this.ctx, item.params, sink);
+      r = h !== undefined ? h(this.ctx, item.params, sink) : filters!.call(m, item.params, sink, origin);
     } catch (e) {
       this.fail(item, e);
       return;

@@ -15,6 +15,7 @@ import type { NodeClient } from '../node/client.js';
 import type { StateEvents } from '../state/events.js';
 import type { PendingView, SenderSource } from '../state/view.js';
 import { Dispatcher, errorEnvelope, type DispatchOptions, type Reply } from './dispatch.js';
+import { Filters, type FilterOptions, type RequestOrigin } from './filters.js';
 import type { MethodContext, MethodOptions, PendingExecution } from './methods/types.js';
 import { executionReceiptSource } from './methods/executed.js';
 import { FlashblockPins, parseFlashblockPosition, type FlashblockPosition, type PinOptions, type PinSettle, type PinWaiter } from './pin.js';
@@ -23,7 +24,7 @@ import { STREAM_RECEIPTS } from './shapes/receipt.js';
 import { Subscriptions, type SubscriberSink } from './subscriptions.js';
 
 /** The settings the JSON-RPC transports read (built from Config by the daemon). */
-export interface RpcOptions extends DispatchOptions, MethodOptions, PinOptions {
+export interface RpcOptions extends DispatchOptions, MethodOptions, PinOptions, FilterOptions {
   readonly maxBodyBytes: number;
   /** CORS allowed origins ('*' = any); CORS is off when empty. */
   readonly corsOrigins: readonly string[];
@@ -66,6 +67,8 @@ export interface MountedRpc {
   drain(graceMs: number, quietMs?: number): Promise<void>;
   /** What the handlers run with (its eth_subscribe hub included); for benchmarks and tests. */
   readonly ctx: MethodContext;
+  /** The polling filters (eth_newFilter …); for tests. */
+  readonly filters: Filters;
 }
 
 /** The handlers' context over `deps`: the shapes over its senders and an eth_subscribe hub over its events. */
@@ -126,7 +129,7 @@ export function isJsonContentType(header: string): boolean {
 }
 
 /** One HTTP request in flight. */
-class HttpCall {
+class HttpCall implements RequestOrigin {
   aborted = false;
   done = false;
   size = 0;
@@ -146,11 +149,20 @@ class HttpCall {
     readonly res: HttpResponse,
     /** Access-Control-Allow-Origin value to send, or '' for none. */
     readonly allowOrigin: string,
-    /** Client IP for the rate quota ('' without one). */
-    readonly ip: string,
+    /** Client IP for the rate quota ('' until known: clientIp() works it out when asked). */
+    public ip: string,
     /** Quota id of the API key in the path (RequestQuota.apiKeyId), or null. */
     readonly keyId: string | null,
+    /** X-Forwarded-For when trusted proxies are configured and `ip` is not yet known, else ''. */
+    private readonly xff: string,
+    private readonly trusted: CidrList,
   ) {}
+
+  /** The client IP (trusted proxies applied), worked out on first use: only a filter install asks without a quota. */
+  clientIp(): string {
+    if (this.ip === '' && !this.aborted) this.ip = clientIp(Buffer.from(this.res.getRemoteAddressAsText()).toString(), this.xff, this.trusted);
+    return this.ip;
+  }
 }
 
 interface WsData {
@@ -206,7 +218,8 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
   const cfg = deps.options;
   const ctx = methodContext(deps);
   const subscriptions = ctx.subscriptions;
-  const dispatcher = new Dispatcher(ctx, cfg);
+  const filters = new Filters(ctx, cfg);
+  const dispatcher = new Dispatcher(ctx, cfg, undefined, filters);
   const maxBody = cfg.maxBodyBytes;
   const drainLimit = Math.max(TOO_LARGE_DRAIN_BYTES, 4 * maxBody);
   const anyOrigin = cfg.corsOrigins.includes('*');
@@ -335,7 +348,7 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
     // handle(), so nothing is applied in between. An answer that completes later (forwarded to the node, or from
     // the execution engine) carries this same position: the flashblock current when its dispatch started.
     call.flashblock = pins.header();
-    const r = dispatcher.handle(text, null);
+    const r = dispatcher.handle(text, null, call);
     if (r instanceof Promise) {
       void r.then((body) => {
         if (!call.aborted && !call.done) call.res.cork(() => respond(call, body));
@@ -347,11 +360,12 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
   app.post('/*', (res: HttpResponse, req: HttpRequest) => {
     let ip = '';
     let keyId: string | null = null;
+    let xff = '';
     if (quota !== null) {
       ip = clientIp(Buffer.from(res.getRemoteAddressAsText()).toString(), forwardedFor(req), trusted);
       if (keyIds.size > 0) keyId = keyIds.get(req.getUrl().slice(1)) ?? null;
-    }
-    const call = new HttpCall(res, allowOriginFor(corsOn ? req.getHeader('origin') : ''), ip, keyId);
+    } else if (trusted.size > 0) xff = forwardedFor(req);
+    const call = new HttpCall(res, allowOriginFor(corsOn ? req.getHeader('origin') : ''), ip, keyId, xff, trusted);
     inflight++;
     res.onAborted(() => {
       call.aborted = true;
@@ -501,6 +515,7 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
       sink.open = false;
       sinks.delete(sink);
       subscriptions.disconnect(sink);
+      filters.disconnect(sink);
     },
   });
 
@@ -519,10 +534,12 @@ export function mountRpc(app: TemplatedApp, deps: RpcDeps): MountedRpc {
 
   return {
     ctx,
+    filters,
     drain(graceMs: number, quietMs: number = DRAIN_QUIET_MS): Promise<void> {
       draining = true;
       stopWatchingApplies();
       subscriptions.close();
+      filters.close();
       // Waiting requests are answered now (the -32000 error, saying the server is shutting down).
       pins.close();
       for (const s of [...sinks]) s.close(1001, 'server shutting down');
