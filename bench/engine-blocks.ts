@@ -3,9 +3,9 @@
 // truth each flashblock's receipts root comes from; nothing here executes anything itself.
 import { concatHex, getContractAddress, numberToHex, pad, toHex, type Hex } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import { depositTx } from '../scripts/devnet/contracts.js';
 import type { Anvil } from '../scripts/devnet/anvil.js';
-import { DEPOSITOR, envOfBlock, GWEI, L1_BLOCK } from '../scripts/devnet/exec-blocks.js';
+import { envOfBlock, GWEI } from '../scripts/devnet/exec-blocks.js';
+import { devnetL1Attributes, installL1Block, l1InfoDeposit } from '../scripts/devnet/l1block.js';
 import { devAccounts } from '../scripts/devnet/sequencer.js';
 import { tokenInitCode } from '../scripts/devnet/traffic.js';
 import type { FlashblockWork } from '../src/exec/engine.js';
@@ -62,6 +62,7 @@ export class KindBlockFactory {
   /** Opens the factory and deploys the token and the swap contract, every sender funded with tokens (one block). */
   static async open(node: Anvil, accounts: number): Promise<KindBlockFactory> {
     const u = new URL(node.url);
+    await installL1Block(node.url);
     const f = new KindBlockFactory(node, await PipelinedRpc.open(u.hostname, Number(u.port)), accounts);
     const nonces = await f.rpc.callMany(f.signers.map((s): [string, unknown[]] => ['eth_getTransactionCount', [s.address, 'latest']]));
     nonces.forEach((r, i) => {
@@ -118,7 +119,8 @@ export class KindBlockFactory {
     const groups: string[][] = [];
     for (let k = 0; k < count; k++) {
       const g: string[] = [];
-      if (k === 0) g.push(depositTx(toHex(number, { size: 32 }), DEPOSITOR, L1_BLOCK, 0n, 0n, 1_000_000n, '0x440a5e20'));
+      // The devnet's Isthmus L1-info deposit (non-zero scalars and operator fee): every tx pays an L1 and an operator fee.
+      if (k === 0) g.push(l1InfoDeposit(devnetL1Attributes(number)));
       while (g.length < perFlashblock) g.push(await this.signed(kind));
       groups.push(g);
     }
