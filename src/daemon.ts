@@ -10,6 +10,7 @@ import type { ExecutionEngine } from './exec/engine.js';
 import { RevmEngine } from './exec/revm.js';
 import { executionSpecAt } from './exec/spec.js';
 import { ExecutionFeed } from './execution.js';
+import { CADENCE_CHECKS, CadenceJudge, cadenceExpectation } from './ingest/cadence.js';
 import { CanonicalTracker } from './ingest/canonical.js';
 import { CHAIN_MATCH_DEFAULTS, ChainMatch, describeMismatch } from './ingest/chain-match.js';
 import { metricsObserver, observeUpstreamEvent } from './ingest/observer.js';
@@ -267,6 +268,15 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     metricsObserver(metrics, timing),
   );
   const events = pipeline.events;
+  // The stream's cadence against the timing run under: a warning when a contradiction starts, a line when it ends.
+  const cadence = new CadenceJudge(cadenceExpectation(chain, timing, config));
+  events.onApplied((block, fb) => {
+    const v = cadence.flashblock(block.number, fb.index, block.base.timestamp);
+    if (v === null) return;
+    if (v.kind === 'contradicted') log.warn(v.message, { checks: v.checks, blockTimeMs: v.observedBlockTimeMs, flashblocksPerBlock: v.observedPerBlock });
+    else log.info(v.message);
+    for (const c of CADENCE_CHECKS) metrics.streamCadenceMismatch[c].set(cadence.mismatches.includes(c) ? 1 : 0);
+  });
   // Open gaps (frames held for a missing predecessor) are expired every --tick-interval-ms while there are any; no
   // timer runs otherwise (started by the upstream's frame handler below).
   let gapTicker: NodeJS.Timeout | null = null;
@@ -512,6 +522,8 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
     pipeline.setChain({ blockTimeMs: timing.blockTimeMs, dialect: p?.dialect ?? 'op-rbuilder' });
     metrics.setFlashblockInterval(timing.flashblockIntervalMs);
     watch?.setPreset(p);
+    cadence.setExpectation(cadenceExpectation(chain, timing, config));
+    for (const c of CADENCE_CHECKS) metrics.streamCadenceMismatch[c].set(0);
     if (changed) log.warn(`the node's chain changed from ${known} to ${id}: the daemon runs for the new chain from now on`, { from: known, to: id });
     logChain(log, chain, timing, spec);
     if (execution === null) return;

@@ -25,6 +25,10 @@ export type UpstreamRetiredReason = (typeof UPSTREAM_RETIRED_REASONS)[number];
 export const BUDGET_MISS_SOURCES = ['interval', 'timestamp'] as const;
 export type BudgetMissSource = (typeof BUDGET_MISS_SOURCES)[number];
 
+/** What the stream's observed cadence can contradict (src/ingest/cadence.ts's CADENCE_CHECKS; metrics stays a leaf). */
+export const STREAM_CADENCE_CHECKS = ['block_time', 'flashblocks_per_block'] as const;
+export type StreamCadenceCheck = (typeof STREAM_CADENCE_CHECKS)[number];
+
 /** The checks that the node is on the stream's chain (src/ingest/chain-match.ts). */
 export const CHAIN_CHECKS = ['chain_id', 'heights'] as const;
 export type ChainCheck = (typeof CHAIN_CHECKS)[number];
@@ -373,6 +377,8 @@ export interface Metrics {
   readonly pendingFallbacks: Readonly<Record<PendingFallbackReason, CounterCell>>;
   /** 1 while flashblocks are considered gone for that reason (a retired chain, a long-absent upstream), else 0. */
   readonly upstreamRetired: Readonly<Record<UpstreamRetiredReason, GaugeCell>>;
+  /** 1 while the stream's observed cadence contradicts the timing run under, by check (src/ingest/cadence.ts), else 0. */
+  readonly streamCadenceMismatch: Readonly<Record<StreamCadenceCheck, GaugeCell>>;
 
   /** Pending execution (src/exec): engine up, lag behind the applied stream, apply time, outcomes, checks. */
   readonly executionUp: GaugeCell;
@@ -555,6 +561,11 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   const fallbackF = counter('pending_fallbacks_total',
     'Pending-tag requests answered from the node\'s latest block instead of pending state, by reason.', ['reason']);
 
+  const cadenceF = gauge('stream_cadence_mismatch',
+    "1 while the stream's observed cadence contradicts the timing the daemon runs under (its chain preset's, or " +
+    '--block-time-ms / --flashblock-interval-ms), by check: block_time (from the blocks\' timestamps) or ' +
+    'flashblocks_per_block; the median of the newest 8 blocks. The warning names both and the flags that fit.',
+    ['check']);
   const retiredF = gauge('upstream_retired',
     '1 while flashblocks are considered gone: reason=chain_retired (the chain preset says its flashblocks were retired, ' +
     'e.g. Base at Denim) or upstream_absent (no frame for --upstream-absent-ms); pending answers as latest meanwhile.',
@@ -672,6 +683,7 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     chainMismatches: keyed(CHAIN_CHECKS, (c) => chainMismatchF.child(c)),
     nodeHeadRewinds,
     upstreamRetired: keyed(UPSTREAM_RETIRED_REASONS, (r) => retiredF.child(r)),
+    streamCadenceMismatch: keyed(STREAM_CADENCE_CHECKS, (c) => cadenceF.child(c)),
 
     executionUp: gauge('execution_up', '1 while the execution engine answers pending state reads, else 0.').child(),
     executionSpec: keyed(EXECUTION_SPECS, (k) => execSpecF.child(k)),
