@@ -90,28 +90,37 @@ t.test(`node ${process.versions.node}: npm start's banner, a preconfirmed receip
   const b = worker.frames.find((f) => keyOf(f.data) === common)!;
   t.ok(a.data.equals(b.data) && !a.isBinary && !b.isBinary, `flashblock ${common} is the same text frame on both ports`);
 
-  // A deploy and a write sent just after a block started; read while the node has not sealed the block.
+  // A deploy and a write sent just after a block started; read while the node has not sealed the block. The node is
+  // asked before the daemon in each poll, so "the node had no receipt" holds at a moment before the daemon served it.
+  // On a machine so busy that the block sealed first (the 2 s block outran the poll), the pair is sent again (3 tries).
   const account = privateKeyToAccount(key);
-  const nonce = Number(await rpcCall<string>(nodeUrl, 'eth_getTransactionCount', [account.address, 'pending']));
-  const contract = getContractAddress({ from: account.address, nonce: BigInt(nonce) });
   const fees = { chainId: Number(chainId), maxFeePerGas: 10_000_000_000n, maxPriorityFeePerGas: 1_000_000n, type: 'eip1559' } as const;
-  const value = 0xc0ffeen;
-  const deploy = await account.signTransaction({ data: INIT, nonce, gas: 200_000n, ...fees });
-  const write = await account.signTransaction({ to: contract, data: word(value), nonce: nonce + 1, gas: 100_000n, ...fees });
-  const seen = main.frames.length;
-  await until('the first flashblock after a block start', () => main.frames.slice(seen).some((f) => (JSON.parse(f.data.toString('utf8')) as Frame).index === 1), 10_000);
-  await rpcCall(d.rpcUrl, 'eth_sendRawTransaction', [deploy]);
-  const writeHash = await rpcCall<string>(d.rpcUrl, 'eth_sendRawTransaction', [write]);
-  let receipt: { blockNumber: string | null; status: string } | null = null;
-  await until('the preconfirmed receipt of the write', async () => {
-    receipt = await rpcCall<typeof receipt>(d.rpcUrl, 'eth_getTransactionReceipt', [writeHash]);
-    return receipt?.blockNumber != null;
-  }, 10_000);
-  const called = await rpcCall<string>(d.rpcUrl, 'eth_call', [{ to: contract }, 'pending']);
-  const latest = Number(await rpcCall<string>(nodeUrl, 'eth_blockNumber', []));
-  t.ok(Number(receipt!.blockNumber) > latest, `the receipt (block ${Number(receipt!.blockNumber)}) is for a block the node has not sealed (latest ${latest})`);
-  t.equal(receipt!.status, '0x1', 'the write succeeded');
-  t.equal(called, word(value), 'eth_call at pending returns the preconfirmed write');
+  let result: { receipt: { blockNumber: string; status: string }; called: string; value: bigint; before: boolean } | null = null;
+  for (let attempt = 1; attempt <= 3 && (result === null || !result.before); attempt++) {
+    const nonce = Number(await rpcCall<string>(nodeUrl, 'eth_getTransactionCount', [account.address, 'pending']));
+    const contract = getContractAddress({ from: account.address, nonce: BigInt(nonce) });
+    const value = 0xc0ffeen + BigInt(attempt);
+    const deploy = await account.signTransaction({ data: INIT, nonce, gas: 200_000n, ...fees });
+    const write = await account.signTransaction({ to: contract, data: word(value), nonce: nonce + 1, gas: 100_000n, ...fees });
+    const seen = main.frames.length;
+    await until('the first flashblock after a block start', () => main.frames.slice(seen).some((f) => (JSON.parse(f.data.toString('utf8')) as Frame).index === 1), 10_000);
+    await rpcCall(d.rpcUrl, 'eth_sendRawTransaction', [deploy]);
+    const writeHash = await rpcCall<string>(d.rpcUrl, 'eth_sendRawTransaction', [write]);
+    let receipt: { blockNumber: string | null; status: string } | null = null;
+    let before = false;
+    await until('the preconfirmed receipt of the write', async () => {
+      const atNode = await rpcCall<unknown>(nodeUrl, 'eth_getTransactionReceipt', [writeHash]);
+      receipt = await rpcCall<typeof receipt>(d.rpcUrl, 'eth_getTransactionReceipt', [writeHash]);
+      before = atNode === null;
+      return receipt?.blockNumber != null;
+    }, 10_000);
+    const called = await rpcCall<string>(d.rpcUrl, 'eth_call', [{ to: contract }, 'pending']);
+    result = { receipt: receipt! as { blockNumber: string; status: string }, called, value, before };
+    if (!before) t.comment(`attempt ${attempt}: the node sealed block ${Number(result.receipt.blockNumber)} before the poll saw the receipt; sending again`);
+  }
+  t.ok(result!.before, `the daemon served the receipt (block ${Number(result!.receipt.blockNumber)}) while the node had none: preconfirmed`);
+  t.equal(result!.receipt.status, '0x1', 'the write succeeded');
+  t.equal(result!.called, word(result!.value), 'eth_call at pending returns the preconfirmed write');
 
   d.proc.kill('SIGINT');
   const exit = await d.exited;
