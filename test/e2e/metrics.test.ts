@@ -1,4 +1,4 @@
-// Every metric family the README documents moves at least once in one end-to-end run: the devnet as upstream 0 and
+// Every metric family docs/metrics.md documents moves at least once in one end-to-end run: the devnet as upstream 0 and
 // node, a fake upstream 1 for the targeted faults a healthy run never shows (a bad frame, a stall, a preconfirmed
 // transaction the canonical block lacks, early and late flashblocks, a subscriber over its cap, a resume too old,
 // Redis down at start then up (shared limits), a burst over the request quota, an upstream resuming after its
@@ -14,10 +14,9 @@ import { unichainMessages } from '../helpers/fixtures.js';
 import { startRedis } from '../helpers/redis.js';
 import { startReplayServer } from '../helpers/replay-server.js';
 
-/** The metric names of the README's Metrics table. */
+/** The metric names of the metrics table (docs/metrics.md). */
 function documentedFamilies(): string[] {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-  const section = readme.slice(readme.indexOf('## Metrics'), readme.indexOf('## Errors'));
+  const section = readFileSync(new URL('../../docs/metrics.md', import.meta.url), 'utf8');
   // Pending execution's families move in test/e2e/execution.test.ts (this run keeps the engine off).
   // A stream thread crash moves in test/stream/threads.test.ts (this run has no --stream-port); a retired upstream in
   // test/e2e/retired.test.ts (it needs a retired chain or an upstream absent for --upstream-absent-ms).

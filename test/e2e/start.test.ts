@@ -127,10 +127,11 @@ t.test('no flags: embedded devnet, the printed curl shows preconfirmed receipts,
   }
   t.ok(preconfirmed, `a receipt above the node's latest block was returned (${preconfirmed?.transactionHash ?? 'none'})`);
 
-  // The README's viem and ethers examples, verbatim but for the URL, against this devnet.
+  // The viem and ethers examples of docs/api.md (the README links there), verbatim but for the URL, against this devnet.
   const defaultUrl = `http://127.0.0.1:${SETTINGS.find((x) => x.flag === 'port')!.def}/`;
-  const snippets = [...readme.matchAll(/```js\n([\s\S]*?)```/g)].map((x) => x[1]!.replaceAll(defaultUrl, d.rpcUrl));
-  t.equal(snippets.length, 2, 'the README has a viem and an ethers example');
+  const api = readFileSync(new URL('../../docs/api.md', import.meta.url), 'utf8');
+  const snippets = [...api.matchAll(/```js\n([\s\S]*?)```/g)].map((x) => x[1]!.replaceAll(defaultUrl, d.rpcUrl));
+  t.equal(snippets.length, 2, 'docs/api.md has a viem and an ethers example');
   // Each prints when the preconfirmed receipt came and how much later `latest` reached its block (a few ms when the
   // transaction landed in its block's last flashblock, so only >= 0 is certain).
   const expected = /^receipt: (?:status )?(success|1) in block (\d+), (\d+) ms after sending\nlatest reached block (\d+) (\d+) ms after the receipt$/;
