@@ -14,7 +14,7 @@ import { fmt, percentile, scrapeMetrics, sleep, type BenchOptions, type BenchRow
 const TX_PER_S = 100;
 const POLL_MS = 10;
 const SAMPLE_MS = 2000;
-/** Metric names sampled (README metrics table). */
+/** Metric names sampled (docs/metrics.md). */
 const M_LAG = 'flashblocksd_execution_lag_flashblocks';
 const M_LAG_S = 'flashblocksd_execution_lag_seconds';
 const M_READS = 'flashblocksd_execution_node_reads_per_block';
