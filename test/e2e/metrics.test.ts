@@ -19,8 +19,13 @@ function documentedFamilies(): string[] {
   const section = readFileSync(new URL('../../docs/metrics.md', import.meta.url), 'utf8');
   // Pending execution's families move in test/e2e/execution.test.ts (this run keeps the engine off).
   // A stream thread crash moves in test/stream/threads.test.ts (this run has no --stream-port); a retired upstream in
-  // test/e2e/retired.test.ts (it needs a retired chain or an upstream absent for --upstream-absent-ms).
-  const elsewhere = new Set(['flashblocksd_stream_thread_crashes_total', 'flashblocksd_upstream_retired']);
+  // test/e2e/retired.test.ts (it needs a retired chain or an upstream absent for --upstream-absent-ms). Polling filters
+  // in test/rpc/filters.test.ts and test/e2e/filters.test.ts; a node head that went back in
+  // test/e2e/node-lifecycle.test.ts; a cadence against the preset in test/devnet/rehearsal.test.ts.
+  const elsewhere = new Set([
+    'flashblocksd_stream_thread_crashes_total', 'flashblocksd_upstream_retired',
+    'flashblocksd_rpc_filters', 'flashblocksd_rpc_filter_drops_total', 'flashblocksd_node_head_rewinds_total', 'flashblocksd_stream_cadence_mismatch',
+  ]);
   return [...section.matchAll(/^\| `(flashblocksd_[a-z_]+)` \|/gm)].map((m) => m[1]!).filter((f) => !f.startsWith('flashblocksd_execution_') && !elsewhere.has(f));
 }
 
