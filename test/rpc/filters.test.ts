@@ -63,7 +63,11 @@ async function startNode(): Promise<{ url: string; canonicalLogs: Map<number, Lo
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     canonicalLogs,
     calls,
-    close: () => new Promise<void>((r) => server.close(() => r())),
+    // Kept-alive sockets of the daemon's node client would hold close() for the server's keep-alive timeout (5 s).
+    close: () => new Promise<void>((r) => {
+      server.close(() => r());
+      server.closeAllConnections();
+    }),
   };
 }
 
