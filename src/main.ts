@@ -30,6 +30,8 @@ interface DevnetHandle {
   chainId: number;
   /** A funded dev account the traffic generator never uses: the user's to send from. */
   freeAccount: { address: string; privateKey: string };
+  /** Settles with one sentence if the devnet's anvil exits while it runs (the devnet has then stopped itself). */
+  failed: Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -75,6 +77,7 @@ async function startEmbeddedDevnet(log: Logger): Promise<DevnetHandle> {
     flashblocksUrl: devnet.flashblocksUrl,
     chainId: devnet.chainId,
     freeAccount: devnet.accounts[devnet.accounts.length - 1]!,
+    failed: devnet.failed,
     stop: async () => {
       await gen.stop();
       await devnet.stop();
@@ -164,6 +167,22 @@ async function run(argv: string[]): Promise<number> {
     };
     process.on('SIGTERM', onSignal);
     process.on('SIGINT', onSignal);
+    // The embedded devnet's anvil exited: the chain flashblocksd follows is gone, so it stops too (one line, exit 1).
+    void devnet?.failed.then((why) => {
+      if (firstSignalMs >= 0) return;
+      firstSignalMs = performance.now();
+      firstSignal = 'devnet';
+      log.error(`the embedded devnet stopped: ${why}; flashblocksd stops with it (exit code 1): start it again with npm start`);
+      void (async () => {
+        try {
+          await daemon.stop();
+          await devnet.stop();
+        } catch (e) {
+          log.error('error while stopping', { error: (e as Error).message });
+        }
+        resolve(1);
+      })();
+    });
     // Under `npm start` npm is our parent: if it dies without passing a signal on (kill -9), stop as on SIGTERM
     // rather than run on as an orphan with the devnet. Elsewhere (systemd, nohup) being re-parented is normal.
     if (process.env.npm_lifecycle_event !== undefined) onParentExit(() => onSignal('parent exit'));

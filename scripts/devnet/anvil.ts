@@ -1,5 +1,6 @@
-// Owns the anvil child process of the devnet: spawn on a free loopback port, wait until it answers, stop it.
-// Must not touch any process it did not start, and must never leave its child behind when the parent exits.
+// Owns the anvil child process of the devnet: spawn on a loopback port (a free one unless given), wait until it
+// answers, say when it exits, stop it. Must not touch any process it did not start, and must never leave its child
+// behind when the parent exits.
 import type { ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -11,6 +12,8 @@ export const DEV_MNEMONIC = 'test test test test test test test test test test t
 export interface AnvilOptions {
   /** Chain id; 901 is the OP-stack devnet convention. */
   chainId?: number;
+  /** Loopback port to listen on; 0 or unset: a free port the OS picks. */
+  port?: number;
   /** OP hardfork name (anvil --optimism takes OP names); isthmus gives Cancun+Prague semantics. */
   hardfork?: string;
   /** Number of funded dev accounts. */
@@ -30,8 +33,21 @@ export interface Anvil {
   readonly port: number;
   readonly pid: number;
   readonly chainId: number;
+  /** Settles once the process has exited, for whatever reason (stop() included), with its exit code or signal. */
+  readonly exited: Promise<AnvilExit>;
   /** Kills this anvil (SIGTERM, then SIGKILL after 2 s) and resolves once it has exited. Idempotent. */
   stop(): Promise<void>;
+}
+
+/** How an anvil process ended. */
+export interface AnvilExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+/** "exit code 1" / "signal SIGKILL", for messages. */
+export function describeExit(e: AnvilExit): string {
+  return e.signal !== null ? `signal ${e.signal}` : `exit code ${e.code ?? '?'}`;
 }
 
 /** Error thrown by {@link rpcCall} when the node answers with a JSON-RPC error. */
@@ -129,10 +145,11 @@ function installExitHooks(): void {
  */
 export async function startAnvil(opts: AnvilOptions = {}): Promise<Anvil> {
   const chainId = opts.chainId ?? 901;
+  const wantedPort = opts.port ?? 0;
   const args = [
     '--optimism',
     '--host', '127.0.0.1',
-    '--port', '0',
+    '--port', String(wantedPort),
     ...(opts.automine === true ? [] : ['--no-mining', '--order', 'fifo']),
     '--hardfork', opts.hardfork ?? 'isthmus',
     '--chain-id', String(chainId),
@@ -146,7 +163,7 @@ export async function startAnvil(opts: AnvilOptions = {}): Promise<Anvil> {
   // daemon and sequencer while they stop; stop() ends it last.
   const { child } = spawnTied(anvilBinary(), args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   live.add(child);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exited = new Promise<AnvilExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
   void exited.then(() => live.delete(child));
 
   let stopping: Promise<void> | null = null;
@@ -185,9 +202,13 @@ export async function startAnvil(opts: AnvilOptions = {}): Promise<Anvil> {
         clearTimeout(timer);
         reject(e);
       });
-      child.once('exit', (code, sig) => {
+      // 'close', not 'exit': by then its last words on stderr have been read.
+      child.once('close', (code, sig) => {
         clearTimeout(timer);
-        reject(new Error(`anvil exited during start (${code ?? sig}): ${tail.join('').trim().slice(-500)}`));
+        const said = tail.join('').trim();
+        // anvil's own words for a taken port ("Address already in use (os error 98)") name no port: this does.
+        if (wantedPort !== 0 && /already in use/i.test(said)) reject(new Error(`anvil cannot listen on 127.0.0.1:${wantedPort}: the port is in use; choose another or leave it unset for a free one`));
+        else reject(new Error(`anvil exited during start (${code ?? sig}): ${said.slice(-500)}`));
       });
     });
     // Keep draining its logs (one line per tx) so a full pipe never blocks anvil.
@@ -206,7 +227,7 @@ export async function startAnvil(opts: AnvilOptions = {}): Promise<Anvil> {
         await new Promise((r) => setTimeout(r, 50));
       }
     }
-    return { url, wsUrl: `ws://127.0.0.1:${port}`, port, pid: child.pid ?? -1, chainId, stop };
+    return { url, wsUrl: `ws://127.0.0.1:${port}`, port, pid: child.pid ?? -1, chainId, exited, stop };
   } catch (e) {
     await stop();
     throw e;

@@ -13,8 +13,9 @@ import { TX_DEPOSIT } from '../../src/chain/types.js';
 import { encodeDepositFromRpc } from './deposit.js';
 import { encodeRlp } from '../../src/chain/rlp.js';
 import { bigIntToBytes } from '../../src/chain/hex.js';
-import { DEV_MNEMONIC, rpcBatch, rpcCall, startAnvil, type Anvil, type AnvilOptions } from './anvil.js';
-import { devnetL1Attributes, installL1Block, l1InfoDeposit } from './l1block.js';
+import { describeExit, DEV_MNEMONIC, rpcBatch, rpcCall, startAnvil, type Anvil, type AnvilOptions } from './anvil.js';
+import { devnetL1Attributes, installL1Block, l1InfoDeposit, type DevnetL1Layout } from './l1block.js';
+import { installPreinstalls } from './preinstalls.js';
 import { presetByName, type ChainPreset } from '../../src/chain/presets.js';
 
 const DEVNET = presetByName('devnet') as ChainPreset;
@@ -88,8 +89,12 @@ export interface DevnetOptions {
   azul?: boolean;
   /** Default stream dialect (override with ?dialect=…); unset: the shape the options above describe. */
   dialect?: StreamDialect | null;
-  /** Options for the anvil child. */
+  /** Options for the anvil child (its chain id, fork and port among them). */
   anvil?: AnvilOptions;
+  /** Loopback port of the node RPC (`nodeRpcUrl`, anvil behind the ingress); 0 or unset: a free port. */
+  nodePort?: number;
+  /** Loopback port of the flashblocks stream (`flashblocksUrl`); 0 or unset: a free port. */
+  streamPort?: number;
   /** Log sink; defaults to silence. */
   log?: (msg: string, fields?: Record<string, unknown>) => void;
 }
@@ -182,7 +187,15 @@ export interface Devnet {
   /** ws:// URL of the flashblocks stream (paths / and /flashblocks). */
   readonly flashblocksUrl: string;
   readonly chainId: number;
+  /** The process id of its anvil. */
+  readonly anvilPid: number;
   readonly accounts: DevAccount[];
+  /**
+   * Settles with one sentence if anvil exits while the devnet runs (killed, crashed, out of memory): the devnet then
+   * stops itself (build loop, stream, ingress) and `stop()` resolves once it has. Never settles otherwise (a stop()
+   * is no failure). The devnet does not restart anvil: its chain is gone with it.
+   */
+  readonly failed: Promise<string>;
   /** Calls fn with every flashblock as built (before encoding); returns the unsubscribe function. */
   onFlashblock(fn: (fb: BuiltFlashblock) => void): () => void;
   /**
@@ -415,7 +428,6 @@ function parseVariant(url: string | undefined, defaults: Variant): Variant {
   };
 }
 
-/** What the current block's builder carries between flashblocks. */
 /** A block that starts building up to this late on the grid still gets the grid's timestamp. */
 const GRID_SLACK_MS = 50;
 
@@ -437,6 +449,35 @@ export function blockTimestampS(startMs: number, blockTimeMs: number, parentTime
   return Math.max(parentTimestampS + 1, Math.ceil((endWallMs - GRID_SLACK_MS) / 1000));
 }
 
+/**
+ * How long a call anvil refused waits to learn whether anvil has exited (its exit is seen a moment after the refused
+ * connection), so the answer and the log name the cause instead of a bare "fetch failed".
+ */
+const ANVIL_EXIT_GRACE_MS = 1000;
+
+const delay = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+
+/** Whether `e` says the node could not be reached at all (refused, reset): what every call meets once anvil is gone. */
+function unreachable(e: unknown): boolean {
+  const cause = e instanceof Error && e.cause instanceof Error ? ` ${e.cause.message} ${(e.cause as NodeJS.ErrnoException).code ?? ''}` : '';
+  return /fetch failed|ECONNREFUSED|ECONNRESET|socket hang up|other side closed/i.test((e instanceof Error ? e.message : String(e)) + cause);
+}
+
+/** Listens `server` on 127.0.0.1:`port` (0: a free port) and resolves with the port; a taken port is an error saying so. */
+function listenOn(server: Server, port: number, what: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (e: NodeJS.ErrnoException): void => {
+      reject(e.code === 'EADDRINUSE' ? new Error(`cannot listen on 127.0.0.1:${port} for the devnet's ${what}: the port is in use; choose another or leave it unset for a free one`) : e);
+    };
+    server.once('error', onError);
+    server.listen(port, '127.0.0.1', () => {
+      server.removeListener('error', onError);
+      resolve((server.address() as AddressInfo).port);
+    });
+  });
+}
+
+/** What the current block's builder carries between flashblocks. */
 interface BlockInBuild {
   number: number;
   timestamp: number;
@@ -468,12 +509,27 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
 
   const anvil: Anvil = await startAnvil(opts.anvil);
   const url = anvil.url;
+  // Under jovian (the fork of a chain preset the devnet plays) blocks open with Jovian's L1-info calldata.
+  const l1Layout: DevnetL1Layout = opts.anvil?.hardfork === 'jovian' ? 'jovian' : 'isthmus';
+  // The stream's HTTP side answers 426 to anything but a WebSocket upgrade (on / and /flashblocks).
+  const streamServer = createServer((_req, res) => {
+    res.writeHead(426, { 'content-type': 'text/plain', connection: 'close' });
+    res.end('the devnet streams flashblocks over WebSocket: ws://<host>:<port>/flashblocks\n');
+  });
   try {
     await installL1Block(url);
+    await installPreinstalls(url);
+    await listenOn(streamServer, opts.streamPort ?? 0, 'flashblocks stream');
   } catch (e) {
+    streamServer.close();
     await anvil.stop();
     throw e;
   }
+  /** Set when anvil exited while the devnet ran: what happened, in one sentence (see `failed`). */
+  let anvilGone: string | null = null;
+  let stopped = false;
+  let onStop: () => void = () => undefined;
+  const stoppedSignal = new Promise<void>((r) => (onStop = r));
   const lock = new RwLock();
   // Reads pinned to the sealed head pass `lock` and wait only for anvil's evm_mine and evm_revert (exclusive here).
   const stateWrites = new RwLock();
@@ -492,17 +548,12 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   // --- stream server -------------------------------------------------------------------------------------------
   const variants = new WeakMap<WebSocket, Variant>();
   const wss = new WebSocketServer({
-    host: '127.0.0.1',
-    port: 0,
+    server: streamServer,
     perMessageDeflate: false,
     verifyClient: (info: { req: { url?: string } }) => {
       const path = new URL(info.req.url ?? '/', 'http://x').pathname;
       return path === '/' || path === '/flashblocks';
     },
-  });
-  await new Promise<void>((resolve, reject) => {
-    wss.once('listening', resolve);
-    wss.once('error', reject);
   });
   wss.on('connection', (ws, req) => {
     variants.set(ws, parseVariant(req.url, defaults));
@@ -587,9 +638,14 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
           res.writeHead(status, { 'content-type': 'application/json', 'content-length': out.length });
           res.end(out);
         },
-        (e: unknown) => {
+        async (e: unknown) => {
+          // A refused call may come just before anvil's exit is seen: wait a moment for it, to name the cause.
+          if (!stopped && unreachable(e)) await Promise.race([anvil.exited, delay(ANVIL_EXIT_GRACE_MS)]);
           // A JSON-RPC error (clients parse the body): the devnet stopping, or anvil gone.
-          const why = stopped ? 'the devnet is stopping' : `the devnet's anvil is unreachable: ${e instanceof Error ? e.message : String(e)}`;
+          const why =
+            anvilGone !== null ? `the devnet's ${anvilGone}; the devnet is stopping` :
+            stopped ? 'the devnet is stopping' :
+            `the devnet's anvil is unreachable: ${e instanceof Error ? e.message : String(e)}`;
           const out = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: -32000, message: why } }));
           res.writeHead(503, { 'content-type': 'application/json', 'content-length': out.length });
           res.end(out);
@@ -597,11 +653,23 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       );
     });
   });
-  await new Promise<void>((resolve) => ingress.listen(0, '127.0.0.1', resolve));
-  const nodeRpcUrl = `http://127.0.0.1:${(ingress.address() as AddressInfo).port}`;
+  /** Closes what the start opened (stream, ingress, anvil) and rethrows: a start that fails leaves nothing running. */
+  const abandon = async (e: unknown): Promise<never> => {
+    stopped = true;
+    onStop();
+    for (const ws of wss.clients) ws.terminate();
+    wss.close();
+    streamServer.close();
+    ingress.closeAllConnections();
+    ingress.close();
+    await anvil.stop();
+    throw e;
+  };
+  const nodePort = await listenOn(ingress, opts.nodePort ?? 0, 'node RPC').catch(abandon);
+  const nodeRpcUrl = `http://127.0.0.1:${nodePort}`;
 
   // --- builder -------------------------------------------------------------------------------------------------
-  const genesis = await rpcCall(url, 'eth_getBlockByNumber', ['latest', false]);
+  const genesis = await rpcCall(url, 'eth_getBlockByNumber', ['latest', false]).catch(abandon);
   noteSealed(Number(genesis.number), String(genesis.hash));
   let parent = { number: Number(genesis.number), timestamp: Number(genesis.timestamp) };
   let cur: BlockInBuild | null = null;
@@ -614,7 +682,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     const fh = await rpcCall<{ baseFeePerGas: string[] }>(url, 'eth_feeHistory', ['0x1', 'latest', []]);
     const baseFee = BigInt(fh.baseFeePerGas[fh.baseFeePerGas.length - 1] ?? '0x0');
     const number = parent.number + 1;
-    const l1Info = l1InfoDeposit(devnetL1Attributes(number));
+    const l1Info = l1InfoDeposit(devnetL1Attributes(number, l1Layout));
     const b: BlockInBuild = {
       number,
       timestamp: blockTimestampS(startMs, blockTimeMs, parent.timestamp),
@@ -867,10 +935,7 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
     parent = { number: b.number, timestamp: b.timestamp };
   }
 
-  let stopped = false;
-  let onStop: () => void = () => undefined;
-  const stoppedSignal = new Promise<void>((r) => (onStop = r));
-  const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+  const sleep = delay;
   let holder: { hold: (last: BuiltFlashblock) => Promise<void>; maxHoldMs: number } | null = null;
 
   /**
@@ -932,6 +997,9 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
       await lock.exclusive(fn);
     } catch (e) {
       if (stopped) return;
+      // anvil gone: the devnet stops itself (see `failed`), a failed cycle is no news.
+      if (unreachable(e)) await Promise.race([anvil.exited, delay(ANVIL_EXIT_GRACE_MS)]);
+      if (stopped || anvilGone !== null) return;
       st.cycleErrors++;
       log('devnet: build cycle failed', { error: e instanceof Error ? e.message : String(e) });
     }
@@ -941,10 +1009,12 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   // callers see a stream that is already flowing.
   const firstStart = alignedBlockStartMs(performance.now(), blockTimeMs);
   await sleep(firstStart - performance.now());
-  await lock.exclusive(async () => {
-    cur = await openBlock(firstStart);
-    await tick(cur, true);
-  });
+  await lock
+    .exclusive(async () => {
+      cur = await openBlock(firstStart);
+      await tick(cur, true);
+    })
+    .catch(abandon);
   const loop = (async () => {
     let blockStart = firstStart;
     while (!stopped) {
@@ -982,13 +1052,17 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
   })();
 
   let stopping: Promise<void> | null = null;
-  return {
+  let onFailed: (why: string) => void = () => undefined;
+  const failed = new Promise<string>((r) => (onFailed = r));
+  const devnet: Devnet = {
     nodeRpcUrl,
     anvilUrl: anvil.url,
     anvilWsUrl: anvil.wsUrl,
-    flashblocksUrl: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}/flashblocks`,
+    flashblocksUrl: `ws://127.0.0.1:${(streamServer.address() as AddressInfo).port}/flashblocks`,
     chainId: anvil.chainId,
+    anvilPid: anvil.pid,
     accounts: devAccounts(opts.anvil?.accounts ?? 10),
+    failed,
     onFlashblock(fn) {
       listeners.add(fn);
       return () => listeners.delete(fn);
@@ -1016,9 +1090,19 @@ export async function startDevnet(opts: DevnetOptions = {}): Promise<Devnet> {
         await new Promise<void>((r) => wss.close(() => r()));
         ingress.closeAllConnections();
         await new Promise<void>((r) => ingress.close(() => r()));
+        streamServer.closeAllConnections();
+        await new Promise<void>((r) => streamServer.close(() => r()));
         await anvil.stop();
       })();
       return stopping;
     },
   };
+  // anvil exiting on its own (killed, crashed): say so once and stop everything else; stop() ending it is no failure.
+  void anvil.exited.then((how) => {
+    if (stopping !== null) return;
+    anvilGone = `anvil (pid ${anvil.pid}) exited (${describeExit(how)})`;
+    void devnet.stop();
+    onFailed(anvilGone);
+  });
+  return devnet;
 }

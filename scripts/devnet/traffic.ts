@@ -247,8 +247,13 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
       st.errors++;
       st.lastError = e instanceof Error ? e.message : String(e);
       log('traffic: submission failed', { kind, from: s.address, nonce, error: st.lastError });
-      // The local nonce ran ahead of a rejected tx: take the pool's view again.
-      nonces[who] = Number(await rpcCall<string>(opts.rpcUrl, 'eth_getTransactionCount', [s.address, 'pending']));
+      // The local nonce ran ahead of a rejected tx: take the pool's view again (kept when the node does not answer
+      // either: the next submission's failure is logged).
+      try {
+        nonces[who] = Number(await rpcCall<string>(opts.rpcUrl, 'eth_getTransactionCount', [s.address, 'pending']));
+      } catch {
+        // the node is gone or stopping
+      }
     }
   }
 
@@ -313,7 +318,9 @@ export async function startTraffic(opts: TrafficOptions): Promise<Traffic> {
         clearInterval(timer);
         resolveDone();
       }
-    })().finally(() => (busy = false));
+    })()
+      .catch((e: unknown) => log('traffic: tick failed', { error: e instanceof Error ? e.message : String(e) }))
+      .finally(() => (busy = false));
     track(run);
   }, tickMs);
 

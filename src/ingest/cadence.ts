@@ -21,7 +21,11 @@ export interface CadenceOptions {
   /** Completed blocks judged (the newest); a verdict needs at least `minBlocks` of them. */
   windowBlocks: number;
   minBlocks: number;
-  /** Observed / expected outside [1 / tolerance, tolerance] contradicts (1.25: 2 s blocks vs 1.6–2.5 s agree). */
+  /**
+   * Observed / expected outside [1 / tolerance, tolerance] contradicts (1.25: 2 s blocks vs 1.6–2.5 s agree). A block
+   * of N flashblock intervals has N or N + 1 flashblocks (index 0 opens it; a builder may send one more at the end, as
+   * op-rbuilder and the devnet do), so counts from N / tolerance to (N + 1) × tolerance agree.
+   */
   tolerance: number;
 }
 
@@ -119,10 +123,10 @@ export class CadenceJudge {
     const expectedPerBlock = Math.max(1, Math.round(e.blockTimeMs / e.flashblockIntervalMs));
     const blockTimeMs = median(this.blockTimes);
     const perBlock = median(this.perBlock);
-    const off = (observed: number, expected: number): boolean => observed * this.opts.tolerance < expected || observed > expected * this.opts.tolerance;
+    const tol = this.opts.tolerance;
     const now: CadenceCheck[] = [];
-    if (off(blockTimeMs, e.blockTimeMs)) now.push('block_time');
-    if (off(perBlock, expectedPerBlock)) now.push('flashblocks_per_block');
+    if (blockTimeMs * tol < e.blockTimeMs || blockTimeMs > e.blockTimeMs * tol) now.push('block_time');
+    if (perBlock * tol < expectedPerBlock || perBlock > (expectedPerBlock + 1) * tol) now.push('flashblocks_per_block');
     const was = this.contradicted;
     this.contradicted = now;
     if (now.length > 0 && was.length === 0) {
@@ -136,13 +140,15 @@ export class CadenceJudge {
 
   private describe(blockTimeMs: number, perBlock: number, expectedPerBlock: number): string {
     const e = this.expect;
-    const intervalMs = Math.round(blockTimeMs / perBlock);
-    const fits = PRESETS.filter((p) => p.blockTimeMs === Math.round(blockTimeMs) && p.flashblocksPerBlock === perBlock).map((p) => p.name);
+    // N intervals give N or N + 1 flashblocks: the N that divides the block time evenly (5 of 1000 ms, not 6).
+    const intervals = blockTimeMs % perBlock !== 0 && perBlock > 1 && blockTimeMs % (perBlock - 1) === 0 ? perBlock - 1 : perBlock;
+    const intervalMs = Math.round(blockTimeMs / intervals);
+    const fits = PRESETS.filter((p) => p.blockTimeMs === Math.round(blockTimeMs) && (p.flashblocksPerBlock === perBlock || p.flashblocksPerBlock === perBlock - 1)).map((p) => p.name);
     const chain = fits.length > 0 ? `--chain ${fits.length === 1 ? fits[0] : `<${fits.join('|')}>`} if the stream is that chain's, or ` : '';
     return (
       `the stream's cadence contradicts ${e.source}: its blocks come every ${seconds(blockTimeMs)} with ${perBlock} flashblocks each ` +
-      `(newest ${this.blockTimes.length} blocks), where the daemon expects ${seconds(e.blockTimeMs)} blocks with ${expectedPerBlock} ` +
-      `(${e.flashblockIntervalMs} ms apart), and times flashblocks (budget metrics, lateness, stale-head rules) by that. ` +
+      `(newest ${this.blockTimes.length} blocks), where the daemon expects ${seconds(e.blockTimeMs)} blocks of ${expectedPerBlock} ` +
+      `flashblock intervals (${e.flashblockIntervalMs} ms), and times flashblocks (budget metrics, lateness, stale-head rules) by that. ` +
       `To fix it: ${chain}--block-time-ms ${Math.round(blockTimeMs)} --flashblock-interval-ms ${intervalMs}`
     );
   }

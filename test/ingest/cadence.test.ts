@@ -43,7 +43,7 @@ t.test('1 s blocks of 5 under a 2 s preset: one warning naming both cadences and
   t.equal(first.observedPerBlock, 5);
   t.match(first.message, /the Devnet preset \(by the node's chain id 901\)/, 'names what the daemon runs under');
   t.match(first.message, /every 1 s with 5 flashblocks each/, 'the observed cadence');
-  t.match(first.message, /expects 2 s blocks with 10 \(200 ms apart\)/, 'the expected one');
+  t.match(first.message, /expects 2 s blocks of 10 flashblock intervals \(200 ms\)/, 'the expected one');
   t.match(first.message, /--chain <unichain\|unichain-sepolia\|xlayer\|xlayer-testnet>/, 'the presets that fit the stream');
   t.match(first.message, /--block-time-ms 1000 --flashblock-interval-ms 200/, 'and the flags that fit it');
   t.same(judge.mismatches, ['block_time', 'flashblocks_per_block']);
@@ -61,14 +61,27 @@ t.test('the episode ends once the median agrees again, and a new one is said aga
   t.same(again.map((v) => v.kind), ['contradicted'], 'a second episode warns again');
 });
 
-t.test('only the flashblock count off: 2 s blocks of 5 (400 ms flashblocks) under a 200 ms preset', async (t) => {
+t.test('a block of N intervals has N or N + 1 flashblocks: both agree, and the fix names N', async (t) => {
+  const unichain = cadenceExpectation({ kind: 'node', preset: UNICHAIN }, UNICHAIN, { blockTimeMs: 0, flashblockIntervalMs: 0 });
+  t.same(feed(new CadenceJudge(unichain), 1, 12, 6, 1), [], '6 flashblocks a block under 5 intervals (op-rbuilder, the devnet)');
+  t.same(feed(new CadenceJudge(unichain), 1, 12, 4, 1), [], '4 (one late) too');
+  const v = feed(new CadenceJudge(TWO_SECONDS), 1, 12, 6, 1);
+  if (v[0]?.kind !== 'contradicted') return t.fail('contradicted');
+  t.match(v[0].message, /every 1 s with 6 flashblocks each/);
+  t.match(v[0].message, /--chain <unichain\|unichain-sepolia\|xlayer\|xlayer-testnet> .* --block-time-ms 1000 --flashblock-interval-ms 200$/, '6 of 1000 ms: 5 intervals of 200 ms');
+  const eleven = feed(new CadenceJudge(unichain), 1, 12, 11, 2);
+  if (eleven[0]?.kind !== 'contradicted') return t.fail('contradicted');
+  t.match(eleven[0].message, /--chain <op-mainnet\|op-sepolia\|base\|base-sepolia\|devnet> .* --block-time-ms 2000 --flashblock-interval-ms 200$/, 'Base-like: 11 of 2000 ms are 10 intervals');
+});
+
+t.test('only the flashblock count off: 2 s blocks of 4 (500 ms flashblocks) under a 200 ms preset', async (t) => {
   const judge = new CadenceJudge(TWO_SECONDS);
-  const v = feed(judge, 1, 12, 5, 2);
+  const v = feed(judge, 1, 12, 4, 2);
   t.equal(v.length, 1);
   if (v[0]!.kind !== 'contradicted') return t.fail('contradicted');
   t.same(v[0]!.checks, ['flashblocks_per_block']);
-  t.notMatch(v[0]!.message, /--chain/, 'no preset has 2 s blocks of 5');
-  t.match(v[0]!.message, /--block-time-ms 2000 --flashblock-interval-ms 400/);
+  t.notMatch(v[0]!.message, /--chain/, 'no preset has 2 s blocks of 4');
+  t.match(v[0]!.message, /--block-time-ms 2000 --flashblock-interval-ms 500/);
 });
 
 t.test('timestamps, not arrival: gaps and rewinds start over, a block seen from its middle is not counted', async (t) => {
