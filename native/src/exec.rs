@@ -20,7 +20,7 @@ use op_revm::revm::{
     ExecuteCommitEvm, ExecuteEvm,
 };
 use op_revm::revm::handler::EvmTr;
-use op_revm::revm::context_interface::ContextTr;
+use op_revm::revm::context_interface::{Cfg as _, ContextTr};
 use op_revm::{L1BlockInfo, OpHaltReason, OpSpecId, OpTransaction};
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -659,7 +659,10 @@ pub(crate) fn call_setup(db: &Db, spec: &BlockSpec, req: &Value, block_overrides
         b.value = hex_u256(v, "value")?;
     }
     let gas_given = req.get("gas").is_some_and(|v| !v.is_null());
-    b.gas_limit = if gas_given { hex_u64(&req["gas"], "gas")? } else { block.gas_limit.min(RPC_GAS_CAP) };
+    // Without a gas value a call gets what one transaction may use: the block's gas limit within the RPC cap, and
+    // from Osaka on (karst) within EIP-7825's per-transaction cap (2^24), as geth gives it. An explicit gas above that
+    // cap is refused, as the chain would refuse the transaction.
+    b.gas_limit = if gas_given { hex_u64(&req["gas"], "gas")? } else { block.gas_limit.min(RPC_GAS_CAP).min(cfg.tx_gas_limit_cap()) };
     b.gas_limit = b.gas_limit.min(RPC_GAS_CAP.max(block.gas_limit));
     let gas_price = req.get("gasPrice").filter(|v| !v.is_null());
     let max_fee = req.get("maxFeePerGas").filter(|v| !v.is_null());

@@ -308,6 +308,11 @@ t.test('karst: the engine agrees with ethereumjs osaka; a transaction above 2^24
   const dep = await e.apply([deposit]);
   t.ok(dep.ok && dep.receipts[0]!.status === true, `a deposit of 2^24 + 1 gas executes (deposits are exempt from the cap)${dep.ok ? '' : `: ${dep.message}`}`);
   t.equal(await e.engine.getStorageAt(CLZ, '0x1e'), '0x' + hex32(256n), 'and its call ran (CLZ(0) stored)');
+  // An eth_call or eth_estimateGas without a gas value (viem's multicall, most wallets) runs within the 2^24 cap, as
+  // geth gives it: the block's gas limit (here above 2^24) is not a transaction's under karst.
+  t.equal(await e.engine.call({ to: CLZ, data: '0x' + hex32(1n) + hex32(40n) }), '0x', 'karst: an eth_call without gas runs (within 2^24)');
+  t.ok((await e.engine.estimateGas({ to: CLZ, data: '0x' + hex32(1n) + hex32(40n) })) < GAS_CAP, 'and eth_estimateGas answers');
+  await t.rejects(e.engine.call({ to: CLZ, data: '0x' + hex32(1n) + hex32(40n), gas: '0x' + (GAS_CAP + 1n).toString(16) }), 'an explicit gas above 2^24 is refused, as the chain refuses the transaction');
   const rawOver = await signed(OVER_CAP, 2);
   t.throws(() => createTxFromRLP(hexToBytes(rawOver as `0x${string}`), { common: o.common }), /EIP-7825/, 'ethereumjs refuses a transaction of 2^24 + 1 gas');
   const refused = await e.run(rawOver, OVER_CAP);
