@@ -162,6 +162,8 @@ export class ExecutionFeed {
   private readonly ticker: NodeJS.Timeout;
   private startTimer: NodeJS.Timeout | null = null;
   private lastStartError: string | null = null;
+  /** The engine itself cannot run (the native core is missing or does not load): no start is tried again. */
+  private cannotRun = false;
   /** Per applied block build: each flashblock's access list (X Layer), by index, until it is cross-checked. */
   private readonly accessLists = new WeakMap<BlockView, (readonly AccountChanges[] | undefined)[]>();
   /**
@@ -207,7 +209,7 @@ export class ExecutionFeed {
    * is down; a start under way or an engine up is left alone.
    */
   startNow(): void {
-    if (this.stopped || this.phase !== 'down') return;
+    if (this.stopped || this.phase !== 'down' || this.cannotRun) return;
     if (this.startTimer !== null) clearTimeout(this.startTimer);
     this.startTimer = null;
     void this.startEngine(this.o.startRetryMs ?? 500);
@@ -260,6 +262,7 @@ export class ExecutionFeed {
       // Nothing to run (the native core is missing or did not load): retrying cannot help. The error says what to
       // do; said once.
       if (/cannot run/.test(this.lastStartError)) {
+        this.cannotRun = true;
         const why = this.lastStartError.replace(/^execution engine(: cannot run:| cannot run:|:) /, '');
         this.d.log.error(`execution engine cannot run; pending state reads answer as latest: ${why}`, { error: this.lastStartError });
         return;

@@ -90,7 +90,7 @@ t.test('serves the replayed stream: eth_blockNumber is the pending height, other
   t.comment(`start-up (exec → listening line, /healthz answered): ${(performance.now() - spawnedAt).toFixed(0)} ms`);
 
   const listening = d.logs().find((l) => typeof l.rpcPort === 'number');
-  t.same(listening?.native, { uws: true, secp256k1: true, keccak: true }, 'uWS, secp256k1 and keccak all native');
+  t.same(listening?.native, { uws: true, secp256k1: true, keccak: true, uwsBuild: 'embedded in this binary' }, 'uWS (the one embedded), secp256k1 and keccak all native');
   t.same(fs.readdirSync(runDir), ['flashblocksd'], 'nothing written next to the binary');
   const [rt] = fs.readdirSync(runtimeBase);
   t.ok(rt !== undefined && /^flashblocksd-\d+-[0-9a-f]{16}$/.test(rt), 'one content-hashed runtime directory');
