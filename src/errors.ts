@@ -48,7 +48,7 @@ export class StartupError extends Error {
   }
 }
 
-/** The error table the README documents; a test keeps README and this list in sync. */
+/** The error table docs/errors.md documents; test/readme.test.ts keeps it and this list in sync. */
 export const ERROR_TABLE: ReadonlyArray<{ code: number | string; meaning: string }> = [
   { code: RpcCode.PARSE_ERROR, meaning: 'body is not valid JSON (or nested deeper than the limit)' },
   { code: RpcCode.INVALID_REQUEST, meaning: 'not a JSON-RPC 2.0 request object; empty batch; batch too large' },

@@ -65,7 +65,7 @@ const DEVNET = presetByName('devnet') as ChainPreset;
 export type ReceiptShape = 'external' | 'internal';
 
 /**
- * The stream dialects the devnet can speak (a chain preset's `dialect`; README "chains"):
+ * The stream dialects the devnet can speak (a chain preset's `dialect`; docs/operating.md "Chains"):
  * - `op-rbuilder`: op-rbuilder ≥ v0.4.13 (Unichain): internally tagged receipts, `diff.blob_gas_used`.
  * - `op-subblocks`: OP Mainnet subblocks: as op-rbuilder, with `state_root`, `block_hash`, `withdrawals_root` zero
  *   and `withdrawals` [] (specs/protocol/subblocks.md).
