@@ -62,6 +62,24 @@ t.test('tsc runs for a first build, a changed, added or removed source, and a fa
   fs.writeFileSync(main, 'export const answer: number = 44;\n');
   t.equal(build(root).code, 0);
   t.match(build(root, ['--always']).stderr, /asked to; compiling/, '--always (npm run build) compiles regardless');
+
+  // Three starts at once over changed sources (npm start, npm run devnet, …): one tsc, the others wait for it.
+  fs.writeFileSync(main, 'export const answer: number = 45;\n');
+  const runs = await Promise.all(
+    [0, 1, 2].map(
+      () =>
+        new Promise<{ code: number | null; stderr: string }>((resolve) => {
+          const p = spawn(process.execPath, [script, '--root', root], { stdio: ['ignore', 'pipe', 'pipe'] });
+          let err = '';
+          p.stderr.on('data', (d: Buffer) => (err += d.toString()));
+          p.on('close', (code) => resolve({ code, stderr: err }));
+        }),
+    ),
+  );
+  t.same(runs.map((r) => r.code), [0, 0, 0], 'all three succeed');
+  t.equal(runs.filter((r) => /compiling/.test(r.stderr)).length, 1, 'one of them compiled');
+  t.match(fs.readFileSync(out, 'utf8'), /answer = 45/);
+  t.notOk(fs.existsSync(path.join(root, 'dist', '.build-lock')), 'the lock is gone');
 });
 
 t.test('`npm start` a second time reaches its banner without running tsc', async (t) => {
