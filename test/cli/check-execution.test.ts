@@ -227,7 +227,8 @@ async function withoutDbGet(target: string): Promise<{ url: string; close(): Pro
   };
 }
 
-const tamperable = hashOnly.find((f) => f.name === 'op-sepolia-block-26207963');
+// Any block whose witness carries only its hash (the node then serves that hash, which the test forges).
+const tamperable = hashOnly[0];
 
 t.test('a hash-only block whose hash the node gives wrong: exit 1; a node without debug_dbGet: hash not checked, exit 0', { skip: tamperable === undefined ? OP_BLOCKS_ABSENT : false }, async (t) => {
   const fx = await loadWitnessFixture(tamperable!.file);
