@@ -6,7 +6,7 @@ import { NodeClient } from '../../src/node/client.js';
 import { silentLogger } from '../../src/log.js';
 import { startAnvil, rpcCall } from '../../scripts/devnet/anvil.js';
 import { makePipeline, feed } from '../helpers/ingest.js';
-import { unichainMessages } from '../helpers/fixtures.js';
+import { unichainAtHeight as atHeight } from '../helpers/fixtures.js';
 import { startReplayServer } from '../helpers/replay-server.js';
 
 async function until(cond: () => boolean, ms = 8000): Promise<void> {
@@ -17,17 +17,6 @@ async function until(cond: () => boolean, ms = 8000): Promise<void> {
   }
 }
 
-/** The Unichain capture moved to height n (its transactions are not in anvil's block n). */
-function atHeight(n: number): Record<string, any>[] {
-  return unichainMessages().map((m) => {
-    const c = JSON.parse(JSON.stringify(m));
-    c.metadata.block_number = n;
-    c.payload_id = '0x' + n.toString(16).padStart(16, '0');
-    c.diff.block_hash = '0x' + n.toString(16).padStart(8, '0') + c.diff.block_hash.slice(10);
-    if (c.base) c.base.block_number = '0x' + n.toString(16);
-    return c;
-  });
-}
 
 /** The newHeads WebSocket timings from the defaults table. */
 const defaults = loadConfig([], {});

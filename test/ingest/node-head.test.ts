@@ -7,7 +7,7 @@ import { CanonicalTracker } from '../../src/ingest/canonical.js';
 import { createLogger } from '../../src/log.js';
 import { NodeClient } from '../../src/node/client.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
-import { unichainMessages } from '../helpers/fixtures.js';
+import { unichainAtHeight as atHeight } from '../helpers/fixtures.js';
 
 /** A node whose head is `answer.head` (a number), or that fails every call with HTTP 503 (`answer.head` null). */
 async function scriptedNode(t: Test): Promise<{ url: string; answer: { head: number | null } }> {
@@ -107,17 +107,6 @@ t.test('an outage: one unreachable, one reachable with its duration', async (t) 
   t.same(seen.rewinds, [], 'no rewind: the head did not go back');
 });
 
-/** The Unichain capture's block moved to height n. */
-function atHeight(n: number): Record<string, any>[] {
-  return unichainMessages().map((m) => {
-    const c = JSON.parse(JSON.stringify(m));
-    c.metadata.block_number = n;
-    c.payload_id = '0x' + n.toString(16).padStart(16, '0');
-    c.diff.block_hash = '0x' + n.toString(16).padStart(8, '0') + c.diff.block_hash.slice(10);
-    if (c.base) c.base.block_number = '0x' + n.toString(16);
-    return c;
-  });
-}
 
 t.test('stale frames are explained once per episode; a rewind drops the old chain and the lower one applies', async (t) => {
   const lines: { level: string; msg: string }[] = [];
