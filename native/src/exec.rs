@@ -353,7 +353,7 @@ fn evm_error<T: std::fmt::Display>(code: &'static str, what: String, e: op_revm:
 
 /// Runs the pre-execution system calls the spec requires (EIP-4788 beacon root from Ecotone, EIP-2935 parent hash
 /// from Isthmus), as op-reth does them, into `layer`.
-fn system_calls(shared: &Shared, below: &[Arc<Layer>], spec: &BlockSpec, layer: &mut Layer) -> Result<(), EngineError> {
+pub(crate) fn system_calls(shared: &Shared, below: &[Arc<Layer>], spec: &BlockSpec, layer: &mut Layer) -> Result<(), EngineError> {
     if spec.number == 0 {
         return Ok(());
     }
@@ -442,7 +442,7 @@ pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>]
 /// Decodes a flashblock's transactions and recovers the senders not given in `senders` (one per transaction; an
 /// empty slice: none given). Recovery is ~50 µs a transaction with libsecp256k1: when many are left to recover, the
 /// work splits across the cores; decoding alone stays on this thread.
-fn prepare_all(raw_txs: &[Vec<u8>], senders: &[Option<Address>], base_fee: u64) -> Result<Vec<Prepared>, EngineError> {
+pub(crate) fn prepare_all(raw_txs: &[Vec<u8>], senders: &[Option<Address>], base_fee: u64) -> Result<Vec<Prepared>, EngineError> {
     let given = |i: usize| senders.get(i).copied().flatten();
     let to_recover = (0..raw_txs.len()).filter(|&i| given(i).is_none()).count();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
@@ -531,6 +531,7 @@ impl<'a> op_revm::revm::DatabaseCommit for ApplyDb<'a> {
 // Reads
 
 /// A read's failure as a JSON-RPC error (code 3 for reverts, with data).
+#[derive(Debug)]
 pub struct ReadError {
     pub code: i64,
     pub message: String,

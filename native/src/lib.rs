@@ -13,6 +13,7 @@ pub mod exec;
 pub mod node;
 pub mod simulate;
 pub mod state;
+pub mod trace;
 #[cfg(test)]
 mod stubnode;
 
@@ -45,6 +46,18 @@ struct Head {
     /// This engine's count of published heads when this one was: a head (re)executed at the same position has a
     /// higher one, so JS can tell answers from two heads apart (its read memo, src/exec/memo.ts).
     seq: u64,
+    /// What a trace needs to execute this flashblock again: the state before it (layers newest first), its
+    /// transactions and senders as applied, and the block position of its first transaction.
+    below: Vec<Arc<state::Layer>>,
+    txs: Arc<Vec<Vec<u8>>>,
+    senders: Arc<Vec<Option<alloy_primitives::Address>>>,
+    first_pos: u64,
+}
+
+impl Head {
+    fn flashblock(&self) -> trace::Flashblock<'_> {
+        trace::Flashblock { spec: &self.spec, index: self.index, below: &self.below, txs: &self.txs, senders: &self.senders, first_pos: self.first_pos }
+    }
 }
 
 struct Inner {
@@ -328,6 +341,8 @@ fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> 
     if block.next_index != index {
         return Err(EngineError::new("E_NOT_NEXT", format!("flashblock {number}/{index} out of order (expected index {})", block.next_index)));
     }
+    let below = block.snapshot().layers;
+    let first_pos = block.tx_count;
     let (layer, receipts, cumulative) = match exec::apply(&inner.shared, block, index, &txs, &senders) {
         Ok(v) => v,
         Err(e) => {
@@ -344,7 +359,17 @@ fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> 
     block.cumulative_gas = cumulative;
     block.tx_count += txs.len() as u64;
     let seq = inner.head_seq.fetch_add(1, Ordering::SeqCst) + 1;
-    let head = Arc::new(Head { spec: block.spec.clone(), snap: block.snapshot(), number, index, seq });
+    let head = Arc::new(Head {
+        spec: block.spec.clone(),
+        snap: block.snapshot(),
+        number,
+        index,
+        seq,
+        below,
+        txs: Arc::new(txs),
+        senders: Arc::new(senders),
+        first_pos,
+    });
     {
         let mut h = inner.head.write().unwrap_or_else(|e| e.into_inner());
         if h.as_ref().is_none_or(|h| h.number <= number) {
@@ -435,6 +460,24 @@ fn read(inner: &Inner, req: &str) -> String {
         Err(e) => return json!({"error": {"code": -32602, "message": e.to_string()}}).to_string(),
     };
     let Some(head) = head_for(inner, &v, true) else { return r#"{"unavailable":true}"#.into() };
+    let method = v["method"].as_str().unwrap_or("");
+    if trace::is_trace(method) {
+        // A block trace replays every executed flashblock of the block up to `at`'s; all of them must still be held.
+        let heads: Vec<Arc<Head>> = if trace::is_block_trace(method) {
+            let r = inner.recent.read().unwrap_or_else(|e| e.into_inner());
+            let mut hs: Vec<Arc<Head>> = r.iter().filter(|h| h.number == head.number && h.index <= head.index).cloned().collect();
+            hs.sort_by_key(|h| h.index);
+            hs.dedup_by_key(|h| h.index);
+            if hs.len() as u64 != head.index + 1 || hs.iter().enumerate().any(|(i, h)| h.index != i as u64) {
+                return r#"{"unavailable":true}"#.into();
+            }
+            hs
+        } else {
+            vec![head.clone()]
+        };
+        let fbs: Vec<trace::Flashblock> = heads.iter().map(|h| h.flashblock()).collect();
+        return read_answer(trace::answer(&inner.shared, &fbs, &head.spec, &head.snap, &v), &head);
+    }
     read_answer(exec::read(&inner.shared, &head.spec, &head.snap, &v), &head)
 }
 

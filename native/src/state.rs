@@ -4,7 +4,7 @@
 use crate::node::{NodeClient, NodeError};
 use op_revm::revm::{
     bytecode::Bytecode,
-    database_interface::{DBErrorMarker, Database},
+    database_interface::{DBErrorMarker, Database, DatabaseRef},
     primitives::{Address, B256, KECCAK_EMPTY, U256},
     state::{AccountInfo, EvmState},
 };
@@ -473,6 +473,27 @@ impl<'a> Db<'a> {
             .get(&hash)
             .cloned()
             .ok_or_else(|| DbError(format!("code of {hash:#x} is not known to the engine (the node did not give its bytes)")))
+    }
+}
+
+/// The same reads by reference: what tracers (revm-inspectors) and a replay's CacheDB read the state below through.
+impl<'a> DatabaseRef for Db<'a> {
+    type Error = DbError;
+
+    fn basic_ref(&self, address: Address) -> Result<Option<AccountInfo>, DbError> {
+        self.account(address)
+    }
+
+    fn code_by_hash_ref(&self, code_hash: B256) -> Result<Bytecode, DbError> {
+        self.code(code_hash)
+    }
+
+    fn storage_ref(&self, address: Address, index: U256) -> Result<U256, DbError> {
+        self.slot(address, index)
+    }
+
+    fn block_hash_ref(&self, number: u64) -> Result<B256, DbError> {
+        self.shared.block_hash(number)
     }
 }
 
