@@ -170,10 +170,21 @@ fn json_len(v: &Value) -> usize {
 
 /// geth's tracing options (`options`), refused with a clear error when they name no built-in tracer.
 fn geth_options(req: &Value) -> Result<GethDebugTracingOptions, ReadError> {
-    let raw = match &req["options"] {
+    let mut raw = match &req["options"] {
         Value::Null => json!({}),
         v => v.clone(),
     };
+    // geth's muxTracer takes `{}` for a tracer without options (4byteTracer, noopTracer); revm-inspectors' mux wants
+    // nothing there (and `{}`, not nothing, for the others).
+    if raw["tracer"] == "muxTracer" {
+        if let Some(m) = raw.get_mut("tracerConfig").and_then(|c| c.as_object_mut()) {
+            for (name, v) in m.iter_mut() {
+                if matches!(name.as_str(), "4byteTracer" | "noopTracer") && v.as_object().is_some_and(|o| o.is_empty()) {
+                    *v = Value::Null;
+                }
+            }
+        }
+    }
     let opts: GethDebugTracingOptions = serde_json::from_value(raw).map_err(|e| invalid(format!("tracer options: {e}")))?;
     if let Some(GethDebugTracerType::JsTracer(name)) = &opts.tracer {
         return Err(invalid(format!(
@@ -336,8 +347,29 @@ fn tx_info(p: &Prepared, position: u64, fb: &Flashblock, block_hash: Option<B256
 fn geth_result(t: Traced<'_, DebugInspector>, block_hash: Option<B256>) -> Result<Value, ReadError> {
     let ctx = TransactionContext { block_hash, tx_index: Some(t.position as usize), tx_hash: Some(t.prepared.hash) };
     let mut db = t.db;
+    let mux = matches!(t.inspector, DebugInspector::Mux(..));
     let trace = t.inspector.get_result(Some(ctx), t.evm_tx, t.block, t.result, &mut db).map_err(|e| failed(format!("tracer: {e}")))?;
-    to_json(&trace)
+    let mut v = to_json(&trace)?;
+    if mux {
+        top_gas_is_the_limit(&mut v, op_revm::revm::context_interface::Transaction::gas_limit(t.evm_tx));
+    }
+    Ok(v)
+}
+
+/// A muxTracer's callTracer and flatCallTracer report the top call's gas as the transaction's gas limit, as geth's
+/// (and these tracers alone here) do: revm-inspectors' mux leaves it at the gas left after the intrinsic cost.
+fn top_gas_is_the_limit(mux: &mut Value, gas_limit: u64) {
+    let limit = json!(format!("{gas_limit:#x}"));
+    if let Some(top) = mux.get_mut("callTracer").and_then(|c| c.as_object_mut()) {
+        top.insert("gas".into(), limit.clone());
+    }
+    for f in mux.get_mut("flatCallTracer").and_then(|c| c.as_array_mut()).into_iter().flatten() {
+        if f["traceAddress"].as_array().is_some_and(|a| a.is_empty()) {
+            if let Some(action) = f.get_mut("action").and_then(|a| a.as_object_mut()) {
+                action.insert("gas".into(), limit.clone());
+            }
+        }
+    }
 }
 
 fn trace_transaction(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Result<Value, ReadError> {
@@ -669,6 +701,8 @@ mod tests {
         let calls = s.ask(json!({"method": "traceTransaction", "hash": s.hash(1), "options": {"tracer": "callTracer"}})).unwrap();
         assert_eq!(calls["to"], json!(format!("{:#x}", addr(0x53))));
         assert_eq!(calls["calls"][0]["to"], json!(format!("{:#x}", addr(0x52))), "the inner call: {calls}");
+        let mux = s.ask(json!({"method": "traceTransaction", "hash": s.hash(1), "options": {"tracer": "muxTracer", "tracerConfig": {"callTracer": {}, "4byteTracer": {}}}})).unwrap();
+        assert_eq!(mux["callTracer"], calls, "geth's mux config with {{}} for option-less tracers; its callTracer is the callTracer's");
         let steps = s.ask(json!({"method": "traceTransaction", "hash": s.hash(1)})).unwrap();
         assert_eq!(steps["gas"], s.receipts[1]["gasUsed"], "the struct logger's gas is the receipt's");
         assert_eq!(steps["failed"], json!(false));
