@@ -64,6 +64,8 @@ export interface Config {
   forwardMethods: string[];
   corsOrigins: string[];
   sendRawSyncTimeoutMs: number;
+  traceTimeoutMs: number;
+  maxTracesInFlight: number;
   pinWaitMs: number;
   pinMaxWaiters: number;
   streamMaxBackpressureBytes: number;
@@ -181,6 +183,8 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'execution-read-memo', key: 'executionReadMemo', kind: 'int', def: '1024', min: 0, max: 1000000, help: 'Distinct pending reads (eth_call, eth_getCode, …, same parameters) whose answers are kept until the next executed flashblock, so the same read asked again is not executed again; 0 = none' },
   { flag: 'execution-hardfork', key: 'executionHardfork', kind: 'enum', values: ['auto', ...OP_HARDFORKS], def: 'auto', help: "The EVM spec blocks are executed with: auto = the chain's own hardfork schedule by block timestamp (from its chain preset; a chain without one runs the fork the node's eth_config names, else no execution); a hardfork name = that spec for every block" },
   { flag: 'execution-wait-ms', key: 'executionWaitMs', kind: 'int', def: '1000', min: 0, max: 60000, help: 'How long a pending state read waits for the engine to execute the newest served flashblock before it answers as latest' },
+  { flag: 'trace-timeout-ms', key: 'traceTimeoutMs', kind: 'int', def: '5000', min: 10, max: 600000, help: "Default and largest per-call time of a trace at pending (debug_trace*, trace_*; a request's geth `timeout` may ask for less); past it the trace answers 'execution timeout'" },
+  { flag: 'max-traces-in-flight', key: 'maxTracesInFlight', kind: 'int', def: '4', min: 1, max: 1024, help: 'Traces at pending run at once at most (on the engine\'s read threads); one more is refused at once with -32005' },
   { flag: 'execution-max-divergence-percent', key: 'executionMaxDivergencePercent', kind: 'int', def: '25', min: 0, max: 100, help: 'Above this share of the last 100 executed flashblocks disagreeing with the builder or the chain (a wrong fork, an engine bug), pending state reads answer as latest and /readyz reports execution not ready; 100 = never' },
   { flag: 'shutdown-grace-ms', key: 'shutdownGraceMs', kind: 'int', def: '5000', min: 0, max: 600000, help: 'In-flight requests get this long after SIGTERM' },
   { flag: 'heap-growing-percent', key: 'heapGrowingPercent', kind: 'int', def: '300', min: 0, max: 1000, help: "How far V8 lets the JS heap grow past what survived its last full collection before the next one, %: held blocks are promoted and freed block after block, and at V8's own setting that is a full collection every few seconds (pauses in the latency tail); 300 = one every ~25 s for a heap ~2× larger; 0 = V8's own" },

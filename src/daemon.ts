@@ -76,7 +76,7 @@ const RETIREMENT_CHECK_MS = 1000;
 const RPC_SETTINGS = [
   'maxBodyBytes', 'corsOrigins', 'streamMaxBackpressureBytes', 'streamIdleTimeoutS', 'maxBatchItems', 'maxResponseBytes',
   'forwardMethods', 'allowNamespaces', 'flashblocksEnabled', 'sendRawSyncTimeoutMs', 'maxSubscriptionsPerConnection',
-  'pinWaitMs', 'pinMaxWaiters',
+  'pinWaitMs', 'pinMaxWaiters', 'traceTimeoutMs', 'maxTracesInFlight',
   'trustedProxies', 'apiKeys',
 ] as const satisfies readonly (keyof RpcOptions & keyof Config)[];
 

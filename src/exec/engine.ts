@@ -158,6 +158,19 @@ export type NowRead =
   | { method: 'getCode'; address: string }
   | { method: 'getStorageAt'; address: string; slot: string };
 
+/**
+ * One trace for the engine. `at`: the flashblock that carried the transaction (transaction traces), the newest one of
+ * the block so far (block traces), or absent (calls: the newest executed state). `timeoutMs` and `maxBytes` bound it.
+ */
+export type TraceRequest = {
+  method:
+    | 'traceTransaction' | 'traceBlock' | 'traceCall' | 'traceCallMany'
+    | 'traceReplayTransaction' | 'traceReplayBlock' | 'traceTransactionParity' | 'traceBlockParity';
+  at?: FlashblockAt;
+  timeoutMs: number;
+  maxBytes: number;
+} & Record<string, unknown>;
+
 /** The execution engine. Reads answer from the newest executed flashblock with the pending block's env. */
 export interface ExecutionEngine {
   /** Starts the engine over the node's state at `canonical` (its head). Rejects with a clear message when it cannot. */
@@ -200,6 +213,13 @@ export interface ExecutionEngine {
    * {@link RpcReplyError}, as the Promise form rejects with it.
    */
   readNow?(read: NowRead): string | undefined;
+  /**
+   * A trace at pending (src/rpc/methods/trace.ts; native/src/trace.rs answers it): geth's debug_trace* and parity's
+   * trace_* shapes from the executed flashblocks, on the engine's read threads. A flashblock no longer held rejects
+   * with {@link EngineUnavailableError}; the trace's own errors (timeout, too large, bad tracer) with RpcReplyError.
+   * Engines without it leave it undefined (traces are then refused).
+   */
+  trace?(req: TraceRequest): Promise<unknown>;
 
   /** The executed receipt of a pending transaction (lower-case hash), or null. */
   receipt(hash: string): ExecutedReceipt | null;

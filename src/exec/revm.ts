@@ -18,6 +18,7 @@ import {
   type FlashblockAt,
   type FlashblockWork,
   type NowRead,
+  type TraceRequest,
 } from './engine.js';
 import { ForkProxy, type NodePost } from './forkproxy.js';
 import { ReadMemo, type ReadAnswer } from './memo.js';
@@ -544,6 +545,17 @@ export class RevmEngine implements ExecutionEngine {
       if (e instanceof EngineUnavailableError) return undefined;
       throw e;
     }
+  }
+
+  /** A trace (see ExecutionEngine.trace): always on the read threads, never the memo or the inline path. */
+  async trace(req: TraceRequest): Promise<unknown> {
+    const native = this.native;
+    if (native === null || !this.ready) throw new EngineUnavailableError('execution engine not ready');
+    this.readsThreads++;
+    const out = JSON.parse(await native.read(JSON.stringify(req))) as ReadAnswer;
+    if (out.unavailable === true) throw new EngineUnavailableError('the flashblock is no longer held by the engine');
+    if (out.error !== undefined) throw new RpcReplyError(req.method, out.error.code, out.error.message, out.error.data ?? undefined);
+    return out.result;
   }
 
   async call(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<string> {

@@ -94,6 +94,16 @@ export type RpcFilterKind = (typeof RPC_FILTER_KINDS)[number];
  * node_error = a canonical block whose hash or logs the node did not give (its changes are missing).
  */
 export const RPC_FILTER_DROP_REASONS = ['buffer_full', 'expired', 'limit', 'node_error'] as const;
+/** The traces at pending (src/rpc/methods/trace.ts), their tracers and why one was refused. */
+export const TRACE_METHODS = [
+  'debug_traceTransaction', 'debug_traceCall', 'debug_traceBlockByNumber', 'debug_traceBlockByHash', 'trace_call', 'trace_callMany',
+  'trace_transaction', 'trace_replayTransaction', 'trace_block', 'trace_replayBlockTransactions', 'trace_get',
+] as const;
+export type TraceMethod = (typeof TRACE_METHODS)[number];
+export const TRACE_TRACERS = ['structLogger', 'callTracer', 'prestateTracer', '4byteTracer', 'flatCallTracer', 'muxTracer', 'noopTracer', 'parity'] as const;
+export type TraceTracer = (typeof TRACE_TRACERS)[number];
+export const TRACE_REFUSALS = ['execution_off', 'not_executed', 'diverged', 'not_held', 'timeout', 'too_large', 'busy', 'unsupported_tracer', 'not_pending_not_allowed'] as const;
+export type TraceRefusal = (typeof TRACE_REFUSALS)[number];
 export type RpcFilterDropReason = (typeof RPC_FILTER_DROP_REASONS)[number];
 
 /**
@@ -112,6 +122,9 @@ export const RPC_METHOD_LABELS = [
   'eth_newPendingTransactionFilter', 'eth_sendRawTransaction', 'eth_sendRawTransactionSync', 'eth_sendTransaction',
   'eth_sign', 'eth_signTransaction', 'eth_simulateV1', 'eth_subscribe', 'eth_syncing', 'eth_uninstallFilter',
   'eth_unsubscribe', 'net_listening', 'net_peerCount', 'net_version', 'web3_clientVersion', 'web3_sha3',
+  'debug_traceTransaction', 'debug_traceCall', 'debug_traceBlockByNumber', 'debug_traceBlockByHash', 'trace_call',
+  'trace_callMany', 'trace_transaction', 'trace_replayTransaction', 'trace_block', 'trace_replayBlockTransactions',
+  'trace_get',
 ] as const;
 export type RpcMethodLabel = (typeof RPC_METHOD_LABELS)[number] | 'other';
 
@@ -425,6 +438,10 @@ export interface Metrics {
   /** Installed polling filters, by kind. */
   readonly rpcFilters: Readonly<Record<RpcFilterKind, GaugeCell>>;
   readonly rpcFilterDrops: Readonly<Record<RpcFilterDropReason, CounterCell>>;
+  /** Traces at pending answered, by method and tracer (parity = the trace_* methods). */
+  readonly traces: Readonly<Record<TraceMethod, Readonly<Record<TraceTracer, CounterCell>>>>;
+  readonly traceSeconds: Readonly<Record<TraceMethod, HistogramCell>>;
+  readonly traceRefusals: Readonly<Record<TraceRefusal, CounterCell>>;
 
   readonly redisUp: GaugeCell;
   readonly redisFallbacks: CounterCell;
@@ -625,6 +642,11 @@ export function createMetrics(opts: MetricsOptions): Metrics {
   const filtersF = gauge('rpc_filters', 'Installed polling filters (eth_newFilter = logs, eth_newBlockFilter = blocks, eth_newPendingTransactionFilter = pending_transactions), HTTP and WebSocket, by kind.', ['kind']);
   const filterDropsF = counter('rpc_filter_drops_total', 'What the polling filters dropped, by reason: buffer_full = a change (the oldest) out of a full filter buffer; expired = a filter not polled within 5 minutes, removed; limit = an eth_new*Filter refused at the per-client or total cap; node_error = a canonical block whose hash or logs the node did not give (those changes are missing).', ['reason']);
 
+  // Traces at pending
+  const tracesF = counter('rpc_traces_total', 'Traces at pending answered from the executed flashblocks (debug_trace*, trace_*), by method and tracer (structLogger = no tracer named; parity = the trace_* methods).', ['method', 'tracer'], true);
+  const traceSecondsF = histogram('rpc_trace_seconds', 'Time of a trace at pending, by method (answered ones).', RPC_BUCKETS, ['method'], true);
+  const traceRefusalsF = counter('rpc_trace_refusals_total', 'Traces at pending refused, by reason: execution_off, not_executed (the engine has not executed that flashblock), diverged (its execution disagreed with the builder or the chain), not_held (the engine no longer holds it), timeout, too_large (above --max-response-bytes), busy (--max-traces-in-flight), unsupported_tracer (a JavaScript or unknown tracer), not_pending_not_allowed (a canonical target while --forward-methods does not allow the method).', ['reason']);
+
   // Shared limits
   const rateLimitedF = counter('rate_limited_total', 'JSON-RPC requests (HTTP) and messages (WebSocket) refused by --rate-limit-rps, by the quota that refused them.', ['scope']);
 
@@ -752,6 +774,9 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     wsSubscriptions: keyed(WS_SUBSCRIPTION_KINDS, (k) => subsF.child(k)),
     rpcFilters: keyed(RPC_FILTER_KINDS, (k) => filtersF.child(k)),
     rpcFilterDrops: keyed(RPC_FILTER_DROP_REASONS, (r) => filterDropsF.child(r)),
+    traces: keyed(TRACE_METHODS, (m) => keyed(TRACE_TRACERS, (t) => tracesF.child(m, t))),
+    traceSeconds: keyed(TRACE_METHODS, (m) => traceSecondsF.child(m)),
+    traceRefusals: keyed(TRACE_REFUSALS, (r) => traceRefusalsF.child(r)),
 
     redisUp: gauge('redis_up', '1 while connection limits and rate quotas are shared through --redis-url, 0 while they are local to this instance (Redis unreachable, or not configured).').child(),
     redisFallbacks: counter('redis_fallbacks_total', 'Times this instance switched from shared (Redis) to local limits because Redis was unreachable or did not answer in time (at start included).').child(),

@@ -7,6 +7,7 @@ import type { RpcSource } from '../metrics/metrics.js';
 import { ForwardPolicy } from './allow.js';
 import type { Filters, RequestOrigin } from './filters.js';
 import { ETH_METHODS } from './methods/eth.js';
+import { isGuardedForward } from './methods/trace.js';
 import { FORWARD_AS_IS, Forward, FromState, RawJson, type Handler, type MethodContext, type MethodTable } from './methods/types.js';
 import type { SubscriberSink } from './subscriptions.js';
 
@@ -238,6 +239,7 @@ export class Dispatcher {
       return;
     }
     if (r instanceof Forward) {
+      if (this.refusedForward(item)) return;
       item.fwd = r;
       item.source = 'node';
     } else if (r instanceof Promise) {
@@ -260,7 +262,19 @@ export class Dispatcher {
   }
 
   /** A handler's Promise decided to forward after all (e.g. the execution engine could not answer in time). */
+  /**
+   * A trace method whose target is not pending goes to the node only when --forward-methods allows it (its handler
+   * answers pending targets itself); otherwise it is refused as any method off the allow-list is. True: refused.
+   */
+  private refusedForward(item: Item): boolean {
+    if (!isGuardedForward(item.method) || this.forwardable.allows(item.method)) return false;
+    this.ctx.metrics.traceRefusals.not_pending_not_allowed.inc();
+    this.fail(item, new RpcError(RpcCode.METHOD_NOT_FOUND, `${this.forwardable.refusal(item.method)} (flashblocksd traces pending blocks and preconfirmed transactions itself; this target is not pending)`));
+    return true;
+  }
+
   private async forwardLate(item: Item, fwd: Forward): Promise<void> {
+    if (this.refusedForward(item)) return;
     item.fwd = fwd;
     await this.forwardBatch([item], false);
   }

@@ -6,7 +6,7 @@ import type { BlockView } from '../state/view.js';
 /** The engine reads the RPC handlers use (answers at the newest executed flashblock). */
 export type ExecutionReads = Pick<
   ExecutionEngine,
-  'call' | 'estimateGas' | 'createAccessList' | 'getCode' | 'getStorageAt' | 'getBalance' | 'getTransactionCount' | 'simulateV1' | 'readNow' | 'receipt' | 'blockReceipts' | 'chainDepositNonce'
+  'call' | 'estimateGas' | 'createAccessList' | 'getCode' | 'getStorageAt' | 'getBalance' | 'getTransactionCount' | 'simulateV1' | 'trace' | 'readNow' | 'receipt' | 'blockReceipts' | 'chainDepositNonce'
 >;
 
 /** Executed pending state (the daemon's execution feed over src/exec), for `pending` state reads. */

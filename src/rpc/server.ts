@@ -24,7 +24,7 @@ import { STREAM_RECEIPTS } from './shapes/receipt.js';
 import { Subscriptions, type SubscriberSink } from './subscriptions.js';
 
 /** The settings the JSON-RPC transports read (built from Config by the daemon). */
-export interface RpcOptions extends DispatchOptions, MethodOptions, PinOptions, FilterOptions {
+export interface RpcOptions extends DispatchOptions, Omit<MethodOptions, 'maxResponseBytes'>, PinOptions, FilterOptions {
   readonly maxBodyBytes: number;
   /** CORS allowed origins ('*' = any); CORS is off when empty. */
   readonly corsOrigins: readonly string[];

@@ -21,10 +21,12 @@ function documentedFamilies(): string[] {
   // A stream thread crash moves in test/stream/threads.test.ts (this run has no --stream-port); a retired upstream in
   // test/e2e/retired.test.ts (it needs a retired chain or an upstream absent for --upstream-absent-ms). Polling filters
   // in test/rpc/filters.test.ts and test/e2e/filters.test.ts; a node head that went back in
-  // test/e2e/node-lifecycle.test.ts; a cadence against the preset in test/devnet/rehearsal.test.ts.
+  // test/e2e/node-lifecycle.test.ts; a cadence against the preset in test/devnet/rehearsal.test.ts; traces at pending
+  // in test/e2e/trace.test.ts.
   const elsewhere = new Set([
     'flashblocksd_stream_thread_crashes_total', 'flashblocksd_upstream_retired',
     'flashblocksd_rpc_filters', 'flashblocksd_rpc_filter_drops_total', 'flashblocksd_node_head_rewinds_total', 'flashblocksd_stream_cadence_mismatch',
+    'flashblocksd_rpc_traces_total', 'flashblocksd_rpc_trace_seconds', 'flashblocksd_rpc_trace_refusals_total',
   ]);
   return [...section.matchAll(/^\| `(flashblocksd_[a-z_]+)` \|/gm)].map((m) => m[1]!).filter((f) => !f.startsWith('flashblocksd_execution_') && !elsewhere.has(f));
 }

@@ -17,6 +17,7 @@ import { TX_DEPOSIT } from '../../chain/types.js';
 import { RpcCode, RpcError } from '../../errors.js';
 import type { BlockView } from '../../state/view.js';
 import type { SubscriberSink } from '../subscriptions.js';
+import { TRACE_HANDLERS } from './trace.js';
 import { atNewestState, executedAccount, listedAccount, pendingNonce, receiptsWithExecution, eth_call, eth_createAccessList, eth_estimateGas, eth_getCode, eth_getProof, eth_getStorageAt, eth_simulateV1 } from './executed.js';
 import { eth_fillTransaction } from './fill.js';
 import { ethGetLogs } from './logs.js';
@@ -301,4 +302,5 @@ export const ETH_METHODS: ReadonlyMap<string, Handler> = new Map<string, Handler
   ['eth_sendRawTransactionSync', ethSendRawTransactionSync],
   ['eth_subscribe', eth_subscribe],
   ['eth_unsubscribe', eth_unsubscribe],
+  ...TRACE_HANDLERS,
 ]);

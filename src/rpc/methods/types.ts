@@ -15,6 +15,12 @@ export interface MethodOptions {
   readonly flashblocksEnabled: boolean;
   /** Default and maximum wait of eth_sendRawTransactionSync. */
   readonly sendRawSyncTimeoutMs: number;
+  /** Default and largest time of one trace at pending (--trace-timeout-ms; absent: geth's 5 s). */
+  readonly traceTimeoutMs?: number;
+  /** Traces at pending running at once at most (--max-traces-in-flight; absent: 4). */
+  readonly maxTracesInFlight?: number;
+  /** The response bound (--max-response-bytes): a trace larger than this is refused by the engine before it is sent. */
+  readonly maxResponseBytes?: number;
 }
 
 export type { ExecutionReads, PendingExecution } from '../execution.js';
