@@ -81,6 +81,9 @@ pub struct Engine {
     inner: Arc<Inner>,
     apply_tx: Mutex<Option<Sender<Job>>>,
     read_tx: Mutex<Option<Sender<Job>>>,
+    /// Traces (debug_trace*, trace_*): their own thread at a lower priority, so a burst of traces neither waits in
+    /// front of reads nor takes the cores the event loop and the apply thread need.
+    trace_tx: Mutex<Option<Sender<Job>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -127,15 +130,33 @@ fn submit(env: &Env, tx: &Mutex<Option<Sender<Job>>>, inner: Arc<Inner>, f: impl
     Ok(unsafe { std::mem::transmute::<Object<'_>, Object<'static>>(promise) })
 }
 
-fn spawn_worker(name: String, rx: Arc<Mutex<Receiver<Job>>>) {
-    let _ = thread::Builder::new().name(name).stack_size(16 * 1024 * 1024).spawn(move || loop {
-        let job = { lock(&rx).recv() };
-        match job {
-            Ok(job) => job(),
-            Err(_) => return,
+fn spawn_worker(name: String, rx: Arc<Mutex<Receiver<Job>>>, nice: i32) {
+    let _ = thread::Builder::new().name(name).stack_size(16 * 1024 * 1024).spawn(move || {
+        if nice != 0 {
+            lower_priority(nice);
+        }
+        loop {
+            let job = { lock(&rx).recv() };
+            match job {
+                Ok(job) => job(),
+                Err(_) => return,
+            }
         }
     });
 }
+
+/// The calling thread's nice value raised to `nice` (Linux: per thread). A trace thread at nice 10 gets about a tenth
+/// of a core the event loop or the apply thread also wants, and all of an idle one.
+fn lower_priority(nice: i32) {
+    #[cfg(target_os = "linux")]
+    // SAFETY: setpriority on the calling thread (who = 0) takes plain integers.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, nice);
+    }
+}
+
+/// The niceness of the trace thread.
+const TRACE_NICE: i32 = 10;
 
 #[napi]
 impl Engine {
@@ -155,13 +176,15 @@ impl Engine {
             head_seq: AtomicU64::new(0),
         });
         let (atx, arx) = channel::<Job>();
-        spawn_worker("fbd-apply".into(), Arc::new(Mutex::new(arx)));
+        spawn_worker("fbd-apply".into(), Arc::new(Mutex::new(arx)), 0);
         let (rtx, rrx) = channel::<Job>();
         let rrx = Arc::new(Mutex::new(rrx));
         for i in 0..read_threads.clamp(1, 16) {
-            spawn_worker(format!("fbd-read-{i}"), rrx.clone());
+            spawn_worker(format!("fbd-read-{i}"), rrx.clone(), 0);
         }
-        Ok(Self { inner, apply_tx: Mutex::new(Some(atx)), read_tx: Mutex::new(Some(rtx)) })
+        let (ttx, trx) = channel::<Job>();
+        spawn_worker("fbd-trace".into(), Arc::new(Mutex::new(trx)), TRACE_NICE);
+        Ok(Self { inner, apply_tx: Mutex::new(Some(atx)), read_tx: Mutex::new(Some(rtx)), trace_tx: Mutex::new(Some(ttx)) })
     }
 
     /// Starts over at canonical height `height`: drops the cache, every open block and the head.
@@ -197,6 +220,12 @@ impl Engine {
     #[napi(ts_return_type = "Promise<string>")]
     pub fn read(&self, env: &Env, req: String) -> Result<Object<'static>> {
         submit(env, &self.read_tx, self.inner.clone(), move |inner| Ok(read(inner, &req)))
+    }
+
+    /// A trace (`trace::answer`'s requests), on the trace thread; answered as `read` answers.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn trace(&self, env: &Env, req: String) -> Result<Object<'static>> {
+        submit(env, &self.trace_tx, self.inner.clone(), move |inner| Ok(read(inner, &req)))
     }
 
     /// The same read answered on the calling thread when it can be within `budget_us` from memory (state reads and
@@ -270,6 +299,7 @@ impl Engine {
     pub fn close(&self) {
         lock(&self.apply_tx).take();
         lock(&self.read_tx).take();
+        lock(&self.trace_tx).take();
     }
 }
 

@@ -13,6 +13,8 @@ export interface AddonEngine {
   apply(work: string): Promise<string>;
   settle(number: number, hash: string, keep: boolean): Promise<string>;
   read(req: string): Promise<string>;
+  /** A trace (native/src/trace.rs), on the engine's trace thread (lower priority); answered as `read`. */
+  trace(req: string): Promise<string>;
   /** The same read on the calling thread when it can be answered from memory within `budgetUs`, else null. */
   readInline(req: string, budgetUs: number): string | null;
   stats(): string;

@@ -547,12 +547,12 @@ export class RevmEngine implements ExecutionEngine {
     }
   }
 
-  /** A trace (see ExecutionEngine.trace): always on the read threads, never the memo or the inline path. */
+  /** A trace (see ExecutionEngine.trace): on the engine's trace thread, never the memo or the inline path. */
   async trace(req: TraceRequest): Promise<unknown> {
     const native = this.native;
     if (native === null || !this.ready) throw new EngineUnavailableError('execution engine not ready');
     this.readsThreads++;
-    const out = JSON.parse(await native.read(JSON.stringify(req))) as ReadAnswer;
+    const out = JSON.parse(await native.trace(JSON.stringify(req))) as ReadAnswer;
     if (out.unavailable === true) throw new EngineUnavailableError('the flashblock is no longer held by the engine');
     if (out.error !== undefined) throw new RpcReplyError(req.method, out.error.code, out.error.message, out.error.data ?? undefined);
     return out.result;
