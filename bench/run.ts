@@ -1,9 +1,10 @@
 // Runs every benchmark in bench/ (one concern per file, each side by side with its baseline) and writes
 // BENCHMARKS.md with machine, Node version, commit and date, a DESIGN §9 summary collected from the suites' rows,
-// their tables, notes and SVG plots (bench/results/). Flags: `--quick` for a short run; `--only=a,b` to select;
+// their tables, notes and SVG plots (bench/results/). Flags: `--quick` for a short run; `--only=a,b` to select
+// (with `--merge`: only those sections are replaced in the existing BENCHMARKS.md, the header says so);
 // `--profile` to CPU-profile in a quick run too (full runs profile by default; `--no-profile` turns that off).
 import { execSync } from 'node:child_process';
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
@@ -91,14 +92,38 @@ function render(results: BenchResult[], opts: BenchOptions, failures: string[], 
   return lines.join('\n');
 }
 
+/**
+ * `existing` (BENCHMARKS.md) with the sections of `results` put in place of the ones with the same title (or added
+ * at the end), and a header line saying which sections were re-run, when, where and at which commit (--merge: one
+ * suite re-run without the hours of a full run; everything else stays as that run measured it).
+ */
+function merge(existing: string, results: BenchResult[], opts: BenchOptions, seconds: number): string {
+  const fresh = render(results, opts, [], seconds);
+  let out = existing.replace(/\n+$/, '') + '\n';
+  for (const r of results) {
+    const head = `## ${r.title}`;
+    const start = fresh.indexOf(head);
+    const next = fresh.indexOf('\n## ', start + head.length);
+    const section = fresh.slice(start, next < 0 ? undefined : next + 1).replace(/\n+$/, '') + '\n';
+    const at = out.indexOf(head + '\n');
+    if (at < 0) out = out + '\n' + section;
+    else {
+      const end = out.indexOf('\n## ', at + head.length);
+      out = out.slice(0, at) + section + (end < 0 ? '' : out.slice(end));
+    }
+  }
+  const note = `- re-run since (--merge): ${results.map((r) => `"${r.title}"`).join(', ')} on ${new Date().toISOString()} at commit ${commit()}, ${opts.quick ? 'quick' : 'full'}; load average at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}`;
+  return out.replace(/(\n- mode: [^\n]*\n)/, `$1${note}\n`);
+}
+
 async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const opts = optionsFromArgv(argv);
   const onlyArg = argv.find((a) => a.startsWith('--only='));
   const only = onlyArg === undefined ? SUITES : onlyArg.slice('--only='.length).split(',');
-  const unknown = argv.filter((a) => !['--quick', '--profile', '--no-profile'].includes(a) && !a.startsWith('--only='));
+  const unknown = argv.filter((a) => !['--quick', '--profile', '--no-profile', '--merge'].includes(a) && !a.startsWith('--only='));
   if (unknown.length > 0) {
-    process.stderr.write(`bench: unknown argument(s) ${unknown.join(' ')}; use --quick, --only=${SUITES.join(',')}, --profile, --no-profile\n`);
+    process.stderr.write(`bench: unknown argument(s) ${unknown.join(' ')}; use --quick, --only=${SUITES.join(',')}, --merge, --profile, --no-profile\n`);
     process.exit(2);
   }
   const t0 = performance.now();
@@ -122,7 +147,9 @@ async function main(): Promise<void> {
     }
   }
   const out = fileURLToPath(new URL('../BENCHMARKS.md', import.meta.url));
-  writeFileSync(out, render(results, opts, failures, (performance.now() - t0) / 1000));
+  const seconds = (performance.now() - t0) / 1000;
+  if (argv.includes('--merge') && failures.length === 0) writeFileSync(out, merge(readFileSync(out, 'utf8'), results, opts, seconds));
+  else writeFileSync(out, render(results, opts, failures, seconds));
   process.stderr.write(`bench: wrote ${out} in ${fmt((performance.now() - t0) / 1000)} s\n`);
   // Children and sockets of the suites are closed; exit even if a stray handle (autocannon, agents) lingers.
   process.exit(failures.length > 0 ? 1 : 0);
