@@ -433,6 +433,17 @@ fn trace_call(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value) -
 // ---------------------------------------------------------------------------------------------------------------
 // parity: trace_call(Many), trace_replayTransaction, trace_replayBlockTransactions, trace_transaction, trace_block
 
+/// The tracer configuration for `types`: revm-inspectors' parity one, with storage writes recorded for a vmTrace too
+/// (its `ex.store` of an SSTORE is empty otherwise, where OpenEthereum gave the key and value).
+fn parity_config(types: &HashSet<TraceType>) -> TracingInspectorConfig {
+    let c = TracingInspectorConfig::from_parity_config(types);
+    if types.contains(&TraceType::VmTrace) {
+        c.set_state_diffs(true)
+    } else {
+        c
+    }
+}
+
 fn parity_records_steps(types: &HashSet<TraceType>) -> bool {
     types.contains(&TraceType::VmTrace)
 }
@@ -455,7 +466,7 @@ fn replay_transaction(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Resul
     let bounds = Bounds::of(req);
     let hash = hash_of(req)?;
     let types = trace_types(&req["traceTypes"])?;
-    let config = TracingInspectorConfig::from_parity_config(&types);
+    let config = parity_config(&types);
     let fb = holding(fbs, hash)?;
     let mut out = None;
     replay(shared, fb, &bounds, parity_records_steps(&types), || Ok(TracingInspector::new(config)), |p| p.hash == hash, |t| {
@@ -470,7 +481,7 @@ fn replay_transaction(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Resul
 fn replay_block(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Result<Value, ReadError> {
     let bounds = Bounds::of(req);
     let types = trace_types(&req["traceTypes"])?;
-    let config = TracingInspectorConfig::from_parity_config(&types);
+    let config = parity_config(&types);
     let mut out = Vec::new();
     let mut size = 0;
     for fb in fbs {
@@ -543,7 +554,7 @@ fn call_many(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value) ->
             }
         }
         let s = call_setup(&db, spec, &tx, &req["blockOverrides"], None)?;
-        let insp = TracingInspector::new(TracingInspectorConfig::from_parity_config(&types));
+        let insp = TracingInspector::new(parity_config(&types));
         let mut evm: TraceEvm<'_, TracingInspector> = engine_evm(cache, s.cfg, s.block, s.chain, (insp, bounds.guard(parity_records_steps(&types))));
         let result = evm.inspect_tx(s.tx).map_err(|e| exec_failed("call", e))?;
         bounds.stopped(&evm.0.inspector.1)?;
@@ -730,6 +741,11 @@ mod tests {
         assert_eq!(slot["from"], json!(format!("{:#x}", B256::with_last_byte(1))), "{r}");
         assert_eq!(slot["to"], json!(format!("{:#x}", B256::with_last_byte(2))));
         assert_eq!(r["transactionHash"], json!(s.hash(1)));
+        let vm = s.ask(json!({"method": "traceReplayTransaction", "hash": s.hash(1), "traceTypes": ["vmTrace"]})).unwrap();
+        let ops = vm["vmTrace"]["ops"].as_array().expect("vmTrace ops");
+        let call = ops.iter().find(|o| o["sub"].is_object()).expect("the CALL's sub-trace");
+        let store = call["sub"]["ops"].as_array().unwrap().iter().find(|o| o["op"] == "SSTORE").and_then(|o| o["ex"]["store"].as_object().cloned()).expect("the inner SSTORE's store");
+        assert_eq!(store["val"], json!("0x2"), "the counter's write in the inner call: {store:?}");
     }
 
     #[test]
