@@ -123,8 +123,16 @@ t.test('every tracer at pending equals the node once canonical (or an outside fa
   const nestedCalls: Hex[] = [];
   for (let i = 0; i < 3; i++) nestedCalls.push(await wallet.sendTransaction({ to: nesterAt, nonce: nonce + 2 + i, gas: 300_000n, ...fees }));
 
-  // Trace every transaction while it is preconfirmed (its block not canonical yet), every tracer at once.
-  const mine = new Map<string, { kind: string; block: number; hash: string; traces: Record<string, any> }>();
+  // Trace every transaction while it is preconfirmed (its block not canonical yet), every tracer at once. The devnet
+  // holds each block's seal until the block's transactions are traced, so a loaded machine does not race the chain.
+  const mine = new Map<string, { kind: string; block: number; hash: string; traces: Record<string, any>; done: boolean }>();
+  const wanted = (): Set<string> => new Set(want());
+  const unhold = devnet.holdSeals(async (last) => {
+    const blk = daemon.view.block(last.blockNumber);
+    if (blk === undefined) return;
+    const hashes = Array.from({ length: blk.txCount }, (_, i) => blk.txHash(i)).filter((h) => wanted().has(h));
+    await until(() => hashes.every((h) => mine.get(h)?.done === true), 60_000, `block ${last.blockNumber}'s transactions traced`);
+  }, 60_000);
   const kindOf = (h: string): string => sent.find((s) => s.hash === h)?.kind ?? (nestedCalls.includes(h as Hex) ? 'nested' : 'nesting-deploy');
   // One transaction's traces at a time (all of its tracers at once): within --max-traces-in-flight.
   let tracing: Promise<void> = Promise.resolve();
@@ -135,7 +143,7 @@ t.test('every tracer at pending equals the node once canonical (or an outside fa
       if (mine.has(h)) continue;
       const v = daemon.view.tx(h);
       if (v === undefined) continue;
-      const entry = { kind: kindOf(h), block: v.block.number, hash: v.block.hash, traces: {} as Record<string, any> };
+      const entry = { kind: kindOf(h), block: v.block.number, hash: v.block.hash, traces: {} as Record<string, any>, done: false };
       mine.set(h, entry);
       tracing = tracing.then(
         async () => {
@@ -148,12 +156,14 @@ t.test('every tracer at pending equals the node once canonical (or an outside fa
           names.forEach((n, i) => (entry.traces[n] = answers[i]));
           entry.traces.parity = answers[names.length];
           entry.traces.replay = answers[names.length + 1];
+          entry.done = true;
         },
       );
     }
     await new Promise((r) => setTimeout(r, 20));
   }
   await tracing;
+  unhold();
   await traffic.stop();
   t.ok(mine.size >= 40, `traced ${mine.size} transactions while preconfirmed`);
   const kinds = new Set([...mine.values()].map((m) => m.kind));
@@ -247,8 +257,9 @@ t.test('every tracer at pending equals the node once canonical (or an outside fa
   t.same(byNumber.result?.slice(0, b.transactions.length).map((x: any) => x.txHash), b.transactions, 'debug_traceBlockByNumber(pending number): a callTracer result for each transaction in order');
   const byHash = await ask(rpc, 'debug_traceBlockByHash', [b.hash, TRACERS.top]);
   t.ok(Array.isArray(byHash.result) && byHash.result.length >= b.transactions.length, 'debug_traceBlockByHash(pending hash) answers');
-  const parityBlock = await ask(rpc, 'trace_block', ['pending']);
-  t.ok(Array.isArray(parityBlock.result) && parityBlock.result.every((x: any) => Number(x.blockNumber) === Number(b.number) || x.blockNumber === Number(b.number)), 'trace_block(pending) gives the pending block\'s traces');
+  const parityBlock = await ask(rpc, 'trace_block', [b.number]);
+  t.ok(Array.isArray(parityBlock.result) && parityBlock.result.every((x: any) => x.blockNumber === Number(b.number)), 'trace_block(pending number) gives the pending block\'s traces');
+  t.ok(Array.isArray((await ask(rpc, 'trace_block', ['pending'])).result), 'trace_block("pending") answers');
   const replayBlock = await ask(rpc, 'trace_replayBlockTransactions', ['pending', ['trace']]);
   t.ok(Array.isArray(replayBlock.result) && replayBlock.result.length >= b.transactions.length, 'trace_replayBlockTransactions(pending) answers each transaction');
 
@@ -263,6 +274,26 @@ t.test('every tracer at pending equals the node once canonical (or an outside fa
   t.equal(parityCall.error?.code, undefined, 'trace_call at pending answers');
   const many = await ask(rpc, 'trace_callMany', [[[{ to: probeAt, data: '0x' }, ['trace']], [{ to: probeAt }, ['stateDiff']]], 'pending']);
   t.equal(many.result?.length, 2, 'trace_callMany at pending answers each call');
+  // Once that block is canonical: the node's own block traces and calls, for what the daemon answered at pending
+  // (the block may have taken more transactions after: compared position by position).
+  const n = Number(b.number);
+  const callBlock = Number(BigInt(called.result.output));
+  await until(async () => Number(await rpcCall<string>(anvil, 'eth_blockNumber', [])) >= Math.max(n, callBlock), 10_000, 'the traced pending blocks are canonical');
+  const nodeBlock = await rpcCall<any[]>(anvil, 'debug_traceBlockByNumber', [b.number, TRACERS.call]);
+  const blockProblems: string[] = [];
+  byNumber.result.forEach((x: any, i: number) => {
+    const theirs = nodeBlock[i];
+    if (theirs?.txHash !== x.txHash || JSON.stringify(canon(withoutTopGas(x.result))) !== JSON.stringify(canon(withoutTopGas(theirs.result)))) blockProblems.push(`debug_traceBlockByNumber #${i}`);
+  });
+  const nodeParityBlock = await rpcCall<any[]>(anvil, 'trace_block', [b.number]);
+  const ours = parityBlock.result.filter((x: any) => x.transactionHash !== null);
+  ours.forEach((x: any, i: number) => {
+    if (JSON.stringify(canon(x, ['blockHash'])) !== JSON.stringify(canon(nodeParityBlock[i], ['blockHash']))) blockProblems.push(`trace_block #${i}: ${JSON.stringify(x).slice(0, 200)} vs ${JSON.stringify(nodeParityBlock[i]).slice(0, 200)}`);
+  });
+  t.same(blockProblems, [], `debug_traceBlockByNumber (${byNumber.result.length} transactions) and trace_block (${ours.length} traces) at pending equal the node's for block ${n}`);
+  // debug_traceCall: the node at that block runs the same probe (its NUMBER is the block's) to the same trace.
+  const nodeCall = await rpcCall(anvil, 'debug_traceCall', [{ to: probeAt }, '0x' + callBlock.toString(16), { tracer: 'callTracer', stateOverrides: { [probeAt]: { code: numberProbe } } }]);
+  t.same(canon(withoutTopGas(called.result)), canon(withoutTopGas(nodeCall)), 'debug_traceCall at pending equals the node\'s at that block (callTracer, but for the top-level gas figures)');
   const get = await ask(rpc, 'trace_get', [nestedCalls[0], ['0x0']]);
   t.equal(get.error?.code, -32601, 'trace_get of a canonical transaction without --forward-methods: refused');
   const m = await scrape(daemon);

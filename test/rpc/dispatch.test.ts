@@ -138,7 +138,7 @@ t.test('unknown method → -32601 from the node', async (tt) => {
 });
 
 t.test('denied namespaces → -32601 without reaching the node', async (tt) => {
-  for (const m of ['admin_nodeInfo', 'debug_traceTransaction', 'personal_sign', 'miner_start', 'engine_newPayloadV3', 'txpool_content']) {
+  for (const m of ['admin_nodeInfo', 'debug_getRawBlock', 'personal_sign', 'miner_start', 'engine_newPayloadV3', 'txpool_content']) {
     await expectCode(tt, JSON.stringify({ jsonrpc: '2.0', id: 1, method: m, params: [] }), RpcCode.METHOD_NOT_FOUND, /does not exist\/is not available/);
   }
 });
