@@ -28,8 +28,8 @@ async function nodePost(url: string, body: Buffer): Promise<Buffer> {
   return Buffer.from(await r.arrayBuffer());
 }
 
-/** A fresh native engine reading `node`, started at `canonical`. */
-async function engineAt(node: Anvil, canonical: number): Promise<RevmEngine> {
+/** A fresh native engine reading `node`, started at `canonical` (bench/trace.ts uses it too). */
+export async function engineAt(node: Anvil, canonical: number): Promise<RevmEngine> {
   const e = new RevmEngine({ nodePost: (b) => nodePost(node.url, b), specAt: () => 'isthmus' });
   await e.start(canonical);
   e.noteCanonical(canonical);

@@ -5,10 +5,11 @@
 // engine as the daemon calls it (RevmEngine.trace: JSON over the addon, the engine's read threads); changes nothing.
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { keccak256, type Hex } from 'viem';
-import { startAnvil, type Anvil } from '../scripts/devnet/anvil.js';
+import { startAnvil } from '../scripts/devnet/anvil.js';
 import type { FlashblockWork, TraceRequest } from '../src/exec/engine.js';
-import { RevmEngine } from '../src/exec/revm.js';
+import type { RevmEngine } from '../src/exec/revm.js';
 import { KindBlockFactory, type KindBlock } from './engine-blocks.js';
+import { engineAt } from './engine.js';
 import { fmt, percentile, runStandalone, sleep, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
 
 const ACCOUNTS = 40;
@@ -16,18 +17,6 @@ const PER_BLOCK = 10;
 const FLASHBLOCK_MS = 200;
 const MAX_BYTES = 100 * 1024 * 1024;
 const progress = (what: string): void => void process.stderr.write(`bench trace: ${what}\n`);
-
-async function nodePost(url: string, body: Buffer): Promise<Buffer> {
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-  return Buffer.from(await r.arrayBuffer());
-}
-
-async function engineAt(node: Anvil, canonical: number): Promise<RevmEngine> {
-  const e = new RevmEngine({ nodePost: (b) => nodePost(node.url, b), specAt: () => 'isthmus' });
-  await e.start(canonical);
-  e.noteCanonical(canonical);
-  return e;
-}
 
 const hashOf = (raw: string): Hex => keccak256(raw as Hex);
 

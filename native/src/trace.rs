@@ -165,6 +165,16 @@ fn json_len(v: &Value) -> usize {
     c.0
 }
 
+/// Adds `v` to a block trace's answer `out` of `size` bytes so far, or refuses once the answer would pass `max`.
+fn push_bounded(out: &mut Vec<Value>, size: &mut usize, v: Value, max: usize) -> Result<(), ReadError> {
+    *size += json_len(&v);
+    if *size > max {
+        return Err(too_large(max));
+    }
+    out.push(v);
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Requests
 
@@ -396,11 +406,7 @@ fn trace_block(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Result<Value
         replay(shared, fb, &bounds, steps, || debug_inspector(opts.clone()), |_| true, |t| {
             let hash = t.prepared.hash;
             let v = json!({ "txHash": format!("{hash:#x}"), "result": geth_result(t, block_hash_of(req))? });
-            size += json_len(&v);
-            if size > bounds.max_bytes {
-                return Err(too_large(bounds.max_bytes));
-            }
-            out.push(v);
+            push_bounded(&mut out, &mut size, v, bounds.max_bytes)?;
             Ok(false)
         })?;
     }
@@ -489,11 +495,7 @@ fn replay_block(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Result<Valu
             let hash = t.prepared.hash;
             let mut v = parity_results(t, &types)?;
             v["transactionHash"] = json!(format!("{hash:#x}"));
-            size += json_len(&v);
-            if size > bounds.max_bytes {
-                return Err(too_large(bounds.max_bytes));
-            }
-            out.push(v);
+            push_bounded(&mut out, &mut size, v, bounds.max_bytes)?;
             Ok(false)
         })?;
     }
@@ -519,11 +521,7 @@ fn block_parity(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Result<Valu
     for fb in fbs {
         replay(shared, fb, &bounds, false, || Ok(TracingInspector::new(TracingInspectorConfig::default_parity())), |_| true, |t| {
             for v in parity_localized(t, fb, block_hash_of(req))? {
-                size += json_len(&v);
-                if size > bounds.max_bytes {
-                    return Err(too_large(bounds.max_bytes));
-                }
-                out.push(v);
+                push_bounded(&mut out, &mut size, v, bounds.max_bytes)?;
             }
             Ok(false)
         })?;
@@ -560,11 +558,7 @@ fn call_many(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value) ->
         bounds.stopped(&evm.0.inspector.1)?;
         let insp = std::mem::replace(&mut evm.0.inspector.0, TracingInspector::new(TracingInspectorConfig::none()));
         let v = to_json(&insp.into_parity_builder().into_trace_results_with_state(&result, &types, &evm.0.ctx.journaled_state.database).map_err(|e| failed(e.0))?)?;
-        size += json_len(&v);
-        if size > bounds.max_bytes {
-            return Err(too_large(bounds.max_bytes));
-        }
-        out.push(v);
+        push_bounded(&mut out, &mut size, v, bounds.max_bytes)?;
         cache = std::mem::replace(&mut evm.0.ctx.journaled_state.database, CacheDB::new(call_db(shared, snap, overrides.as_ref())));
         cache.commit(result.state);
     }
