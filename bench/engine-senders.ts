@@ -25,13 +25,8 @@ const ACCOUNTS = 40;
 const ZERO32 = '0x' + '00'.repeat(32);
 const progress = (what: string): void => void process.stderr.write(`bench engine-senders: ${what}\n`);
 
-async function nodePost(url: string, body: Buffer): Promise<Buffer> {
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-  return Buffer.from(await r.arrayBuffer());
-}
-
 function engineFor(node: Anvil): RevmEngine {
-  return new RevmEngine({ nodePost: (b) => nodePost(node.url, b), specAt: () => 'isthmus' });
+  return new RevmEngine({ node: { url: node.url }, specAt: () => 'isthmus' });
 }
 
 /** A flashblock's signed transactions as the native decoder lays them out: bytes back to back, [index, start, end). */

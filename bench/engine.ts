@@ -23,14 +23,9 @@ const BASE_CITE = "Base's published figure, 0.035 ms/tx (17.6 ms for a 500-tx pe
 /** The old engine's per-block fork (anvil sidecar, being removed), as measured in issue 22's text. */
 const OLD_READS = { block20: 460, block140: 2200 };
 
-async function nodePost(url: string, body: Buffer): Promise<Buffer> {
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-  return Buffer.from(await r.arrayBuffer());
-}
-
 /** A fresh native engine reading `node`, started at `canonical` (bench/trace.ts uses it too). */
 export async function engineAt(node: Anvil, canonical: number): Promise<RevmEngine> {
-  const e = new RevmEngine({ nodePost: (b) => nodePost(node.url, b), specAt: () => 'isthmus' });
+  const e = new RevmEngine({ node: { url: node.url }, specAt: () => 'isthmus' });
   await e.start(canonical);
   e.noteCanonical(canonical);
   return e;
@@ -239,7 +234,7 @@ export async function run(o: BenchOptions): Promise<BenchResult> {
     `a Transfer log); the swap contract (bench/engine-blocks.ts) reads two reserves, computes a constant-product output, writes both back and ` +
     `one balance slot per side, logs. Base's 0.035 ms/tx is a published figure for its whole pending build on production hardware, cited ` +
     `(../shared/research/pending-execution.md), not measured here.\n\n` +
-    `**(2) Node reads per block** = EngineStatus.nodeReads (every JSON-RPC call the engine made through src/exec/forkproxy.ts) between one ` +
+    `**(2) Node reads per block** = EngineStatus.nodeReads (every JSON-RPC call the engine made to the node) between one ` +
     `block's index 0 and the next's, settles included; the old engine's per-block fork read ≈ ${OLD_READS.block20} at block 20 and ` +
     `≈ ${fmt(OLD_READS.block140)} at block 140 of the devnet (issue 22's text; the sidecar is being removed and is not run here).\n\n` +
     `**(3) Event-loop delay** = perf_hooks.monitorEventLoopDelay (1 ms resolution) of the bench's thread (where the daemon's RPC runs) during ` +

@@ -66,15 +66,9 @@ interface Run {
   total: number;
 }
 
-/** A POST to the node as the daemon's node client makes it (the native engine reads through its loopback proxy). */
-async function nodePost(url: string, body: Buffer): Promise<Buffer> {
-  const r = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-  return Buffer.from(await r.arrayBuffer());
-}
-
 /** Replays `w` into a fresh engine over the node at the pace of the stream; each flashblock measured on its own. */
 async function replay(nodeUrl: string, w: Workload, reader: string, probe: string): Promise<Run> {
-  const engine = new RevmEngine({ nodePost: (b) => nodePost(nodeUrl, b), specAt: () => 'isthmus' });
+  const engine = new RevmEngine({ node: { url: nodeUrl }, specAt: () => 'isthmus' });
   const first = w.blocks[0]!.number;
   await engine.start(first - 1);
   engine.noteCanonical(first - 1);

@@ -119,12 +119,13 @@ async function chooseSpec(config: Readonly<Config>, chain: ChainChoice, wanted: 
 }
 
 /** The execution engine: the native core's in-process EVM (src/exec/revm.ts), under the spec `specNow()` chooses. */
-function makeEngine(config: Readonly<Config>, engineNode: NodeClient, log: Logger, specNow: () => SpecChoice): ExecutionEngine {
+function makeEngine(config: Readonly<Config>, log: Logger, specNow: () => SpecChoice): ExecutionEngine {
   const logTo = (msg: string, fields: Record<string, unknown>, level: 'info' | 'warn' | 'error'): void =>
     level === 'info' ? log.info(msg, fields) : level === 'error' ? log.error(msg, fields) : log.warn(msg, fields);
   return new RevmEngine({
-    // The engine only reads (state at a canonical height, headers): a stale keep-alive socket is retried once.
-    nodePost: (body) => engineNode.postRaw(body, undefined, true),
+    // The engine reads the node itself, on its own threads and connections (never the sockets of forwarded
+    // requests). It trusts what this process's TLS trusts: the Mozilla roots and NODE_EXTRA_CA_CERTS.
+    node: { url: config.nodeRpcUrl, ...(process.env.NODE_EXTRA_CA_CERTS ? { caFile: process.env.NODE_EXTRA_CA_CERTS } : {}) },
     specAt: (timestampSec) => {
       const spec = specNow();
       // Never reached without a spec: the feed starts the engine only when runnable() (below) says it may.
@@ -311,14 +312,11 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
 
   // Pending execution: the engine (the native core's in-process EVM) executes every applied flashblock (src/exec).
   // Only with an upstream to execute; failures leave pending state reads answering as latest, never stop the daemon.
-  // The engine reaches the node through a loopback proxy over its own client (its reads must not take the sockets of
-  // forwarded requests, and the node's URL and credentials stay in this process's JS).
-  const engineNode = new NodeClient({ url: config.nodeRpcUrl, timeoutMs: config.nodeTimeoutMs, maxSockets: 8 });
   const execution =
     wantsExecution
       ? new ExecutionFeed(
           {
-            engine: makeEngine(config, engineNode, log, () => spec),
+            engine: makeEngine(config, log, () => spec),
             runnable: () => specBlocks(spec),
             view: state,
             events,
@@ -595,7 +593,6 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
       await redis?.close();
       await pool?.stop();
       await execution?.stop();
-      engineNode.close();
       await metricsServer.close();
       node.close();
       // Nothing to lose: the worker holds no state, only a batch whose answer is no longer needed.

@@ -160,11 +160,22 @@ const TRACE_NICE: i32 = 10;
 
 #[napi]
 impl Engine {
-    /// `node_url`: plain http URL of the daemon's loopback proxy to the node. `cache_cap_bytes`: the state cache's
-    /// bound (dropped whole above it). `read_threads`: threads answering reads.
+    /// `node_url`: the node's http(s) URL (credentials in it become a Basic authorization). `node_headers`: a JSON
+    /// object of extra headers sent with every node call. `node_ca_pem`: a CA trusted besides the Mozilla roots.
+    /// `cache_cap_bytes`: the state cache's bound (dropped whole above it). `read_threads`: threads answering reads.
     #[napi(constructor)]
-    pub fn new(node_url: String, cache_cap_bytes: f64, read_threads: u32, timeout_ms: u32) -> Result<Self> {
-        let node = node::NodeClient::new(&node_url, timeout_ms as u64).map_err(|e| Error::new(Status::InvalidArg, e.0))?;
+    pub fn new(node_url: String, node_headers: String, node_ca_pem: Option<String>, cache_cap_bytes: f64, read_threads: u32, timeout_ms: u32) -> Result<Self> {
+        let invalid = |m: String| Error::new(Status::InvalidArg, m);
+        let headers = match serde_json::from_str::<Value>(&node_headers) {
+            Ok(Value::Object(m)) => m.into_iter().map(|(k, v)| match v {
+                Value::String(v) => Ok((k, v)),
+                _ => Err(invalid(format!("node header {k:?}: its value must be a string"))),
+            }),
+            _ => return Err(invalid("node headers must be a JSON object of strings".into())),
+        }
+        .collect::<Result<Vec<_>>>()?;
+        let options = node::NodeOptions { timeout_ms: timeout_ms as u64, headers, ca_pem: node_ca_pem };
+        let node = node::NodeClient::with(&node_url, options).map_err(|e| invalid(e.0))?;
         let inner = Arc::new(Inner {
             shared: Shared::new(node, cache_cap_bytes.max(1.0) as usize),
             blocks: Mutex::new(BTreeMap::new()),

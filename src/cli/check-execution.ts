@@ -334,7 +334,7 @@ export async function runCheckExecution(argv: string[], io: Pick<CliIo, 'stdout'
     const slices = intFlag('slices', values.slices, preset === null ? DEFAULT_SLICES : Math.max(1, preset.flashblocksPerBlock - 1), 1, 1000);
     const chain = preset === null ? String(chainId) : `${chainId} (${preset.title})`;
     engine = new RevmEngine({
-      nodePost: (body) => client.postRaw(body, undefined, true),
+      node: { url, ...(process.env.NODE_EXTRA_CA_CERTS ? { caFile: process.env.NODE_EXTRA_CA_CERTS } : {}) },
       specAt,
       nodeTimeoutMs: timeoutMs,
       log: (msg, fields, level) => {

@@ -49,7 +49,8 @@ export interface AddonBlockChanges {
 }
 
 export interface Addon {
-  Engine: new (nodeUrl: string, cacheCapBytes: number, readThreads: number, timeoutMs: number) => AddonEngine;
+  /** `nodeHeadersJson`: a JSON object of extra headers; `nodeCaPem`: a CA trusted besides the Mozilla roots. */
+  Engine: new (nodeUrl: string, nodeHeadersJson: string, nodeCaPem: string | null, cacheCapBytes: number, readThreads: number, timeoutMs: number) => AddonEngine;
   /** Frame decoding (native/src/frame), read by src/ingest/native-frame.ts; absent from an older build. */
   decodeFlashblock?(json: Buffer, mem: Buffer, at: number, room: number): AddonDecodeOutcome;
   takeLayout?(mem: Buffer, at: number): boolean;

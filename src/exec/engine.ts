@@ -10,7 +10,7 @@
  *  - State: each flashblock's changes are an immutable layer; a block's layers sit on its parent's (a pending parent's
  *    layers, or nothing) over one cache of the node's canonical state at height C. Cold accounts and slots are read
  *    from the node in one batch before a flashblock executes (senders, recipients, coinbase, the L1Block contract and
- *    its fee slots, the fee vaults) through forkproxy.ts, which counts them. BLOCKHASH: the parent from base.parent_hash,
+ *    its fee slots, the fee vaults) by native/src/node.rs, which counts them. BLOCKHASH: the parent from base.parent_hash,
  *    settled blocks' hashes, older ancestors from the node (cached, last 512).
  *  - Settle (noteCanonical): when block C+1 turns canonical and the node's receipts root equals the executed one, its
  *    layers fold into the cache, which moves to C+1 and survives the block; otherwise the cache is dropped and open

@@ -5,7 +5,7 @@
 import { performance } from 'node:perf_hooks';
 import { TrieCache } from '../chain/trie.js';
 import { TX_DEPOSIT } from '../chain/types.js';
-import { loadAddon, type AddonBlockChanges, type AddonEngine } from './addon.js';
+import { loadAddon, type Addon, type AddonBlockChanges, type AddonEngine } from './addon.js';
 import {
   EngineUnavailableError,
   EngineUnsupportedError,
@@ -20,13 +20,13 @@ import {
   type NowRead,
   type TraceRequest,
 } from './engine.js';
-import { ForkProxy, type NodePost } from './forkproxy.js';
 import { ReadMemo, type ReadAnswer } from './memo.js';
+import { nativeNode, NodeCaller, type EngineNode, type NativeNode } from './endpoint.js';
 import { receiptsRootOf, type ExecutedLog, type ExecutedReceipt } from './receipts.js';
 
 export interface RevmEngineOptions {
-  /** One JSON-RPC POST to the node (the daemon's own client: the node's URL and credentials stay in JS). */
-  nodePost: NodePost;
+  /** The node: the native engine reads it itself, off the event loop (native/src/node.rs). */
+  node: EngineNode;
   /** The OP hardfork (op-revm spec name) in force at an L2 timestamp (seconds): the chain's schedule or a fixed one. */
   specAt: (timestampSec: number) => string;
   /** The state cache's bound, bytes; above it the cache is dropped and read again. */
@@ -114,6 +114,15 @@ function sameTransactions(h: Held, canonical: readonly unknown[] | undefined): b
   return true;
 }
 
+/** JSON-RPC calls native engine `e` made to the node (a batch counts its length). */
+function nativeNodeReads(e: AddonEngine): number {
+  try {
+    return (JSON.parse(e.stats()) as { nodeReads: number }).nodeReads;
+  } catch {
+    return 0;
+  }
+}
+
 /** `CODE: message` of a rejected native call. */
 function codeOf(e: unknown): { code: string; message: string } {
   const m = /^(E_[A-Z_]+): ([\s\S]*)$/.exec((e as Error)?.message ?? String(e));
@@ -122,7 +131,12 @@ function codeOf(e: unknown): { code: string; message: string } {
 
 export class RevmEngine implements ExecutionEngine {
   private native: AddonEngine | null = null;
-  private proxy: ForkProxy | null = null;
+  /** The node as given to each native engine (its CA read once, at the first start). */
+  private node: NativeNode | null = null;
+  /** This side's own node calls. */
+  private caller: NodeCaller | null = null;
+  /** Node calls the current native engine's count leaves out: this side's own, and those of engines closed since. */
+  private nodeReadsElsewhere = 0;
   /** Applies and settles, in call order (the native side serialises too; this keeps the bookkeeping in step). */
   private queue: Promise<unknown> = Promise.resolve();
   private readonly held = new Map<number, Held>();
@@ -169,16 +183,20 @@ export class RevmEngine implements ExecutionEngine {
   async start(canonical: number): Promise<void> {
     const addon = loadAddon();
     if (addon instanceof Error) throw new Error(`execution engine cannot run: ${addon.message}`);
-    this.proxy ??= await ForkProxy.start(this.o.nodePost);
+    try {
+      this.node ??= nativeNode(this.o.node);
+    } catch (e) {
+      throw new Error(`execution engine cannot run: ${(e as Error).message}`, { cause: e });
+    }
+    this.caller ??= new NodeCaller(this.node, this.o.nodeTimeoutMs ?? 5000);
     await this.enqueue(async () => {
       this.ready = false;
-      this.native?.close();
-      this.native = null;
+      this.closeNative();
       for (const n of [...this.held.keys()]) this.dropHeld(n);
       this.canonical = canonical;
       this.settledThrough = canonical;
       this.chainId = Number(await this.nodeCall<string>('eth_chainId', []));
-      this.native = new addon.Engine(this.proxy!.url, this.o.cacheCapBytes ?? 512 * 1024 * 1024, this.o.readThreads ?? 2, this.o.nodeTimeoutMs ?? 5000);
+      this.native = this.newNative(addon, this.node!);
       this.memo = this.newMemo();
       await this.native.reset(canonical);
       this.ready = true;
@@ -189,10 +207,22 @@ export class RevmEngine implements ExecutionEngine {
   async stop(): Promise<void> {
     this.stopped = true;
     this.ready = false;
-    this.native?.close();
+    this.closeNative();
+    await this.caller?.close();
+    this.caller = null;
+  }
+
+  private newNative(addon: Addon, node: NativeNode): AddonEngine {
+    const cacheCapBytes = this.o.cacheCapBytes ?? 512 * 1024 * 1024;
+    return new addon.Engine(node.url, node.headersJson, node.caPem, cacheCapBytes, this.o.readThreads ?? 2, this.o.nodeTimeoutMs ?? 5000);
+  }
+
+  /** Closes the native engine, its node calls kept in the count. */
+  private closeNative(): void {
+    if (this.native === null) return;
+    this.nodeReadsElsewhere += nativeNodeReads(this.native);
+    this.native.close();
     this.native = null;
-    await this.proxy?.close();
-    this.proxy = null;
   }
 
   private enqueue<T>(fn: () => Promise<T>): Promise<T> {
@@ -291,12 +321,11 @@ export class RevmEngine implements ExecutionEngine {
   private async restart(failedBlock: number): Promise<void> {
     this.restarts++;
     this.ready = false;
-    this.native?.close();
-    this.native = null;
+    this.closeNative();
     const addon = loadAddon();
-    if (addon instanceof Error || this.proxy === null || this.stopped) return;
+    if (addon instanceof Error || this.node === null || this.stopped) return;
     try {
-      this.native = new addon.Engine(this.proxy.url, this.o.cacheCapBytes ?? 512 * 1024 * 1024, this.o.readThreads ?? 2, this.o.nodeTimeoutMs ?? 5000);
+      this.native = this.newNative(addon, this.node);
       this.memo = this.newMemo();
       await this.native.reset(this.canonical);
       for (const n of [...this.held.keys()].sort((a, b) => a - b)) {
@@ -453,16 +482,13 @@ export class RevmEngine implements ExecutionEngine {
     }
   }
 
-  private async nodeCall<T>(method: string, params: unknown[]): Promise<T> {
-    const body = Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }));
-    this.proxy?.note(1);
-    const answer = JSON.parse((await this.o.nodePost(body)).toString('utf8')) as { result?: T; error?: { message: string } };
-    if (answer.error !== undefined) throw new Error(`node: ${answer.error.message}`);
-    return answer.result as T;
+  private nodeCall<T>(method: string, params: unknown[]): Promise<T> {
+    if (this.caller === null) return Promise.reject(new Error('execution engine stopped'));
+    this.nodeReadsElsewhere++;
+    return this.caller.call<T>(method, params);
   }
 
   status(): EngineStatus {
-    let nodeReads: number | null = this.proxy?.reads ?? null;
     // status() is asked on every pending read (readiness): the native stats (a lock and a JSON string) at most
     // every 250 ms.
     const now = performance.now();
@@ -475,7 +501,8 @@ export class RevmEngine implements ExecutionEngine {
       }
     }
     const cacheBytes = this.native === null ? null : this.cacheBytes;
-    if (nodeReads === null) nodeReads = 0;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const engine = this;
     return {
       ready: this.ready && this.native !== null,
       blockNumber: this.last?.number ?? null,
@@ -486,7 +513,11 @@ export class RevmEngine implements ExecutionEngine {
       divergences: this.divergences,
       verified: this.verified,
       applied: this.applied,
-      nodeReads,
+      // A getter: the native count is in its stats, which take the state cache's lock (status() is asked on every
+      // pending read, the node reads a few times a second).
+      get nodeReads(): number {
+        return engine.nodeReadsElsewhere + (engine.native === null ? 0 : nativeNodeReads(engine.native));
+      },
       cacheBytes,
       reads: { inline: this.readsInline, threads: this.readsThreads, memo: this.readsMemo },
       lastError: this.lastError,

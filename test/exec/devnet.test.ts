@@ -32,7 +32,7 @@ t.test('the native engine verifies every devnet flashblock against its receipts 
   while (fb.index !== 0 || fb.blockNumber < 3) fb = await next();
   const url = devnet.nodeRpcUrl;
   const engine = new RevmEngine({
-    nodePost: async (body) => Buffer.from(await (await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body })).arrayBuffer()),
+    node: { url },
     specAt: () => 'isthmus',
   });
   t.teardown(() => engine.stop());

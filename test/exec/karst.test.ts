@@ -218,7 +218,7 @@ async function engineFor(t: Test, spec: string) {
   const node = await startStateNode({ chainId: CHAIN_ID, head: HEAD, accounts: PRE });
   t.teardown(() => node.close());
   const engine = new RevmEngine({
-    nodePost: async (body) => Buffer.from(await (await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body })).arrayBuffer()),
+    node: { url: node.url },
     specAt: () => spec,
     nodeTimeoutMs: 10_000,
   });

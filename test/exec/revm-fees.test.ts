@@ -82,7 +82,7 @@ async function nodeBalance(a: string): Promise<bigint> {
 for (const spec of ['isthmus', 'jovian'] as const) {
   t.test(`${spec}: the sender pays gasUsed × effectiveGasPrice + L1 fee + the ${spec} operator fee, and each fee vault gets its part`, async (t) => {
     const e = new RevmEngine({
-      nodePost: async (body) => Buffer.from(await (await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body })).arrayBuffer()),
+      node: { url: node.url },
       specAt: () => spec,
     });
     t.teardown(() => e.stop());

@@ -9,32 +9,15 @@ import { SINK, type BuiltBlock, type ExecContracts } from '../../scripts/devnet/
 import { EngineUnavailableError, EngineUnsupportedError, type ApplyOutcome, type ExecutionEngine } from '../../src/exec/engine.js';
 import { RevmEngine } from '../../src/exec/revm.js';
 import { net, nodeCall } from '../helpers/exec-net.js';
+import { startNodeFront, type NodeFront } from '../helpers/node-front.js';
 
-/** The node as the engine reaches it: `down` refuses every call, `hidden` answers null for those block numbers. */
-interface NodeLink {
-  down: boolean;
-  hidden: Set<number>;
-  /** Calls answered (not refused) to the node. */
-  calls: number;
-}
-
-function engineFor(t: Test, node: Anvil, link: NodeLink = { down: false, hidden: new Set(), calls: 0 }): RevmEngine {
-  const e = new RevmEngine({
-    nodePost: async (body) => {
-      if (link.down) throw new Error('connect ECONNREFUSED 127.0.0.1 (test: node down)');
-      link.calls++;
-      const req = JSON.parse(body.toString('utf8')) as { method: string; params: unknown[] } | { method: string; params: unknown[] }[];
-      // A node that shows some blocks late: eth_getBlockByNumber of them answers null (as a node without them does).
-      const late = (r: { method: string; params: unknown[] }): boolean => r.method === 'eth_getBlockByNumber' && typeof r.params[0] === 'string' && link.hidden.has(Number(r.params[0]));
-      if (!Array.isArray(req) && late(req)) return Buffer.from(JSON.stringify({ jsonrpc: '2.0', id: (req as { id?: unknown }).id ?? 1, result: null }));
-      const res = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-      return Buffer.from(await res.arrayBuffer());
-    },
-    specAt: () => 'isthmus',
-    nodeTimeoutMs: 3000,
-  });
+/** A native engine reading `node` through a front the test can take down or make hide blocks. */
+async function engineFor(t: Test, node: Anvil): Promise<{ e: RevmEngine; front: NodeFront }> {
+  const front = await startNodeFront(node.url);
+  t.teardown(() => front.close());
+  const e = new RevmEngine({ node: { url: front.url }, specAt: () => 'isthmus', nodeTimeoutMs: 3000 });
   t.teardown(() => e.stop());
-  return e;
+  return { e, front };
 }
 
 /** Applies `fb` and fails the test (with the engine's message) unless it executed and verified. */
@@ -58,7 +41,7 @@ async function envExact(t: Test, e: ExecutionEngine, node: Anvil, c: ExecContrac
 
 t.test("every flashblock verifies against diff.receipts_root; NUMBER, TIMESTAMP, BASEFEE, COINBASE, PREVRANDAO and BLOCKHASH(NUMBER-1) are the block's own", async (t) => {
   const { node, c, blocks } = await net(t, 2, 4, 12);
-  const e = engineFor(t, node);
+  const { e } = await engineFor(t, node);
   await e.start(blocks[0]!.number - 1);
   for (const [k, b] of blocks.entries()) {
     // The first block on the node's state; the second on the engine's own execution of the first (then canonical).
@@ -93,7 +76,7 @@ t.test("every flashblock verifies against diff.receipts_root; NUMBER, TIMESTAMP,
 
 t.test('flashblocks sent without waiting are applied in call order, each verified against its own root', async (t) => {
   const { node, c, blocks } = await net(t, 2, 4, 10);
-  const e = engineFor(t, node);
+  const { e } = await engineFor(t, node);
   await e.start(blocks[0]!.number - 1);
   const all = blocks.flatMap((b) => b.flashblocks);
   const outs = await Promise.all(all.map((fb) => e.applyFlashblock(fb)));
@@ -109,7 +92,7 @@ t.test('flashblocks sent without waiting are applied in call order, each verifie
 
 t.test("a block the engine executed only in part is not built on once the node has it: the cache is dropped, the next block runs on the node's state", async (t) => {
   const { node, c, blocks } = await net(t, 2, 3, 8);
-  const e = engineFor(t, node);
+  const { e } = await engineFor(t, node);
   const [b1, b2] = [blocks[0]!, blocks[1]!];
   await e.start(b1.number - 1);
   t.ok((await e.applyFlashblock(b1.flashblocks[0]!)).ok, 'only index 0 of the first block is seen');
@@ -123,8 +106,8 @@ t.test('a block whose parent the node shows late is still exact: BLOCKHASH(paren
   const { node, c, blocks } = await net(t, 3, 3, 8);
   const [b0, b1, b2] = [blocks[0]!, blocks[1]!, blocks[2]!];
   // The node shows neither b0 nor b1 to the engine: b1 is built on the engine's own, not yet canonical, b0.
-  const link: NodeLink = { down: false, hidden: new Set([b0.number, b1.number]), calls: 0 };
-  const e = engineFor(t, node, link);
+  const { e, front: link } = await engineFor(t, node);
+  for (const n of [b0.number, b1.number]) link.hidden.add(n);
   await e.start(b0.number - 1);
   for (let i = 0; i < b0.flashblocks.length; i++) await applyVerified(t, e, b0, i);
   for (let i = 0; i < b1.flashblocks.length; i++) {
@@ -145,7 +128,7 @@ t.test('a block whose parent the node shows late is still exact: BLOCKHASH(paren
 
 t.test('cost O(flashblock): node reads per flashblock do not grow with the block, and fall once the cache is warm', async (t) => {
   const { node, blocks } = await net(t, 2, 8, 10);
-  const e = engineFor(t, node);
+  const { e } = await engineFor(t, node);
   await e.start(blocks[0]!.number - 1);
   const perBlock: number[][] = [];
   for (const [k, b] of blocks.entries()) {
@@ -173,7 +156,7 @@ t.test('cost O(flashblock): node reads per flashblock do not grow with the block
 t.test('a forced panic: an E_PANIC outcome, never a throw; the engine restarts with the held blocks rebuilt and goes on', async (t) => {
   const { node, c, blocks } = await net(t, 3, 3, 8);
   const [b0, b1, b2] = [blocks[0]!, blocks[1]!, blocks[2]!];
-  const e = engineFor(t, node);
+  const { e } = await engineFor(t, node);
   await e.start(b0.number - 1);
   for (let i = 0; i < b0.flashblocks.length; i++) await applyVerified(t, e, b0, i);
   await applyVerified(t, e, b1, 0);
@@ -201,12 +184,11 @@ t.test('a forced panic: an E_PANIC outcome, never a throw; the engine restarts w
 });
 
 t.test('node unreachable: start rejects with a clear error; an apply that needs the node is a node_error outcome, never a throw; recovery when it is back', async (t) => {
-  const dead = new RevmEngine({
-    nodePost: () => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:9')),
-    specAt: () => 'isthmus',
-  });
+  const dead = new RevmEngine({ node: { url: 'http://user:secret@127.0.0.1:9/key123' }, specAt: () => 'isthmus' });
   t.teardown(() => dead.stop());
-  await t.rejects(dead.start(5), /ECONNREFUSED/, 'start rejects and says why');
+  const why = await dead.start(5).then(() => 'started', (e: unknown) => (e as Error).message);
+  t.match(why, /node unreachable: ECONNREFUSED/, `start rejects and says why: ${why}`);
+  t.notMatch(why, /secret|key123|127\.0\.0\.1/, 'without the URL');
   await dead.getCode('0x' + '11'.repeat(20)).then(
     () => t.fail('answered without an engine'),
     (err: unknown) => t.ok(err instanceof EngineUnavailableError, 'reads refused'),
@@ -216,8 +198,7 @@ t.test('node unreachable: start rejects with a clear error; an apply that needs 
 
   const { node, c, blocks } = await net(t, 2, 3, 8);
   const [b0, b1] = [blocks[0]!, blocks[1]!];
-  const link: NodeLink = { down: false, hidden: new Set(), calls: 0 };
-  const e = engineFor(t, node, link);
+  const { e, front: link } = await engineFor(t, node);
   await e.start(b0.number - 1);
   link.down = true;
   // Index 0 reads its senders, recipients and the L1 block contract from the node: cold, the node gone.
@@ -226,6 +207,7 @@ t.test('node unreachable: start rejects with a clear error; an apply that needs 
   if (!out.ok) {
     t.equal(out.reason, 'node_error', 'reason node_error');
     t.match(out.message, /node/i, `a clear message: ${out.message}`);
+    t.notMatch(out.message, /127\.0\.0\.1|:\/\//, 'without the URL');
   }
   t.match(e.status().lastError ?? '', /node|ECONNREFUSED|502/i, `lastError: ${e.status().lastError}`);
   t.equal(e.status().restarts, 0, 'no restart: a node outage is not a crash');

@@ -33,10 +33,7 @@ export async function nodeCall(node: Anvil, method: string, params: unknown[]): 
 /** A native engine reading `node` directly (isthmus, 3 s node timeout), stopped at `t`'s teardown; `o` adds options. */
 export function anvilEngine(t: Test, node: Anvil, o: Partial<RevmEngineOptions> = {}): RevmEngine {
   const e = new RevmEngine({
-    nodePost: async (body) => {
-      const res = await fetch(node.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-      return Buffer.from(await res.arrayBuffer());
-    },
+    node: { url: node.url },
     specAt: () => 'isthmus',
     nodeTimeoutMs: 3000,
     ...o,

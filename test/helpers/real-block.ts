@@ -91,18 +91,10 @@ export function worksOf(b: RealBlock, slices = 3): FlashblockWork[] {
   }));
 }
 
-/** A JSON-RPC POST to `url` as the engine's NodePost. */
-export function postTo(url: string): (body: Buffer) => Promise<Buffer> {
-  return async (body) => {
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-    return Buffer.from(await res.arrayBuffer());
-  };
-}
-
 /** An engine over the node at `url` (the witness node), started at the block's parent, running the block's spec. */
 export async function engineFor(b: RealBlock, url: string): Promise<RevmEngine> {
   const spec = specOf(b);
-  const e = new RevmEngine({ nodePost: postTo(url), specAt: () => spec, nodeTimeoutMs: 10_000 });
+  const e = new RevmEngine({ node: { url }, specAt: () => spec, nodeTimeoutMs: 10_000 });
   await e.start(Number(b.parent.number));
   return e;
 }
