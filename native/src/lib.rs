@@ -69,7 +69,7 @@ struct Inner {
     panic_next: AtomicBool,
     poisoned: AtomicBool,
     /// Open blocks, for stats (the JS thread must never wait on `blocks`: the apply thread holds it across node
-    /// reads, which the JS thread itself proxies).
+    /// reads, which can take up to the node timeout).
     open_blocks: AtomicUsize,
     /// Heads published so far (Head::seq).
     head_seq: AtomicU64,
