@@ -140,8 +140,8 @@ async function measureCost(o: BenchOptions): Promise<{ rows: BenchRow[]; lines: 
 const signed = (x: number): string => (x >= 0 ? `+${fmt(x)}` : `−${fmt(-x)}`);
 const kindLabel = (k: CostKind): string => (k === 'transfer' ? 'plain ETH transfers' : k === 'erc20' ? 'ERC-20 transfers' : 'swap-like contract (4 SLOAD + 4 SSTORE + log)');
 
-/** Event-loop delay (ms) of this thread while `fn` runs: p50, p99, max. */
-async function loopDelay(fn: () => Promise<unknown>): Promise<{ p50: number; p99: number; max: number }> {
+/** Event-loop delay (ms) of this thread while `fn` runs: p50, p99, max (bench/trace.ts uses it too). */
+export async function loopDelay(fn: () => Promise<unknown>): Promise<{ p50: number; p99: number; max: number }> {
   const h = monitorEventLoopDelay({ resolution: 1 });
   h.enable();
   try {

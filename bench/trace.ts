@@ -3,13 +3,13 @@
 // struct logger of a 200-tx pending block (debug_traceBlockByNumber's engine call); (3) the event-loop delay of the
 // RPC thread while traces run beside paced 200-tx flashblocks, next to the same replay without traces. Measures the
 // engine as the daemon calls it (RevmEngine.trace: JSON over the addon, the engine's read threads); changes nothing.
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { performance } from 'node:perf_hooks';
 import { keccak256, type Hex } from 'viem';
 import { startAnvil } from '../scripts/devnet/anvil.js';
 import type { FlashblockWork, TraceRequest } from '../src/exec/engine.js';
 import type { RevmEngine } from '../src/exec/revm.js';
 import { KindBlockFactory, type KindBlock } from './engine-blocks.js';
-import { engineAt } from './engine.js';
+import { engineAt, loopDelay } from './engine.js';
 import { fmt, percentile, runStandalone, sleep, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
 
 const ACCOUNTS = 40;
@@ -32,18 +32,6 @@ async function trace(e: RevmEngine, req: Omit<TraceRequest, 'timeoutMs' | 'maxBy
   const out = await e.trace({ timeoutMs: 60_000, maxBytes: MAX_BYTES, ...req } as TraceRequest);
   const ms = performance.now() - t0;
   return { ms, bytes: JSON.stringify(out).length };
-}
-
-/** Event-loop delay (ms) of this thread while `fn` runs: p50, p99, max. */
-async function loopDelay(fn: () => Promise<unknown>): Promise<{ p50: number; p99: number; max: number }> {
-  const h = monitorEventLoopDelay({ resolution: 1 });
-  h.enable();
-  try {
-    await fn();
-  } finally {
-    h.disable();
-  }
-  return { p50: h.percentile(50) / 1e6, p99: h.percentile(99) / 1e6, max: h.max / 1e6 };
 }
 
 export async function run(o: BenchOptions): Promise<BenchResult> {
