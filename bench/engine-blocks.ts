@@ -8,7 +8,7 @@ import { envOfBlock, GWEI } from '../scripts/devnet/exec-blocks.js';
 import { devnetL1Attributes, installL1Block, l1InfoDeposit } from '../scripts/devnet/l1block.js';
 import { devAccounts } from '../scripts/devnet/sequencer.js';
 import { tokenInitCode } from '../scripts/devnet/traffic.js';
-import type { FlashblockWork } from '../src/exec/engine.js';
+import { txBatch, type FlashblockWork } from '../src/exec/engine.js';
 import { PipelinedRpc } from '../scripts/devnet/pipe.js';
 import { receiptFromRpc, receiptsRoot } from '../src/exec/receipts.js';
 
@@ -143,7 +143,7 @@ export class KindBlockFactory {
     let n = 0;
     for (let k = 0; k < groups.length; k++) {
       n += groups[k]!.length;
-      flashblocks.push({ blockNumber: number, index: k, env, txs: groups[k]!, receiptsRoot: receiptsRoot(receipts, n) });
+      flashblocks.push({ blockNumber: number, index: k, env, txs: txBatch(groups[k]!), receiptsRoot: receiptsRoot(receipts, n) });
     }
     return { number, kind, flashblocks };
   }

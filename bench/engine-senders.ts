@@ -10,7 +10,7 @@
 import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { startAnvil, type Anvil } from '../scripts/devnet/anvil.js';
-import type { ApplyOutcome, FlashblockWork } from '../src/exec/engine.js';
+import { txHexes, type ApplyOutcome, type FlashblockWork } from '../src/exec/engine.js';
 import { RevmEngine } from '../src/exec/revm.js';
 import { ExecutionFeed } from '../src/execution.js';
 import { nativeDecoder, type NativeDecoder } from '../src/ingest/native-frame.js';
@@ -30,22 +30,17 @@ function engineFor(node: Anvil): RevmEngine {
 }
 
 /** A flashblock's signed transactions as the native decoder lays them out: bytes back to back, [index, start, end). */
-function layout(fb: FlashblockWork): { txBytes: Buffer; signed: Uint32Array } {
-  const parts = fb.txs.map((h) => Buffer.from(h.slice(2), 'hex'));
+export function layout(fb: FlashblockWork): { txBytes: Buffer; signed: Uint32Array } {
+  const { bytes, bounds } = fb.txs;
   const tri: number[] = [];
-  let at = 0;
-  parts.forEach((p, i) => {
-    if (p[0] !== 0x7e) tri.push(i, at, at + p.length);
-    at += p.length;
-  });
-  return { txBytes: Buffer.concat(parts), signed: Uint32Array.from(tri) };
+  for (let i = 0; i + 1 < bounds.length; i++) if (bytes[bounds[i]!] !== 0x7e) tri.push(i, bounds[i]!, bounds[i + 1]!);
+  return { txBytes: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength), signed: Uint32Array.from(tri) };
 }
 
-/** The senders `recoverSenders` answered, per transaction (null: a deposit, or not recovered there). */
-function sendersFrom(fb: FlashblockWork, signed: Uint32Array, out: Buffer): (string | null)[] {
-  const s: (string | null)[] = fb.txs.map(() => null);
-  for (let k = 0; k < signed.length / 3; k++) if (out[21 * k] === 1) s[signed[3 * k]!] = '0x' + out.toString('hex', 21 * k + 1, 21 * k + 21);
-  return s;
+/** The senders `recoverSenders` answered as FlashblockWork.senders rows (zeros: a deposit, or not recovered there), into `rows`. */
+export function sendersFrom(signed: Uint32Array, out: Buffer, rows: Uint8Array): Uint8Array {
+  for (let k = 0; k < signed.length / 3; k++) if (out[21 * k] === 1) rows.set(out.subarray(21 * k, 21 * k + 21), 21 * signed[3 * k]!);
+  return rows;
 }
 
 interface Samples {
@@ -68,7 +63,7 @@ async function engineModes(node: Anvil, blocks: KindBlock[], native: NativeDecod
       if (k > 0) for (const e of engines) e.noteCanonical(b.number - 1);
       for (const fb of b.flashblocks) {
         const { txBytes, signed } = layout(fb);
-        const known = sendersFrom(fb, signed, await native.recoverSenders(txBytes, signed));
+        const known = sendersFrom(signed, await native.recoverSenders(txBytes, signed), new Uint8Array(21 * (fb.txs.bounds.length - 1)));
         for (let m = 0; m < modes.length; m++) {
           const e = engines[m]!;
           await sleep(5); // idle cores before each sample
@@ -90,8 +85,8 @@ async function engineModes(node: Anvil, blocks: KindBlock[], native: NativeDecod
             }
             default: {
               // Now: the engine waits for ingest's recovery and takes its senders.
-              const senders = fb.txs.map(() => null as string | null);
-              const recovered = native.recoverSenders(txBytes, signed).then((o) => void sendersFrom(fb, signed, o).forEach((s, i) => (senders[i] = s)));
+              const senders = new Uint8Array(21 * (fb.txs.bounds.length - 1));
+              const recovered = native.recoverSenders(txBytes, signed).then((o) => void sendersFrom(signed, o, senders));
               out = await e.applyFlashblock({ ...fb, senders, sendersRecovered: recovered });
               break;
             }
@@ -132,7 +127,7 @@ function frameOf(fb: FlashblockWork): Buffer {
     logs_bloom: '0x' + '00'.repeat(256),
     gas_used: '0x0',
     block_hash: '0x' + (fb.blockNumber * 100 + fb.index + 1).toString(16).padStart(64, '0'),
-    transactions: fb.txs,
+    transactions: txHexes(fb.txs),
     withdrawals: [],
     withdrawals_root: ZERO32,
   };

@@ -76,7 +76,7 @@ async function replay(node: Anvil, blocks: { number: number; flashblocks: Flashb
           continue;
         }
         if (r.verified === true) out.verified++;
-        if (k >= warmBlocks) out.applies.push([r.applyMs, fb.txs.length]);
+        if (k >= warmBlocks) out.applies.push([r.applyMs, fb.txs.bounds.length - 1]);
       }
     }
     // The last block's reads: its settle included (a read through the engine waits for nothing, so poll the count).

@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { fmt, optionsFromArgv, type BenchOptions, type BenchResult, type BenchRow } from './lib.js';
 
-const SUITES = ['ingest', 'keccak', 'recover', 'rpc', 'pinning', 'fanout', 'combined', 'saturation', 'memory', 'exec', 'engine', 'trace', 'limits'];
+const SUITES = ['ingest', 'keccak', 'recover', 'rpc', 'pinning', 'fanout', 'combined', 'saturation', 'memory', 'exec', 'engine', 'trace', 'seam', 'limits'];
 
 /** DESIGN §9, in order; each suite tags its rows with one of these (by prefix) in `design`. */
 const DESIGN_ROWS = [

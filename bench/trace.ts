@@ -6,7 +6,7 @@
 import { performance } from 'node:perf_hooks';
 import { keccak256, type Hex } from 'viem';
 import { startAnvil } from '../scripts/devnet/anvil.js';
-import type { FlashblockWork, TraceRequest } from '../src/exec/engine.js';
+import { txHex, type FlashblockWork, type TraceRequest } from '../src/exec/engine.js';
 import type { RevmEngine } from '../src/exec/revm.js';
 import { KindBlockFactory, type KindBlock } from './engine-blocks.js';
 import { engineAt, loopDelay } from './engine.js';
@@ -75,8 +75,8 @@ export async function run(o: BenchOptions): Promise<BenchResult> {
         }
         // (1) callTracer of swap transactions spread over the flashblock (position 1 … 199: each replays those before it).
         for (let k = 0; k < samples / PER_BLOCK + 2; k++) {
-          const i = 1 + Math.floor(Math.random() * (fb.txs.length - 1));
-          callMs.push((await trace(e, { method: 'traceTransaction', hash: hashOf(fb.txs[i]!), at, options: { tracer: 'callTracer' } })).ms);
+          const i = 1 + Math.floor(Math.random() * (fb.txs.bounds.length - 2));
+          callMs.push((await trace(e, { method: 'traceTransaction', hash: hashOf(txHex(fb.txs, i)), at, options: { tracer: 'callTracer' } })).ms);
         }
       }
       e.noteCanonical(b.number);
@@ -113,9 +113,9 @@ export async function run(o: BenchOptions): Promise<BenchResult> {
               await sleep(5);
               continue;
             }
-            const i = 1 + Math.floor(Math.random() * (fb.txs.length - 1));
+            const i = 1 + Math.floor(Math.random() * (fb.txs.bounds.length - 2));
             try {
-              await trace(e, { method: 'traceTransaction', hash: hashOf(fb.txs[i]!), at: { number: fb.blockNumber, index: fb.index }, options: { tracer: 'callTracer' } });
+              await trace(e, { method: 'traceTransaction', hash: hashOf(txHex(fb.txs, i)), at: { number: fb.blockNumber, index: fb.index }, options: { tracer: 'callTracer' } });
               traces++;
             } catch {
               // the flashblock left the engine's window meanwhile: take the next one

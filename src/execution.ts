@@ -14,13 +14,22 @@
 // Engine failures are values here: they never reach the pipeline and never crash the daemon.
 import { performance } from 'node:perf_hooks';
 import { applyAccessList, postDiffers, type AccountChanges, type AccountPost } from './chain/access-list.js';
-import type { ApplyFailure, CanonicalVerdict, ExecutionEngine, FlashblockWork } from './exec/engine.js';
+import { SENDER_ROW, type ApplyFailure, type CanonicalVerdict, type ExecutionEngine, type FlashblockWork, type TxBatch } from './exec/engine.js';
 import { DivergenceWindow } from './execution-divergence.js';
 import type { ExecutedReceipt } from './exec/receipts.js';
 import type { Logger } from './log.js';
 import type { ExecutionDivergenceSource, ExecutionOutcome, Metrics } from './metrics/metrics.js';
 import type { StateEvents } from './state/events.js';
 import type { BlockView, PendingView, TxView } from './state/view.js';
+
+/** Positions [from, to) of `b` as the engine takes them: their bytes copied back to back, and their bounds. */
+function txBatchOf(b: BlockView, from: number, to: number): TxBatch {
+  const bounds = new Uint32Array(to - from + 1);
+  for (let i = from; i < to; i++) bounds[i - from + 1] = bounds[i - from]! + b.txByteLength(i);
+  const bytes = Buffer.allocUnsafe(bounds[to - from]!);
+  for (let i = from; i < to; i++) bytes.set(b.txBytes(i), bounds[i - from]!);
+  return { bytes, bounds };
+}
 
 /** How long the engine waits for ingest's recovery of a flashblock's senders before recovering the rest itself. */
 const SENDER_WAIT_MS = 100;
@@ -35,6 +44,8 @@ export interface RecoveredSenders {
    * from its own bytes, else null.
    */
   recoveredSender(block: BlockView, position: number): string | null;
+  /** recoveredSender of positions [from, to) as FlashblockWork.senders rows (21 bytes each) into `out` from `at`. */
+  recoveredSenderRows(block: BlockView, from: number, to: number, out: Uint8Array, at?: number): void;
   /** Settles when the recovery of flashblock `index` of `block` started at its arrival has answered; null: none in flight. */
   recovering(block: BlockView, index: number): Promise<void> | null;
 }
@@ -333,19 +344,16 @@ export class ExecutionFeed {
     const b = f.view;
     const from = index === 0 ? 0 : (b.txCountAt[index - 1] as number);
     const to = b.txCountAt[index] as number;
-    const txs: string[] = [];
-    for (let i = from; i < to; i++) txs.push(b.txRaw(i));
+    const txs = txBatchOf(b, from, to);
     const base = b.base;
     const src = this.d.senders;
-    let senders: (string | null)[] | undefined;
+    let senders: Uint8Array | undefined;
     let sendersRecovered: Promise<void> | null = null;
     if (src !== undefined) {
-      const known = new Array<string | null>(to - from);
-      const fill = (): void => {
-        for (let i = from; i < to; i++) known[i - from] = src.recoveredSender(b, i);
-      };
+      const rows = Buffer.allocUnsafe(SENDER_ROW * (to - from));
+      const fill = (): void => src.recoveredSenderRows(b, from, to, rows);
       fill();
-      senders = known;
+      senders = rows;
       const inFlight = this.o.senderRecovery === 'engine' ? null : src.recovering(b, index);
       if (inFlight !== null) sendersRecovered = settleWithin(inFlight, SENDER_WAIT_MS).then(fill);
     }

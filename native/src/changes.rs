@@ -167,13 +167,13 @@ mod tests {
             spec: OpSpecId::ISTHMUS,
             chain_id: 901,
         };
-        let mut block = OpenBlock { spec, parent_layers: Vec::new(), layers: Vec::new(), next_index: 1, cumulative_gas: 0, tx_count: 0 };
+        let mut block = OpenBlock { next_index: 1, ..OpenBlock::new(spec, Vec::new()) };
         for (i, tx) in [raw_call(0, store, 0, 7), raw_call(1, store, 3, 9)].into_iter().enumerate() {
-            let (l, _, cumulative) = apply(&shared, &block, 1 + i as u64, &[tx], &[Some(sender)]).expect("applies");
+            let (l, receipts) = apply(&shared, &block, 1 + i as u64, &crate::exec::Txs::of(&[tx]), &[Some(sender)]).expect("applies");
             block.layers.push(Arc::new(l));
-            block.cumulative_gas = cumulative;
+            block.receipts.list.extend(receipts);
         }
-        let (l, _, _) = apply(&shared, &block, 3, &[raw_call(2, fresh, 11, 0)], &[Some(sender)]).expect("applies");
+        let (l, _) = apply(&shared, &block, 3, &crate::exec::Txs::of(&[raw_call(2, fresh, 11, 0)]), &[Some(sender)]).expect("applies");
         block.layers.push(Arc::new(l));
         let out = changes_json(&shared, &block.layers);
         let by: std::collections::HashMap<String, &Value> = out["accounts"].as_array().unwrap().iter().map(|a| (a["address"].as_str().unwrap().to_string(), a)).collect();

@@ -1,6 +1,7 @@
 //! Executing flashblocks on the open pending block (op-revm), and answering reads on a snapshot. Pure engine logic:
 //! no threads, no N-API. Inputs and outputs are JSON values so the boundary stays a handful of strings.
 use crate::evm::{engine_evm, EngineEvm};
+use crate::receipt::{BlockReceipts, Executed};
 use crate::state::{no_wait, quantity, Db, DbError, Layer, LayerAccount, Shared, Snapshot};
 use alloy_consensus::Transaction as _;
 use alloy_eips::eip2718::Decodable2718;
@@ -86,7 +87,7 @@ impl BlockSpec {
     }
 }
 
-/// One open pending block: its env, its flashblocks' layers (oldest first) and running receipt counters.
+/// One open pending block: its env, its flashblocks' layers (oldest first) and its receipts so far.
 pub struct OpenBlock {
     pub spec: BlockSpec,
     /// The parent's layers when the parent is itself pending (newest first), else empty (parent = the cache).
@@ -94,11 +95,26 @@ pub struct OpenBlock {
     /// This block's layers, oldest first (index 0's system calls and transactions, then one per flashblock).
     pub layers: Vec<Arc<Layer>>,
     pub next_index: u64,
-    pub cumulative_gas: u64,
-    pub tx_count: u64,
+    pub receipts: BlockReceipts,
+    /// A flashblock failed to execute: no later one is taken, and the block is never kept at its settle.
+    pub failed: bool,
 }
 
 impl OpenBlock {
+    pub fn new(spec: BlockSpec, parent_layers: Vec<Arc<Layer>>) -> Self {
+        Self { spec, parent_layers, layers: Vec::new(), next_index: 0, receipts: BlockReceipts::default(), failed: false }
+    }
+
+    /// The block's gas used so far.
+    pub fn cumulative_gas(&self) -> u64 {
+        self.receipts.list.last().map_or(0, |r| r.cumulative_gas)
+    }
+
+    /// Transactions executed so far.
+    pub fn tx_count(&self) -> u64 {
+        self.receipts.list.len() as u64
+    }
+
     /// Layers newest first: this block's, then its parent's.
     pub fn snapshot(&self) -> Snapshot {
         let mut layers: Vec<Arc<Layer>> = self.layers.iter().rev().cloned().collect();
@@ -226,9 +242,10 @@ pub fn prepare(raw: &[u8], base_fee: u64, sender: Option<Address>) -> Result<Pre
         return Err(EngineError::new("E_TX", format!("undecodable transaction {hash:#x}: {} bytes after its encoding", rest.len())));
     }
     let bad_sig = |e: alloy_primitives::SignatureError| EngineError::new("E_TX", format!("transaction {hash:#x}: bad signature ({e})"));
-    let signer = |sig: &alloy_primitives::Signature, signing_hash: B256| match sender {
+    // The signing hash (a keccak of the re-encoded transaction) only when the sender is not given.
+    let signer = |sig: &alloy_primitives::Signature, signing_hash: &dyn Fn() -> B256| match sender {
         Some(a) => check_signature(sig).map(|()| a),
-        None => recover(sig, signing_hash),
+        None => recover(sig, signing_hash()),
     };
     let enveloped = Some(Bytes::copy_from_slice(raw));
     let mut b = TxEnv::default();
@@ -238,14 +255,14 @@ pub fn prepare(raw: &[u8], base_fee: u64, sender: Option<Address>) -> Result<Pre
     let from: Address;
     match &env {
         OpTxEnvelope::Legacy(s) => {
-            from = signer(s.signature(), s.signature_hash()).map_err(bad_sig)?;
+            from = signer(s.signature(), &|| s.signature_hash()).map_err(bad_sig)?;
             let t = s.tx();
             ty = 0;
             b.gas_price = t.gas_price;
             b.chain_id = t.chain_id;
         }
         OpTxEnvelope::Eip2930(s) => {
-            from = signer(s.signature(), s.signature_hash()).map_err(bad_sig)?;
+            from = signer(s.signature(), &|| s.signature_hash()).map_err(bad_sig)?;
             let t = s.tx();
             ty = 1;
             b.gas_price = t.gas_price;
@@ -253,7 +270,7 @@ pub fn prepare(raw: &[u8], base_fee: u64, sender: Option<Address>) -> Result<Pre
             b.access_list = t.access_list.clone();
         }
         OpTxEnvelope::Eip1559(s) => {
-            from = signer(s.signature(), s.signature_hash()).map_err(bad_sig)?;
+            from = signer(s.signature(), &|| s.signature_hash()).map_err(bad_sig)?;
             let t = s.tx();
             ty = 2;
             b.gas_price = t.max_fee_per_gas;
@@ -262,7 +279,7 @@ pub fn prepare(raw: &[u8], base_fee: u64, sender: Option<Address>) -> Result<Pre
             b.access_list = t.access_list.clone();
         }
         OpTxEnvelope::Eip7702(s) => {
-            from = signer(s.signature(), s.signature_hash()).map_err(bad_sig)?;
+            from = signer(s.signature(), &|| s.signature_hash()).map_err(bad_sig)?;
             let t = s.tx();
             ty = 4;
             b.gas_price = t.max_fee_per_gas;
@@ -306,14 +323,6 @@ pub fn prepare(raw: &[u8], base_fee: u64, sender: Option<Address>) -> Result<Pre
     let nonce = b.nonce;
     let tx = OpTransaction { base: b, enveloped_tx: if is_deposit { None } else { enveloped }, deposit };
     Ok(Prepared { hash, ty, from, to, nonce, tx: Some(tx), is_deposit, effective_gas_price })
-}
-
-pub(crate) fn log_json(l: &alloy_primitives::Log) -> Value {
-    json!({
-        "address": format!("{:#x}", l.address),
-        "topics": l.data.topics().iter().map(|t| format!("{t:#x}")).collect::<Vec<_>>(),
-        "data": format!("0x{}", hex::encode(&l.data.data)),
-    })
 }
 
 /// Accounts a flashblock obviously touches, read from the node in one batch before it executes.
@@ -384,11 +393,11 @@ pub(crate) fn system_calls(shared: &Shared, below: &[Arc<Layer>], spec: &BlockSp
 }
 
 /// Executes one flashblock's new transactions on `block` (`senders`: per transaction, its sender when recovered
-/// already, see `prepare`; may be empty). Returns the receipts (JSON) and the new layer; `block` is not modified (the
-/// caller publishes the layer only when everything succeeded).
-pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>], senders: &[Option<Address>]) -> Result<(Layer, Vec<Value>, u64), EngineError> {
+/// already, see `prepare`; may be empty). Returns the new layer and the receipts; `block` is not modified (the caller
+/// publishes both only when everything succeeded).
+pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, txs: &Txs, senders: &[Option<Address>]) -> Result<(Layer, Vec<Executed>), EngineError> {
     let spec = &block.spec;
-    let prepared = prepare_all(raw_txs, senders, spec.base_fee)?;
+    let prepared = prepare_all(txs, senders, spec.base_fee)?;
     shared.prefetch(&prefetch_list(spec, &prepared), &l1_slots())?;
     let below = block.snapshot().layers;
     let mut layer = Layer::default();
@@ -396,7 +405,7 @@ pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>]
         system_calls(shared, &below, spec, &mut layer)?;
     }
     let mut receipts = Vec::with_capacity(prepared.len());
-    let mut cumulative = block.cumulative_gas;
+    let mut cumulative = block.cumulative_gas();
     let canyon = spec.spec >= OpSpecId::CANYON;
     let regolith = spec.spec >= OpSpecId::REGOLITH;
     // One EVM for the whole flashblock: it owns the flashblock's layer, and each transaction commits into it.
@@ -404,12 +413,22 @@ pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>]
     let db = ApplyDb { layer, below: &below, shared, zero_credit, stood_in: false, broken: None };
     let mut evm = engine_evm(db, spec.cfg(), spec.block_env(), L1BlockInfo::default(), ());
     for p in prepared {
+        let base = Executed {
+            hash: p.hash,
+            ty: p.ty,
+            status: true,
+            cumulative_gas: cumulative,
+            gas_used: 0,
+            logs: Vec::new(),
+            deposit_nonce: None,
+            deposit_version: None,
+            contract: None,
+            effective_gas_price: p.effective_gas_price,
+            from: p.from,
+            to: None,
+        };
         let Some(tx) = p.tx else {
-            receipts.push(json!({
-                "hash": format!("{:#x}", p.hash), "type": p.ty, "status": true, "cumulativeGasUsed": cumulative, "gasUsed": 0,
-                "logs": [], "depositNonce": null, "depositReceiptVersion": null, "contractAddress": null, "effectiveGasPrice": "0x0",
-                "from": format!("{:#x}", p.from), "to": null,
-            }));
+            receipts.push(base);
             continue;
         };
         let nonce_before = if p.is_deposit { evm.ctx().db_ref().view().account(p.from)?.map(|a| a.nonce).unwrap_or(0) } else { p.nonce };
@@ -419,49 +438,91 @@ pub fn apply(shared: &Shared, block: &OpenBlock, index: u64, raw_txs: &[Vec<u8>]
         }
         let gas_used = result.tx_gas_used();
         cumulative += gas_used;
-        let contract = if p.to.is_none() && result.is_success() { Some(p.from.create(nonce_before)) } else { None };
-        receipts.push(json!({
-            "hash": format!("{:#x}", p.hash),
-            "type": p.ty,
-            "status": result.is_success(),
-            "cumulativeGasUsed": cumulative,
-            "gasUsed": gas_used,
-            "logs": result.logs().iter().map(log_json).collect::<Vec<_>>(),
-            "depositNonce": if p.is_deposit && regolith { json!(nonce_before) } else { Value::Null },
-            "depositReceiptVersion": if p.is_deposit && canyon { json!(1) } else { Value::Null },
-            "contractAddress": contract.map(|a| format!("{a:#x}")),
-            "effectiveGasPrice": format!("0x{:x}", p.effective_gas_price),
-            "from": format!("{:#x}", p.from),
-            "to": p.to.map(|a| format!("{a:#x}")),
-        }));
+        let success = result.is_success();
+        receipts.push(Executed {
+            status: success,
+            cumulative_gas: cumulative,
+            gas_used,
+            logs: result.into_logs(),
+            deposit_nonce: (p.is_deposit && regolith).then_some(nonce_before),
+            deposit_version: (p.is_deposit && canyon).then_some(1),
+            contract: if p.to.is_none() && success { Some(p.from.create(nonce_before)) } else { None },
+            to: p.to,
+            ..base
+        });
     }
     let layer = std::mem::take(&mut evm.ctx().db_mut().layer);
-    Ok((layer, receipts, cumulative))
+    Ok((layer, receipts))
+}
+
+/// A flashblock's transactions as the stream carries them: EIP-2718 bytes back to back, transaction i at
+/// `bytes[bounds[i]..bounds[i + 1]]`.
+pub struct Txs {
+    pub bytes: Vec<u8>,
+    pub bounds: Vec<u32>,
+}
+
+impl Txs {
+    /// Checked: `bounds` starts at 0, never decreases and ends at the bytes' length.
+    pub fn new(bytes: Vec<u8>, bounds: Vec<u32>) -> Result<Self, EngineError> {
+        let ok = bounds.first() == Some(&0) && bounds.windows(2).all(|w| w[0] <= w[1]) && bounds.last().map(|&e| e as usize) == Some(bytes.len());
+        if !ok {
+            return Err(EngineError::new("E_INPUT", format!("transaction bounds do not fit {} bytes (want 0, …, {} in order)", bytes.len(), bytes.len())));
+        }
+        Ok(Self { bytes, bounds })
+    }
+
+    /// From separate transactions (tests, simulations).
+    pub fn of(list: &[Vec<u8>]) -> Self {
+        let mut bounds = vec![0u32];
+        let mut bytes = Vec::new();
+        for t in list {
+            bytes.extend_from_slice(t);
+            bounds.push(bytes.len() as u32);
+        }
+        Self { bytes, bounds }
+    }
+
+    pub fn len(&self) -> usize {
+        self.bounds.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn get(&self, i: usize) -> &[u8] {
+        &self.bytes[self.bounds[i] as usize..self.bounds[i + 1] as usize]
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> {
+        (0..self.len()).map(|i| self.get(i))
+    }
 }
 
 /// Decodes a flashblock's transactions and recovers the senders not given in `senders` (one per transaction; an
 /// empty slice: none given). Recovery is ~50 µs a transaction with libsecp256k1: when many are left to recover, the
 /// work splits across the cores; decoding alone stays on this thread.
-pub(crate) fn prepare_all(raw_txs: &[Vec<u8>], senders: &[Option<Address>], base_fee: u64) -> Result<Vec<Prepared>, EngineError> {
+pub(crate) fn prepare_all(txs: &Txs, senders: &[Option<Address>], base_fee: u64) -> Result<Vec<Prepared>, EngineError> {
     let given = |i: usize| senders.get(i).copied().flatten();
-    let to_recover = (0..raw_txs.len()).filter(|&i| given(i).is_none()).count();
+    let n = txs.len();
+    let to_recover = (0..n).filter(|&i| given(i).is_none()).count();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(4);
     if to_recover < 32 || threads < 2 {
-        return raw_txs.iter().enumerate().map(|(i, r)| prepare(r, base_fee, given(i))).collect();
+        return txs.iter().enumerate().map(|(i, r)| prepare(r, base_fee, given(i))).collect();
     }
-    let chunk = raw_txs.len().div_ceil(threads);
+    let chunk = n.div_ceil(threads);
     let parts: Vec<Result<Vec<Prepared>, EngineError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = raw_txs
-            .chunks(chunk)
-            .enumerate()
-            .map(|(c, part)| {
-                let first = c * chunk;
-                scope.spawn(move || part.iter().enumerate().map(|(k, r)| prepare(r, base_fee, given(first + k))).collect::<Result<Vec<_>, _>>())
+        let handles: Vec<_> = (0..n)
+            .step_by(chunk)
+            .map(|first| {
+                let last = (first + chunk).min(n);
+                scope.spawn(move || (first..last).map(|i| prepare(txs.get(i), base_fee, given(i))).collect::<Result<Vec<_>, _>>())
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(EngineError::new("E_TX", "sender recovery panicked")))).collect()
     });
-    let mut out = Vec::with_capacity(raw_txs.len());
+    let mut out = Vec::with_capacity(n);
     for p in parts {
         out.extend(p?);
     }
@@ -530,22 +591,24 @@ impl<'a> op_revm::revm::DatabaseCommit for ApplyDb<'a> {
 // ---------------------------------------------------------------------------------------------------------------
 // Reads
 
-/// A read's failure as a JSON-RPC error (code 3 for reverts, with data).
+/// A read's failure: a stable code the TypeScript side maps to a JSON-RPC error (src/exec/addon-errors.ts: E_INPUT
+/// invalid params, E_UNSUPPORTED method not found, E_REVERT 3 with the revert data, E_TOO_LARGE limit exceeded,
+/// E_SIM_* eth_simulateV1's own codes, E_FAILED and E_NODE -32000), its message, and data for a revert.
 #[derive(Debug)]
 pub struct ReadError {
-    pub code: i64,
+    pub code: &'static str,
     pub message: String,
     pub data: Option<String>,
 }
 
 impl From<EngineError> for ReadError {
     fn from(e: EngineError) -> Self {
-        ReadError { code: if e.code == "E_INPUT" { -32602 } else { -32000 }, message: e.message, data: None }
+        ReadError { code: if e.code == "E_INPUT" { "E_INPUT" } else { "E_FAILED" }, message: e.message, data: None }
     }
 }
 impl From<DbError> for ReadError {
     fn from(e: DbError) -> Self {
-        ReadError { code: -32000, message: e.0, data: None }
+        ReadError { code: "E_NODE", message: e.0, data: None }
     }
 }
 
@@ -556,7 +619,7 @@ pub(crate) fn override_layer(db: &Db, overrides: &Value) -> Result<Option<Layer>
     let Some(map) = overrides.as_object() else { return Ok(None) };
     let mut layer = Layer::default();
     for (addr, o) in map {
-        let a: Address = addr.parse().map_err(|_| ReadError { code: -32602, message: format!("state override: bad address {addr}"), data: None })?;
+        let a: Address = addr.parse().map_err(|_| ReadError { code: "E_INPUT", message: format!("state override: bad address {addr}"), data: None })?;
         let mut info = db.account(a)?.unwrap_or_default();
         if info.code.is_none() && info.code_hash != op_revm::revm::primitives::KECCAK_EMPTY {
             info.code = Some(db.code(info.code_hash)?);
@@ -577,12 +640,12 @@ pub(crate) fn override_layer(db: &Db, overrides: &Value) -> Result<Option<Layer>
         let whole = o.get("state").filter(|v| !v.is_null());
         let diff = o.get("stateDiff").filter(|v| !v.is_null());
         if whole.is_some() && diff.is_some() {
-            return Err(ReadError { code: -32602, message: format!("state override for {addr}: both state and stateDiff"), data: None });
+            return Err(ReadError { code: "E_INPUT", message: format!("state override for {addr}: both state and stateDiff"), data: None });
         }
         if let Some(s) = whole.or(diff) {
             acc.storage_reset = whole.is_some();
             for (k, v) in s.as_object().into_iter().flatten() {
-                let k = U256::from_str_radix(k.trim_start_matches("0x"), 16).map_err(|_| ReadError { code: -32602, message: "state override: bad slot".into(), data: None })?;
+                let k = U256::from_str_radix(k.trim_start_matches("0x"), 16).map_err(|_| ReadError { code: "E_INPUT", message: "state override: bad slot".into(), data: None })?;
                 acc.storage.insert(k, hex_u256(v, "storage value")?);
             }
         }
@@ -630,7 +693,7 @@ fn call_chain(db: &Db, spec: &BlockSpec, block: &BlockEnv, l1: Option<&std::sync
         return Ok(info.clone());
     }
     let mut d = Db { top: db.top, below: db.below, shared: db.shared };
-    let info = L1BlockInfo::try_fetch(&mut d, block.number, spec.spec).map_err(|e| ReadError { code: -32000, message: e.to_string(), data: None })?;
+    let info = L1BlockInfo::try_fetch(&mut d, block.number, spec.spec).map_err(|e| ReadError { code: "E_FAILED", message: e.to_string(), data: None })?;
     let _ = lock.set(info.clone());
     Ok(info)
 }
@@ -690,7 +753,7 @@ pub(crate) fn call_setup(db: &Db, spec: &BlockSpec, req: &Value, block_overrides
         cfg.disable_fee_charge = true;
     }
     if let Some(list) = req.get("accessList").filter(|v| !v.is_null()) {
-        let items = list.as_array().ok_or_else(|| ReadError { code: -32602, message: "accessList: not a list".into(), data: None })?;
+        let items = list.as_array().ok_or_else(|| ReadError { code: "E_INPUT", message: "accessList: not a list".into(), data: None })?;
         let mut out = Vec::new();
         for it in items {
             let address: Address = parse(&it["address"], "accessList address")?;
@@ -722,7 +785,7 @@ fn run(db: Db, spec: &BlockSpec, s: &CallSetup, gas: u64) -> Result<(ExecutionRe
     let mut evm = engine_evm(db, s.cfg.clone(), s.block.clone(), s.chain.clone(), ());
     match evm.transact(tx) {
         Ok(r) => Ok((r.result, r.state)),
-        Err(e) => Err(ReadError { code: -32000, message: e.to_string(), data: None }),
+        Err(e) => Err(ReadError { code: "E_FAILED", message: e.to_string(), data: None }),
     }
 }
 
@@ -761,7 +824,7 @@ impl<CTX> Inspector<CTX, EthInterpreter> for Budget {
 }
 
 /// The JSON-RPC code of an inline read that ran out of its budget (never sent: the read runs again elsewhere).
-const OVER_BUDGET: i64 = i64::MIN;
+const OVER_BUDGET: &str = "E_OVER_BUDGET";
 
 fn run_budgeted(db: Db, spec: &BlockSpec, s: &CallSetup, deadline: Instant) -> Result<ExecutionResult<OpHaltReason>, ReadError> {
     let _ = spec;
@@ -773,7 +836,7 @@ fn run_budgeted(db: Db, spec: &BlockSpec, s: &CallSetup, deadline: Instant) -> R
     }
     match out {
         Ok(r) => Ok(r),
-        Err(e) => Err(ReadError { code: -32000, message: e.to_string(), data: None }),
+        Err(e) => Err(ReadError { code: "E_FAILED", message: e.to_string(), data: None }),
     }
 }
 
@@ -782,10 +845,10 @@ pub(crate) fn failure(r: &ExecutionResult<OpHaltReason>) -> ReadError {
         ExecutionResult::Revert { output, .. } => {
             let data = format!("0x{}", hex::encode(output));
             let reason = decode_revert_reason(output);
-            ReadError { code: 3, message: match reason { Some(m) => format!("execution reverted: {m}"), None => "execution reverted".into() }, data: Some(data) }
+            ReadError { code: "E_REVERT", message: match reason { Some(m) => format!("execution reverted: {m}"), None => "execution reverted".into() }, data: Some(data) }
         }
-        ExecutionResult::Halt { reason, .. } => ReadError { code: -32000, message: halt_message(reason), data: None },
-        ExecutionResult::Success { .. } => ReadError { code: -32000, message: "ok".into(), data: None },
+        ExecutionResult::Halt { reason, .. } => ReadError { code: "E_FAILED", message: halt_message(reason), data: None },
+        ExecutionResult::Success { .. } => ReadError { code: "E_FAILED", message: "ok".into(), data: None },
     }
 }
 
@@ -875,7 +938,7 @@ fn read_at(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value, dead
         "estimateGas" => estimate(&db, spec, &req["tx"], &req["blockOverrides"], l1),
         "simulateV1" => crate::simulate::simulate(shared, spec, snap, &req["payload"]),
         "createAccessList" => access_list(&db, spec, &req["tx"], &req["blockOverrides"], l1),
-        _ => Err(ReadError { code: -32601, message: format!("engine read {method:?} not supported"), data: None }),
+        _ => Err(ReadError { code: "E_UNSUPPORTED", message: format!("engine read {method:?} not supported"), data: None }),
     }
 }
 
@@ -1135,13 +1198,13 @@ mod tests {
         // 40 copies: enough to take the parallel path; every other one has its sender given (a wrong one, to tell them apart).
         let txs = vec![raw.clone(); 40];
         let senders: Vec<Option<Address>> = (0..40).map(|i| if i % 2 == 0 { Some(addr(0x42)) } else { None }).collect();
-        let out = prepare_all(&txs, &senders, 1).unwrap();
+        let out = prepare_all(&Txs::of(&txs), &senders, 1).unwrap();
         for (i, p) in out.iter().enumerate() {
             assert_eq!(p.from, if i % 2 == 0 { addr(0x42) } else { sender }, "tx {i}");
         }
-        let none = prepare_all(&txs, &[], 1).unwrap();
+        let none = prepare_all(&Txs::of(&txs), &[], 1).unwrap();
         assert!(none.iter().all(|p| p.from == sender));
-        let all_nulls = prepare_all(&txs, &[None; 40], 1).unwrap();
+        let all_nulls = prepare_all(&Txs::of(&txs), &[None; 40], 1).unwrap();
         assert!(all_nulls.iter().all(|p| p.from == sender));
     }
 
@@ -1174,7 +1237,7 @@ mod tests {
     }
 
     fn open_block(coinbase: Address) -> OpenBlock {
-        OpenBlock { spec: BlockSpec { coinbase, ..spec() }, parent_layers: Vec::new(), layers: Vec::new(), next_index: 1, cumulative_gas: 0, tx_count: 0 }
+        OpenBlock { next_index: 1, ..OpenBlock::new(BlockSpec { coinbase, ..spec() }, Vec::new()) }
     }
 
     #[test]
@@ -1184,11 +1247,11 @@ mod tests {
         let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
         let block = open_block(lazy);
         // Pays the fee recipient its tip; also calls 0x51, whose code the node gives (no eth_getProof for it).
-        let txs = vec![raw_1559(0, addr(0x51), 1, Vec::new(), 100_000)];
-        let (layer, receipts, _) = apply(&shared, &block, 1, &txs, &[Some(sender)]).expect("the block executes");
-        assert_eq!(receipts[0]["status"], json!(true));
+        let txs = Txs::of(&[raw_1559(0, addr(0x51), 1, Vec::new(), 100_000)]);
+        let (layer, receipts) = apply(&shared, &block, 1, &txs, &[Some(sender)]).expect("the block executes");
+        assert!(receipts[0].status);
         let credited = layer.accounts[&lazy].info.clone().expect("the fee recipient exists");
-        let gas = receipts[0]["gasUsed"].as_u64().unwrap();
+        let gas = receipts[0].gas_used;
         assert_eq!(credited.balance, U256::from(5 + gas), "credited its tip of 1 wei a gas");
         assert_eq!((credited.nonce, credited.code_hash, credited.code.is_none()), (1, lazy_hash, true));
         assert_eq!(node.calls("eth_getProof"), 1, "only the account without code is proved");
@@ -1204,7 +1267,7 @@ mod tests {
         let node = witness_like(sender, lazy, lazy_hash);
         let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
         let block = open_block(addr(0xc0));
-        let txs = vec![raw_1559(0, lazy, 1, Vec::new(), 100_000)];
+        let txs = Txs::of(&[raw_1559(0, lazy, 1, Vec::new(), 100_000)]);
         let e = apply(&shared, &block, 1, &txs, &[Some(sender)]).expect_err("the apply fails");
         assert_eq!(e.code, "E_NODE");
         assert!(e.message.contains(&format!("code of {lazy_hash:#x} is not known to the engine")), "{}", e.message);
@@ -1215,7 +1278,7 @@ mod tests {
         let sender = addr(0x01);
         let node = witness_like(sender, addr(0xfe), keccak256([0x60, 0x00]));
         let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
-        let txs = vec![raw_1559(0, addr(0x51), 1, Vec::new(), 100_000)];
+        let txs = Txs::of(&[raw_1559(0, addr(0x51), 1, Vec::new(), 100_000)]);
         apply(&shared, &open_block(addr(0xc0)), 1, &txs, &[Some(sender)]).expect("the block executes");
         assert_eq!(node.calls("eth_getProof"), 0);
         assert!(node.calls("eth_getCode") > 0);
@@ -1245,20 +1308,20 @@ mod tests {
         let mut block = open_block(addr(0xc0));
         block.spec.spec = OpSpecId::ECOTONE;
         // The prefetch guessed at the vault and slot 5; the EVM never reads them: the flashblock executes.
-        let ok = apply(&shared, &block, 1, &[raw_1559(0, addr(0x51), 1, Vec::new(), 100_000)], &[Some(sender)]).expect("executes");
-        assert_eq!(ok.1[0]["status"], json!(true));
+        let ok = apply(&shared, &block, 1, &Txs::of(&[raw_1559(0, addr(0x51), 1, Vec::new(), 100_000)]), &[Some(sender)]).expect("executes");
+        assert!(ok.1[0].status);
         // op-revm credits the operator fee vault with zero even before Isthmus: nothing recorded for it.
         let vault: Address = "0x420000000000000000000000000000000000001b".parse().unwrap();
         assert!(!ok.0.accounts.contains_key(&vault));
         // A transaction that reads the missing account fails the apply, naming it (never a zero).
-        let e = apply(&shared, &block, 1, &[raw_1559(0, addr(0x99), 1, Vec::new(), 100_000)], &[Some(sender)]).expect_err("fails");
+        let e = apply(&shared, &block, 1, &Txs::of(&[raw_1559(0, addr(0x99), 1, Vec::new(), 100_000)]), &[Some(sender)]).expect_err("fails");
         assert_eq!(e.code, "E_NODE");
         assert!(e.message.contains(&format!("account {:#x}", addr(0x99))) && e.message.contains("not in the witness"), "{}", e.message);
         // Paying the vault something it cannot read fails too, as does any read of it from Isthmus on.
-        let e = apply(&shared, &block, 1, &[raw_1559(0, vault, 1, Vec::new(), 100_000)], &[Some(sender)]).expect_err("fails");
+        let e = apply(&shared, &block, 1, &Txs::of(&[raw_1559(0, vault, 1, Vec::new(), 100_000)]), &[Some(sender)]).expect_err("fails");
         assert!(e.message.contains("the transaction changed it"), "{}", e.message);
         block.spec.spec = OpSpecId::ISTHMUS;
-        let e = apply(&shared, &block, 1, &[raw_1559(0, addr(0x51), 1, Vec::new(), 100_000)], &[Some(sender)]).expect_err("fails");
+        let e = apply(&shared, &block, 1, &Txs::of(&[raw_1559(0, addr(0x51), 1, Vec::new(), 100_000)]), &[Some(sender)]).expect_err("fails");
         assert!(e.message.contains(&format!("account {vault:#x}")), "{}", e.message);
     }
 }

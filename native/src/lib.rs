@@ -11,6 +11,8 @@ pub mod changes;
 pub mod evm;
 pub mod exec;
 pub mod node;
+pub mod receipt;
+pub mod root;
 pub mod simulate;
 pub mod state;
 pub mod trace;
@@ -21,6 +23,7 @@ use exec::{BlockSpec, EngineError, OpenBlock};
 use napi::bindgen_prelude::*;
 use napi::{Env, JsDeferred};
 use napi_derive::napi;
+use alloy_primitives::B256;
 use serde_json::{json, Value};
 use state::{Shared, Snapshot};
 use std::collections::BTreeMap;
@@ -49,7 +52,7 @@ struct Head {
     /// What a trace needs to execute this flashblock again: the state before it (layers newest first), its
     /// transactions and senders as applied, and the block position of its first transaction.
     below: Vec<Arc<state::Layer>>,
-    txs: Arc<Vec<Vec<u8>>>,
+    txs: Arc<exec::Txs>,
     senders: Arc<Vec<Option<alloy_primitives::Address>>>,
     first_pos: u64,
 }
@@ -73,6 +76,22 @@ struct Inner {
     open_blocks: AtomicUsize,
     /// Heads published so far (Head::seq).
     head_seq: AtomicU64,
+    /// The chain's deposit-nonce convention as learned from its roots (receipt::DepositNonce): 1 when "after".
+    deposit_after: AtomicBool,
+}
+
+impl Inner {
+    fn deposit_nonce(&self) -> receipt::DepositNonce {
+        if self.deposit_after.load(Ordering::Relaxed) {
+            receipt::DepositNonce::After
+        } else {
+            receipt::DepositNonce::Before
+        }
+    }
+
+    fn set_deposit_nonce(&self, m: receipt::DepositNonce) {
+        self.deposit_after.store(m == receipt::DepositNonce::After, Ordering::Relaxed);
+    }
 }
 
 /// The engine: `apply`, `settle`, `read` return Promises of JSON strings.
@@ -185,6 +204,7 @@ impl Engine {
             poisoned: AtomicBool::new(false),
             open_blocks: AtomicUsize::new(0),
             head_seq: AtomicU64::new(0),
+            deposit_after: AtomicBool::new(false),
         });
         let (atx, arx) = channel::<Job>();
         spawn_worker("fbd-apply".into(), Arc::new(Mutex::new(arx)), 0);
@@ -212,18 +232,27 @@ impl Engine {
         })
     }
 
-    /// Executes one flashblock (JSON work: env fields, index, txs as 0x-hex). Resolves with its receipts as JSON.
+    /// Executes one flashblock. `work`: JSON of the block env, `number`, `index` and the stream's cumulative
+    /// `receiptsRoot` (null: none); `txs`: its transactions' EIP-2718 bytes back to back, transaction i at
+    /// `txs[bounds[i]..bounds[i + 1]]`; `senders`: 21 bytes per transaction, a flag (1: the sender follows, recovered at
+    /// ingest from these bytes; 0: the engine recovers it) and 20 address bytes, or null (the engine recovers all).
+    /// Resolves with `{"receipts", "verified", "depositNonce"}` (verified: the block's receipts root so far equals
+    /// `receiptsRoot`, null when none was given; depositNonce: the chain's convention, "pre" or "reported").
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn apply(&self, env: &Env, work: String) -> Result<Object<'static>> {
-        submit(env, &self.apply_tx, self.inner.clone(), move |inner| apply(inner, &work))
+    pub fn apply(&self, env: &Env, work: String, txs: &[u8], bounds: &[u32], senders: Option<&[u8]>) -> Result<Object<'static>> {
+        let txs = exec::Txs::new(txs.to_vec(), bounds.to_vec());
+        let senders = senders.map(|s| s.to_vec());
+        submit(env, &self.apply_tx, self.inner.clone(), move |inner| apply(inner, &work, txs?, senders.as_deref()))
     }
 
-    /// Block `number` is canonical with `hash`; `keep`: it equals what was executed (fold its changes into the
-    /// cache), else the cache is dropped. Resolves with `{"dropped": [open blocks built on the old state]}`.
+    /// Block `number` is canonical with `hash` and `receipts_root` (empty strings: the header is not known). When the
+    /// engine executed all of it (no failed flashblock) on the canonical state below, its receipts root is compared:
+    /// equal, its changes are folded into the cache; else the cache is dropped. Resolves with
+    /// `{"matched": true|false|null, "dropped": [open blocks built on the old state]}` (null: nothing was compared).
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn settle(&self, env: &Env, number: f64, hash: String, keep: bool) -> Result<Object<'static>> {
+    pub fn settle(&self, env: &Env, number: f64, hash: String, receipts_root: String) -> Result<Object<'static>> {
         let n = number as u64;
-        submit(env, &self.apply_tx, self.inner.clone(), move |inner| settle(inner, n, &hash, keep))
+        submit(env, &self.apply_tx, self.inner.clone(), move |inner| settle(inner, n, &hash, &receipts_root))
     }
 
     /// A state read at the newest executed flashblock (JSON `{method, ...}`). Resolves with
@@ -318,25 +347,22 @@ fn u64_of(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
 
-/// The work's `senders`: absent or null (none given), or one entry per transaction, each a 0x address recovered at
-/// ingest or null (the engine recovers that one).
-fn senders_of(v: &Value, txs: usize) -> std::result::Result<Vec<Option<alloy_primitives::Address>>, EngineError> {
-    let Some(list) = v.as_array() else {
-        return if v.is_null() { Ok(Vec::new()) } else { Err(EngineError::new("E_INPUT", "senders: not a list")) };
-    };
-    if list.len() != txs {
-        return Err(EngineError::new("E_INPUT", format!("senders: {} entries for {txs} transactions", list.len())));
+/// The senders given with a flashblock (see `Engine::apply`): none, or one 21-byte row per transaction.
+fn senders_of(rows: Option<&[u8]>, txs: usize) -> std::result::Result<Vec<Option<alloy_primitives::Address>>, EngineError> {
+    let Some(rows) = rows else { return Ok(Vec::new()) };
+    if rows.len() != 21 * txs {
+        return Err(EngineError::new("E_INPUT", format!("senders: {} bytes for {txs} transactions (21 a transaction)", rows.len())));
     }
-    list.iter()
-        .map(|s| match s {
-            Value::Null => Ok(None),
-            Value::String(a) if a.len() == 42 => a.parse::<alloy_primitives::Address>().map(Some).map_err(|_| EngineError::new("E_INPUT", "senders: bad address")),
-            _ => Err(EngineError::new("E_INPUT", "senders: not an address or null")),
+    rows.chunks_exact(21)
+        .map(|r| match r[0] {
+            0 => Ok(None),
+            1 => Ok(Some(alloy_primitives::Address::from_slice(&r[1..]))),
+            f => Err(EngineError::new("E_INPUT", format!("senders: flag {f} (0 or 1)"))),
         })
         .collect()
 }
 
-fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> {
+fn apply(inner: &Inner, work: &str, txs: exec::Txs, senders: Option<&[u8]>) -> std::result::Result<String, EngineError> {
     if inner.poisoned.load(Ordering::SeqCst) {
         return Err(EngineError::new("E_POISONED", "engine state lost after a panic; restart it"));
     }
@@ -346,13 +372,11 @@ fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> 
     let w: Value = serde_json::from_str(work).map_err(|e| EngineError::new("E_INPUT", e.to_string()))?;
     let number = u64_of(&w["number"]);
     let index = u64_of(&w["index"]);
-    let txs: Vec<Vec<u8>> = w["txs"]
-        .as_array()
-        .ok_or_else(|| EngineError::new("E_INPUT", "txs: not a list"))?
-        .iter()
-        .map(|t| alloy_primitives::hex::decode(t.as_str().unwrap_or("")).map_err(|_| EngineError::new("E_INPUT", "txs: bad hex")))
-        .collect::<std::result::Result<_, _>>()?;
-    let senders = senders_of(&w["senders"], txs.len())?;
+    let want_root: Option<B256> = match &w["receiptsRoot"] {
+        Value::Null => None,
+        v => Some(v.as_str().and_then(|s| s.parse().ok()).ok_or_else(|| EngineError::new("E_INPUT", "receiptsRoot: not a 32-byte hex word"))?),
+    };
+    let senders = senders_of(senders, txs.len())?;
     let mut blocks = lock(&inner.blocks);
     if index == 0 {
         let spec = exec::block_spec(&w)?;
@@ -376,20 +400,26 @@ fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> 
             }
         };
         inner.shared.note_hash(number - 1, spec.parent_hash);
-        blocks.insert(number, OpenBlock { spec, parent_layers, layers: Vec::new(), next_index: 0, cumulative_gas: 0, tx_count: 0 });
+        blocks.insert(number, OpenBlock::new(spec, parent_layers));
     }
-    let block = blocks.get(&number).ok_or_else(|| EngineError::new("E_NOT_NEXT", format!("block {number} is not open (no index 0)")))?;
+    let block = blocks.get_mut(&number).ok_or_else(|| EngineError::new("E_NOT_NEXT", format!("block {number} is not open (no index 0)")))?;
+    if block.failed {
+        return Err(EngineError::new("E_NOT_NEXT", format!("block {number} is not open (flashblock {} failed)", block.next_index)));
+    }
     if block.next_index != index {
         return Err(EngineError::new("E_NOT_NEXT", format!("flashblock {number}/{index} out of order (expected index {})", block.next_index)));
     }
     let below = block.snapshot().layers;
-    let first_pos = block.tx_count;
-    let (layer, receipts, cumulative) = match exec::apply(&inner.shared, block, index, &txs, &senders) {
+    let first_pos = block.tx_count();
+    let (layer, receipts) = match exec::apply(&inner.shared, block, index, &txs, &senders) {
         Ok(v) => v,
         Err(e) => {
-            // A failed index 0 leaves no open block behind.
+            // A failed index 0 leaves no open block behind; a later one leaves the block refusing more flashblocks,
+            // never folded into the cache at its settle.
             if index == 0 {
                 blocks.remove(&number);
+            } else if let Some(b) = blocks.get_mut(&number) {
+                b.failed = true;
             }
             return Err(e);
         }
@@ -397,8 +427,19 @@ fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> 
     let block = blocks.get_mut(&number).expect("open block");
     block.layers.push(Arc::new(layer));
     block.next_index = index + 1;
-    block.cumulative_gas = cumulative;
-    block.tx_count += txs.len() as u64;
+    let answer: Vec<Value> = receipts.iter().map(receipt::Executed::json).collect();
+    block.receipts.list.extend(receipts);
+    // A zero root is no root (OP subblocks, op-reth's own emitter): verified at the canonical block instead.
+    let verified = want_root.filter(|r| !r.is_zero()).map(|want| {
+        let mode = inner.deposit_nonce();
+        match block.receipts.check(want, mode) {
+            Some(m) => {
+                inner.set_deposit_nonce(m);
+                true
+            }
+            None => false,
+        }
+    });
     let seq = inner.head_seq.fetch_add(1, Ordering::SeqCst) + 1;
     let head = Arc::new(Head {
         spec: block.spec.clone(),
@@ -427,22 +468,32 @@ fn apply(inner: &Inner, work: &str) -> std::result::Result<String, EngineError> 
         }
     }
     inner.open_blocks.store(blocks.len(), Ordering::Relaxed);
-    Ok(json!({ "receipts": receipts }).to_string())
+    Ok(json!({ "receipts": answer, "verified": verified, "depositNonce": inner.deposit_nonce().name() }).to_string())
 }
 
-fn settle(inner: &Inner, number: u64, hash: &str, keep: bool) -> std::result::Result<String, EngineError> {
+fn settle(inner: &Inner, number: u64, hash: &str, receipts_root: &str) -> std::result::Result<String, EngineError> {
     let mut blocks = lock(&inner.blocks);
     if let Ok(h) = hash.parse() {
         inner.shared.note_hash(number, h);
     }
     let mut dropped = Vec::new();
+    let mut matched = None;
     {
         let mut c = inner.shared.cache.write().unwrap_or_else(|e| e.into_inner());
         if number <= c.height {
-            return Ok(json!({ "dropped": dropped }).to_string());
+            return Ok(json!({ "matched": matched, "dropped": dropped }).to_string());
         }
-        match (keep, blocks.get(&number)) {
-            (true, Some(b)) if c.height + 1 == number => {
+        if let (Ok(root), Some(b)) = (receipts_root.parse::<B256>(), blocks.get_mut(&number)) {
+            if !b.failed && c.height + 1 == number {
+                let m = b.receipts.check(root, inner.deposit_nonce());
+                if let Some(m) = m {
+                    inner.set_deposit_nonce(m);
+                }
+                matched = Some(m.is_some());
+            }
+        }
+        match (matched, blocks.get(&number)) {
+            (Some(true), Some(b)) => {
                 for l in &b.layers {
                     c.fold(l);
                 }
@@ -469,7 +520,7 @@ fn settle(inner: &Inner, number: u64, hash: &str, keep: bool) -> std::result::Re
         }
     }
     inner.recent.write().unwrap_or_else(|e| e.into_inner()).retain(|h| h.number > number && !dropped.contains(&h.number));
-    Ok(json!({ "dropped": dropped }).to_string())
+    Ok(json!({ "matched": matched, "dropped": dropped }).to_string())
 }
 
 /// How many executed flashblocks stay readable by `at` (a few blocks' worth at 10 flashblocks a block).
@@ -498,7 +549,7 @@ fn head_for(inner: &Inner, v: &Value, wait: bool) -> Option<Arc<Head>> {
 fn read(inner: &Inner, req: &str) -> String {
     let v: Value = match serde_json::from_str(req) {
         Ok(v) => v,
-        Err(e) => return json!({"error": {"code": -32602, "message": e.to_string()}}).to_string(),
+        Err(e) => return json!({"error": {"code": "E_INPUT", "message": e.to_string()}}).to_string(),
     };
     let Some(head) = head_for(inner, &v, true) else { return r#"{"unavailable":true}"#.into() };
     let method = v["method"].as_str().unwrap_or("");

@@ -4,7 +4,8 @@
 //! to block. Without `validation`, fees and nonces are not checked (a call may have gas price 0); BASEFEE is still the
 //! pending block's base fee (or the block override's), as NUMBER, TIMESTAMP, COINBASE and PREVRANDAO are its own.
 //! The state, transactions and receipts roots are not computed (the simulated state has no trie) and are omitted.
-use crate::exec::{apply_block_overrides, build_evm, call_setup, failure, log_json, override_layer, BlockSpec, ReadError};
+use crate::exec::{apply_block_overrides, build_evm, call_setup, failure, override_layer, BlockSpec, ReadError};
+use crate::receipt::log_json;
 use crate::state::{Db, Layer, Shared, Snapshot};
 use alloy_primitives::{hex, keccak256, Bloom, B256, U256};
 use op_revm::revm::context_interface::result::ExecutionResult;
@@ -21,7 +22,7 @@ const MAX_BLOCKS: usize = 256;
 const MAX_CALLS: usize = 1000;
 
 fn invalid(msg: impl Into<String>) -> ReadError {
-    ReadError { code: -32602, message: msg.into(), data: None }
+    ReadError { code: "E_INPUT", message: msg.into(), data: None }
 }
 
 /// Answers `eth_simulateV1(payload, "pending")`: the list of simulated blocks with their call results.
@@ -62,12 +63,12 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
         let time: u64 = env.timestamp.to::<u64>();
         if let Some(p) = prev_number {
             if number <= p {
-                return Err(ReadError { code: -38020, message: format!("block numbers must increase: {number} after {p}"), data: None });
+                return Err(ReadError { code: "E_SIM_NUMBER", message: format!("block numbers must increase: {number} after {p}"), data: None });
             }
         }
         if let Some(p) = prev_time {
             if time <= p {
-                return Err(ReadError { code: -38021, message: format!("block timestamps must increase: {time} after {p}"), data: None });
+                return Err(ReadError { code: "E_SIM_TIMESTAMP", message: format!("block timestamps must increase: {time} after {p}"), data: None });
             }
         }
         let mut layer = Layer::default();
@@ -99,7 +100,7 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
                 Ok(v) => v,
                 Err(e) => {
                     if validation {
-                        return Err(ReadError { code: -38014, message: format!("call {ci} of block {bi}: {e}"), data: None });
+                        return Err(ReadError { code: "E_SIM_CALL", message: format!("call {ci} of block {bi}: {e}"), data: None });
                     }
                     results.push(json!({"returnData": "0x", "logs": [], "gasUsed": "0x0", "status": "0x0", "error": {"code": -32000, "message": e.to_string()}}));
                     continue;
@@ -140,7 +141,10 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
             });
             if !result.is_success() {
                 let f = failure(&result);
-                r["error"] = json!({"code": f.code, "message": f.message, "data": f.data});
+                // Part of eth_simulateV1's result document (a call's own outcome, not a failure of the request): the
+                // JSON-RPC code is written here, as its spec shapes it.
+                let code = if f.code == "E_REVERT" { 3 } else { -32000 };
+                r["error"] = json!({"code": code, "message": f.message, "data": f.data});
             }
             results.push(r);
         }

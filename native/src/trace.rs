@@ -32,7 +32,7 @@ pub struct Flashblock<'a> {
     /// The state before it: layers newest first (its block's earlier flashblocks, then the parent's).
     pub below: &'a [Arc<Layer>],
     /// Its transactions (EIP-2718) and their senders where recovered at ingest, as it was applied.
-    pub txs: &'a [Vec<u8>],
+    pub txs: &'a crate::exec::Txs,
     pub senders: &'a [Option<Address>],
     /// transactionIndex of its first transaction within the block.
     pub first_pos: u64,
@@ -47,11 +47,11 @@ const DEFAULT_MAX_BYTES: usize = 64 << 20;
 const MIN_STEP_BYTES: usize = 48;
 
 fn invalid(message: impl Into<String>) -> ReadError {
-    ReadError { code: -32602, message: message.into(), data: None }
+    ReadError { code: "E_INPUT", message: message.into(), data: None }
 }
 
 fn failed(message: impl Into<String>) -> ReadError {
-    ReadError { code: -32000, message: message.into(), data: None }
+    ReadError { code: "E_FAILED", message: message.into(), data: None }
 }
 
 fn timeout() -> ReadError {
@@ -59,7 +59,7 @@ fn timeout() -> ReadError {
 }
 
 fn too_large(max: usize) -> ReadError {
-    ReadError { code: -32005, message: format!("trace larger than the response limit ({max} bytes)"), data: None }
+    ReadError { code: "E_TOO_LARGE", message: format!("trace larger than the response limit ({max} bytes)"), data: None }
 }
 
 /// Why a guarded trace stopped.
@@ -330,7 +330,7 @@ where
 /// The flashblock of `fbs` (one: the one carrying the transaction) that holds `hash`, or an error.
 fn holding<'a, 'b>(fbs: &'b [Flashblock<'a>], hash: B256) -> Result<&'b Flashblock<'a>, ReadError> {
     for fb in fbs {
-        for raw in fb.txs {
+        for raw in fb.txs.iter() {
             if alloy_primitives::keccak256(raw) == hash {
                 return Ok(fb);
             }
@@ -590,7 +590,7 @@ pub fn answer(shared: &Shared, fbs: &[Flashblock], spec: &BlockSpec, snap: &Snap
         "traceReplayBlock" => replay_block(shared, fbs, req),
         "traceTransactionParity" => transaction_parity(shared, fbs, req),
         "traceBlockParity" => block_parity(shared, fbs, req),
-        m => Err(ReadError { code: -32601, message: format!("engine trace {m:?} not supported"), data: None }),
+        m => Err(ReadError { code: "E_UNSUPPORTED", message: format!("engine trace {m:?} not supported"), data: None }),
     }
 }
 
@@ -653,9 +653,9 @@ mod tests {
         shared: Shared,
         spec: BlockSpec,
         layer: Arc<Layer>,
-        txs: Vec<Vec<u8>>,
+        txs: crate::exec::Txs,
         senders: Vec<Option<Address>>,
-        receipts: Vec<Value>,
+        receipts: Vec<crate::receipt::Executed>,
     }
 
     /// Flashblock 1 of block 2: the sender calls the counter (slot 0 → 1), then the caller, which calls the counter
@@ -668,10 +668,10 @@ mod tests {
         accounts.insert(addr(0x53), StubAccount { code: Some(CALLER.to_vec()), ..Default::default() });
         let node = StubNode::start(accounts);
         let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
-        let block = OpenBlock { spec: spec(), parent_layers: Vec::new(), layers: Vec::new(), next_index: 1, cumulative_gas: 0, tx_count: 0 };
-        let txs = vec![raw(0, addr(0x52)), raw(1, addr(0x53))];
+        let block = OpenBlock { next_index: 1, ..OpenBlock::new(spec(), Vec::new()) };
+        let txs = crate::exec::Txs::of(&[raw(0, addr(0x52)), raw(1, addr(0x53))]);
         let senders = vec![Some(sender); 2];
-        let (layer, receipts, _) = apply(&shared, &block, 1, &txs, &senders).expect("the flashblock executes");
+        let (layer, receipts) = apply(&shared, &block, 1, &txs, &senders).expect("the flashblock executes");
         Setup { _node: node, shared, spec: spec(), layer: Arc::new(layer), txs, senders, receipts }
     }
 
@@ -686,7 +686,7 @@ mod tests {
             answer(&self.shared, &[self.fb()], &self.spec, &self.after(), &req)
         }
         fn hash(&self, i: usize) -> String {
-            format!("{:#x}", alloy_primitives::keccak256(&self.txs[i]))
+            format!("{:#x}", alloy_primitives::keccak256(self.txs.get(i)))
         }
     }
 
@@ -709,7 +709,7 @@ mod tests {
         let mux = s.ask(json!({"method": "traceTransaction", "hash": s.hash(1), "options": {"tracer": "muxTracer", "tracerConfig": {"callTracer": {}, "4byteTracer": {}}}})).unwrap();
         assert_eq!(mux["callTracer"], calls, "geth's mux config with {{}} for option-less tracers; its callTracer is the callTracer's");
         let steps = s.ask(json!({"method": "traceTransaction", "hash": s.hash(1)})).unwrap();
-        assert_eq!(steps["gas"], s.receipts[1]["gasUsed"], "the struct logger's gas is the receipt's");
+        assert_eq!(steps["gas"], json!(s.receipts[1].gas_used), "the struct logger's gas is the receipt's");
         assert_eq!(steps["failed"], json!(false));
         assert!(steps["structLogs"].as_array().unwrap().iter().any(|l| l["op"] == "CALL"));
     }
@@ -757,17 +757,17 @@ mod tests {
     fn bounds_and_bad_tracers_answer_errors() {
         let s = setup();
         let e = err(s.ask(json!({"method": "traceTransaction", "hash": s.hash(1), "timeoutMs": 0})));
-        assert_eq!((e.code, e.message.as_str()), (-32000, "execution timeout"));
+        assert_eq!((e.code, e.message.as_str()), ("E_FAILED", "execution timeout"));
         let e = err(s.ask(json!({"method": "traceTransaction", "hash": s.hash(1), "maxBytes": 200})));
-        assert_eq!(e.code, -32005, "{}", e.message);
+        assert_eq!(e.code, "E_TOO_LARGE", "{}", e.message);
         let e = err(s.ask(json!({"method": "traceBlock", "maxBytes": 200})));
-        assert_eq!(e.code, -32005, "{}", e.message);
+        assert_eq!(e.code, "E_TOO_LARGE", "{}", e.message);
         let e = err(s.ask(json!({"method": "traceTransaction", "hash": s.hash(1), "options": {"tracer": "{step: function() {}}"}})));
-        assert_eq!(e.code, -32602);
+        assert_eq!(e.code, "E_INPUT");
         assert!(e.message.contains("JavaScript tracers are not supported"), "{}", e.message);
         let e = err(s.ask(json!({"method": "traceTransaction", "hash": format!("{:#x}", B256::with_last_byte(7))})));
         assert!(e.message.contains("not found"), "{}", e.message);
         let e = err(s.ask(json!({"method": "traceReplayTransaction", "hash": s.hash(1), "traceTypes": []})));
-        assert_eq!(e.code, -32602);
+        assert_eq!(e.code, "E_INPUT");
     }
 }

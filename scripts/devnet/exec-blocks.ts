@@ -5,7 +5,7 @@
 // receipts_root is the root of the canonical block's receipts so far. Devnet only.
 import { getContractAddress, toHex, type Hex } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
-import type { BlockEnv, FlashblockWork } from '../../src/exec/engine.js';
+import { txBatch, type BlockEnv, type FlashblockWork } from '../../src/exec/engine.js';
 import { receiptFromRpc, receiptsRoot } from '../../src/exec/receipts.js';
 import { PipelinedRpc } from './pipe.js';
 import type { Anvil } from './anvil.js';
@@ -157,7 +157,7 @@ export class BlockFactory {
     for (let k = 0; k < groups.length; k++) {
       n += groups[k]!.length;
       sink += (k === 0 ? 10n ** 15n : 0n) + 1n;
-      flashblocks.push({ blockNumber: number, index: k, env, txs: groups[k]!, receiptsRoot: receiptsRoot(receipts, n) });
+      flashblocks.push({ blockNumber: number, index: k, env, txs: txBatch(groups[k]!), receiptsRoot: receiptsRoot(receipts, n) });
       sinkBalances.push(sink);
     }
     const final = BigInt(await this.rpc.call<string>('eth_getBalance', [SINK, toHex(number)]));

@@ -12,7 +12,7 @@ import { EMPTY_TRIE_ROOT } from '../chain/trie.js';
 import { TX_DEPOSIT } from '../chain/types.js';
 import { OP_HARDFORKS, type ExecutionHardfork } from '../config.js';
 import { executionSpecAt } from '../exec/spec.js';
-import type { ExecutionEngine } from '../exec/engine.js';
+import { txBatch, type ExecutionEngine } from '../exec/engine.js';
 import { receiptsRootOf, type ExecutedReceipt } from '../exec/receipts.js';
 import { RevmEngine } from '../exec/revm.js';
 import { redactUrl } from '../log.js';
@@ -156,7 +156,7 @@ async function checkBlock(node: NodeClient, engine: ExecutionEngine, b: NodeBloc
   for (let i = 0; i < parts.length; i++) {
     const last = i === parts.length - 1;
     // The header's root on the last flashblock: the engine learns the chain's deposit-nonce convention from it.
-    const out = await engine.applyFlashblock({ blockNumber: b.number, index: i, env: b.env, txs: parts[i]!, receiptsRoot: last ? b.receiptsRoot : null });
+    const out = await engine.applyFlashblock({ blockNumber: b.number, index: i, env: b.env, txs: txBatch(parts[i]!), receiptsRoot: last ? b.receiptsRoot : null });
     if (!out.ok) {
       if (out.reason !== 'tx_rejected') throw new CheckError(`block ${b.number}, flashblock ${i}: the engine could not execute it (${out.reason}): ${out.message}`);
       const hash = /0x[0-9a-f]{64}/i.exec(out.message)?.[0]?.toLowerCase();

@@ -7,11 +7,17 @@ import { dirname, join, resolve } from 'node:path';
 import { isSea } from 'node:sea';
 import { fileURLToPath } from 'node:url';
 
-/** The addon's engine class (native/src/lib.rs), as N-API exposes it: JSON strings in, Promises of JSON out. */
+/**
+ * The addon's engine class (native/src/lib.rs), as N-API exposes it: JSON strings and transaction bytes in, Promises
+ * of JSON out. A call that fails rejects with `CODE: message` (engineErrorOf); a read or trace that fails resolves
+ * with `{"error": {code, message, data}}` — the same codes, mapped to JSON-RPC by rpcCodeOf.
+ */
 export interface AddonEngine {
   reset(height: number): Promise<string>;
-  apply(work: string): Promise<string>;
-  settle(number: number, hash: string, keep: boolean): Promise<string>;
+  /** `env`: the block env, number, index and receiptsRoot as JSON; `txs`/`bounds`: see TxBatch; `senders`: 21-byte rows. */
+  apply(env: string, txs: Uint8Array, bounds: Uint32Array, senders: Uint8Array | null): Promise<string>;
+  /** `hash`/`receiptsRoot`: the canonical header's, or '' when unknown. Resolves `{matched, dropped}`. */
+  settle(number: number, hash: string, receiptsRoot: string): Promise<string>;
   read(req: string): Promise<string>;
   /** A trace (native/src/trace.rs), on the engine's trace thread (lower priority); answered as `read`. */
   trace(req: string): Promise<string>;
@@ -26,6 +32,37 @@ export interface AddonEngine {
   panicNextApply(): void;
   close(): void;
 }
+
+/** A failed native call: its stable code (E_NODE, E_TX, E_NOT_NEXT, E_PANIC, …) and message. */
+export interface EngineFailure {
+  code: string;
+  message: string;
+}
+
+/** The code and message of a native call's rejection (`CODE: message`); E_UNKNOWN for anything else. */
+export function engineErrorOf(e: unknown): EngineFailure {
+  const text = String((e as Error)?.message ?? e);
+  const m = /^(E_[A-Z_]+): ([\s\S]*)$/.exec(text);
+  return m === null ? { code: 'E_UNKNOWN', message: text } : { code: m[1]!, message: m[2]! };
+}
+
+/**
+ * The JSON-RPC error code of an engine read's failure code (native/src/exec.rs ReadError): invalid params, method
+ * not found, a revert (3, with its data), a response over the limit, eth_simulateV1's own codes; else -32000.
+ */
+export function rpcCodeOf(code: string): number {
+  return RPC_CODES[code] ?? -32000;
+}
+
+const RPC_CODES: Record<string, number> = {
+  E_INPUT: -32602,
+  E_UNSUPPORTED: -32601,
+  E_REVERT: 3,
+  E_TOO_LARGE: -32005,
+  E_SIM_CALL: -38014,
+  E_SIM_NUMBER: -38020,
+  E_SIM_TIMESTAMP: -38021,
+};
 
 /** One account of a block's post-state diff (native/src/changes.rs); quantities and words are 0x-hex. */
 export interface AddonAccountChange {

@@ -53,23 +53,71 @@ export interface BlockEnv {
   parentBeaconBlockRoot?: string | null;
 }
 
-/** One flashblock to execute: its block's env, its new transactions (EIP-2718 0x-hex) and the builder's commitment. */
+/**
+ * A flashblock's transactions as the engine takes them: their EIP-2718 bytes back to back, transaction i at
+ * `bytes[bounds[i], bounds[i + 1])` (bounds: count + 1 offsets, the first 0, the last bytes.length).
+ */
+export interface TxBatch {
+  readonly bytes: Uint8Array;
+  readonly bounds: Uint32Array;
+}
+
+/** One flashblock to execute: its block's env, its new transactions and the builder's commitment. */
 export interface FlashblockWork {
   blockNumber: number;
   index: number;
   env: BlockEnv;
-  txs: readonly string[];
+  txs: TxBatch;
   /** The flashblock's cumulative `diff.receipts_root`; null when the stream gives none (then nothing is verified). */
   receiptsRoot: string | null;
   /**
-   * Per transaction, its sender as ingest's recovery found it from these same bytes (the native core's, or the
-   * recovery worker's), else null: the engine then recovers that one itself. Never a guess and never a deposit's
-   * (the engine reads a deposit's `from` from the transaction). Absent: the engine recovers every sender. Read when
-   * the engine starts the flashblock, after `sendersRecovered` settled: the entries may be filled in meanwhile.
+   * Per transaction, 21 bytes: 1 and its sender as ingest's recovery found it from these same bytes (the native
+   * core's, or the recovery worker's), or 0 and 20 zero bytes: the engine recovers that one itself. Never a guess and
+   * never a deposit's (the engine reads a deposit's `from` from the transaction). Absent: the engine recovers every
+   * sender. Read when the engine starts the flashblock, after `sendersRecovered` settled: rows may be filled in
+   * meanwhile.
    */
-  senders?: (string | null)[];
+  senders?: Uint8Array | null;
   /** Settles when ingest's recovery of this flashblock's senders (started at its arrival) has answered; the engine waits for it rather than recover them again. */
   sendersRecovered?: Promise<void> | null;
+}
+
+/** Bytes per sender row of FlashblockWork.senders. */
+export const SENDER_ROW = 21;
+
+/** `list` (0x-hex or bytes, EIP-2718) as a TxBatch. */
+export function txBatch(list: readonly (string | Uint8Array)[]): TxBatch {
+  const parts = list.map((t) => (typeof t === 'string' ? Buffer.from(t.startsWith('0x') ? t.slice(2) : t, 'hex') : t));
+  const bounds = new Uint32Array(parts.length + 1);
+  for (let i = 0; i < parts.length; i++) bounds[i + 1] = bounds[i]! + parts[i]!.length;
+  return { bytes: Buffer.concat(parts), bounds };
+}
+
+/** Transaction `i` of `b` as 0x-hex. */
+export function txHex(b: TxBatch, i: number): string {
+  return '0x' + Buffer.from(b.bytes.buffer, b.bytes.byteOffset + b.bounds[i]!, b.bounds[i + 1]! - b.bounds[i]!).toString('hex');
+}
+
+/** Every transaction of `b` as 0x-hex. */
+export function txHexes(b: TxBatch): string[] {
+  return Array.from({ length: b.bounds.length - 1 }, (_, i) => txHex(b, i));
+}
+
+/** Row `i` of FlashblockWork.senders: its 0x address, or null (the engine recovers that one). */
+export function senderOfRow(rows: Uint8Array, i: number): string | null {
+  const o = SENDER_ROW * i;
+  return rows[o] === 1 ? '0x' + Buffer.from(rows.buffer, rows.byteOffset + o + 1, 20).toString('hex') : null;
+}
+
+/** FlashblockWork.senders from a list of 0x addresses (null: the engine recovers that one). */
+export function senderRows(list: readonly (string | null)[]): Uint8Array {
+  const out = Buffer.alloc(SENDER_ROW * list.length);
+  list.forEach((a, i) => {
+    if (a === null) return;
+    out[SENDER_ROW * i] = 1;
+    out.write(a.slice(2), SENDER_ROW * i + 1, 20, 'hex');
+  });
+  return out;
 }
 
 /**

@@ -13,7 +13,7 @@
 /** A native read's answer, parsed: its result, or the JSON-RPC error it carries. */
 export interface ReadAnswer {
   result?: unknown;
-  error?: { code: number; message: string; data?: string | null };
+  error?: { code: string; message: string; data?: string | null };
   unavailable?: true;
   /** The head it was read at (native Head::seq). */
   seq?: number;

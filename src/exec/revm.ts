@@ -1,11 +1,11 @@
 // The in-process execution engine: op-revm in the native core (native/, loaded by addon.ts) keeps the pending block
 // open and executes each flashblock's new transactions only (O(flashblock)), over a cache of the node's state that
-// survives blocks. This file is the TypeScript side of ExecutionEngine: the order of applies and settles, receipts
-// and their verification against diff.receipts_root, canonical settles, restarts after a panic. No EVM work here.
+// survives blocks. This file is the TypeScript side of ExecutionEngine: the order of applies and settles, the
+// receipts the engine hands back (it checks them against diff.receipts_root and the canonical header itself), canonical
+// settles, restarts after a panic. No EVM work here.
 import { performance } from 'node:perf_hooks';
-import { TrieCache } from '../chain/trie.js';
 import { TX_DEPOSIT } from '../chain/types.js';
-import { loadAddon, type Addon, type AddonBlockChanges, type AddonEngine } from './addon.js';
+import { engineErrorOf, loadAddon, rpcCodeOf, type Addon, type AddonBlockChanges, type AddonEngine } from './addon.js';
 import {
   EngineUnavailableError,
   EngineUnsupportedError,
@@ -22,7 +22,7 @@ import {
 } from './engine.js';
 import { ReadMemo, type ReadAnswer } from './memo.js';
 import { nativeNode, NodeCaller, type EngineNode, type NativeNode } from './endpoint.js';
-import { receiptsRootOf, type ExecutedLog, type ExecutedReceipt } from './receipts.js';
+import type { ExecutedLog, ExecutedReceipt } from './receipts.js';
 
 export interface RevmEngineOptions {
   /** The node: the native engine reads it itself, off the event loop (native/src/node.rs). */
@@ -49,15 +49,33 @@ export interface RevmEngineOptions {
 
 /** A block the engine holds open (or executed, not yet canonical): its flashblocks and executed receipts. */
 interface Held {
-  /**
-   * Each applied flashblock's work as sent to the engine (its JSON: one string a flashblock, not the work's
-   * transaction and sender strings), for a replay after a restart.
-   */
-  works: string[];
+  /** Each applied flashblock as sent to the engine (its env JSON and the same buffers), for a replay after a restart. */
+  works: NativeWork[];
   receipts: ExecutedReceipt[];
-  trie: TrieCache;
   /** An apply failed here: later flashblocks are refused (reads at it fall back). */
   failed: boolean;
+}
+
+/** The arguments of one native apply. */
+interface NativeWork {
+  env: string;
+  txs: Uint8Array;
+  bounds: Uint32Array;
+  senders: Uint8Array | null;
+}
+
+/** The fields of a canonical header a settle reads. */
+interface CanonicalHeader {
+  hash: string;
+  receiptsRoot: string;
+  transactions?: string[];
+}
+
+/** What a native apply resolves with. */
+interface WireApply {
+  receipts: WireReceipt[];
+  verified: boolean | null;
+  depositNonce: 'pre' | 'reported';
 }
 
 interface WireReceipt {
@@ -76,7 +94,6 @@ interface WireReceipt {
 }
 
 const ZERO = 0n;
-const ZERO_ROOT = /^0x0{64}$/i;
 
 /** See RevmEngineOptions.inlineReadUs. */
 export const DEFAULT_INLINE_READ_US = 500;
@@ -123,11 +140,6 @@ function nativeNodeReads(e: AddonEngine): number {
   }
 }
 
-/** `CODE: message` of a rejected native call. */
-function codeOf(e: unknown): { code: string; message: string } {
-  const m = /^(E_[A-Z_]+): ([\s\S]*)$/.exec((e as Error)?.message ?? String(e));
-  return m === null ? { code: 'E_UNKNOWN', message: String((e as Error)?.message ?? e) } : { code: m[1]!, message: m[2]! };
-}
 
 export class RevmEngine implements ExecutionEngine {
   private native: AddonEngine | null = null;
@@ -158,7 +170,10 @@ export class RevmEngine implements ExecutionEngine {
   private verified = 0;
   private applied = 0;
   private lastError: string | null = null;
-  /** op-geth/op-reth commit a deposit's nonce before it; anvil (the devnet's node) the one after. Learned from roots. */
+  /**
+   * op-geth/op-reth commit a deposit's nonce before it; anvil (the devnet's node) the one after. The native engine
+   * learns it from the roots and says so with every apply; receipts carry the nonce as executed (before).
+   */
   private depositNonceMode: 'pre' | 'reported' = 'pre';
   private chainId = 0;
   private statsAtMs = -Infinity;
@@ -235,9 +250,9 @@ export class RevmEngine implements ExecutionEngine {
     return this.enqueue(() => this.apply(fb));
   }
 
-  private workJson(fb: FlashblockWork): string {
+  private nativeWork(fb: FlashblockWork): NativeWork {
     const e = fb.env;
-    return JSON.stringify({
+    const env = JSON.stringify({
       number: fb.blockNumber,
       index: fb.index,
       timestamp: e.timestamp,
@@ -249,10 +264,20 @@ export class RevmEngine implements ExecutionEngine {
       parentBeaconRoot: e.parentBeaconBlockRoot ?? null,
       spec: this.o.specAt(e.timestamp),
       chainId: this.chainId,
-      txs: fb.txs,
-      // Senders ingest recovered (prepare() in native/src/exec.rs skips ecrecover for those); null: recover all here.
-      senders: fb.senders ?? null,
+      receiptsRoot: fb.receiptsRoot,
     });
+    // Senders ingest recovered (prepare() in native/src/exec.rs skips ecrecover for those); null: recover all there.
+    return { env, txs: fb.txs.bytes, bounds: fb.txs.bounds, senders: fb.senders ?? null };
+  }
+
+  /** Runs `w` on the native engine: its receipts, the engine's verdict on the stream's root, and the deposit-nonce convention. */
+  private async applyNative(native: AddonEngine, w: NativeWork): Promise<{ receipts: ExecutedReceipt[]; verified: boolean | null }> {
+    const wire = JSON.parse(await native.apply(w.env, w.txs, w.bounds, w.senders)) as WireApply;
+    if (wire.depositNonce !== this.depositNonceMode) {
+      this.depositNonceMode = wire.depositNonce;
+      this.log('execution engine: the chain commits the deposit nonce ' + (wire.depositNonce === 'reported' ? 'after execution (as anvil does)' : 'before execution'), { mode: wire.depositNonce }, 'info');
+    }
+    return { receipts: wire.receipts.map(toReceipt), verified: wire.verified };
   }
 
   private async apply(fb: FlashblockWork): Promise<ApplyOutcome> {
@@ -266,17 +291,17 @@ export class RevmEngine implements ExecutionEngine {
     let h = this.held.get(fb.blockNumber);
     if (fb.index === 0) {
       for (const n of [...this.held.keys()]) if (n >= fb.blockNumber) this.dropHeld(n);
-      h = { works: [], receipts: [], trie: new TrieCache(), failed: false };
+      h = { works: [], receipts: [], failed: false };
       this.held.set(fb.blockNumber, h);
     }
     if (h === undefined || h.failed) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is not open` };
-    let answer: string;
-    const work = this.workJson(fb);
+    const work = this.nativeWork(fb);
+    let out: { receipts: ExecutedReceipt[]; verified: boolean | null };
     try {
-      answer = await native.apply(work);
+      out = await this.applyNative(native, work);
     } catch (e) {
       this.memo.clear();
-      const { code, message } = codeOf(e);
+      const { code, message } = engineErrorOf(e);
       h.failed = true;
       this.lastError = message;
       if (code === 'E_PANIC' || code === 'E_POISONED') {
@@ -291,23 +316,16 @@ export class RevmEngine implements ExecutionEngine {
     }
     // Before anyone is told this flashblock is executed: no memoised answer is older than what readers may ask for.
     this.memo.clear();
-    const wire = JSON.parse(answer) as { receipts: WireReceipt[] };
-    const receipts = wire.receipts.map(toReceipt);
     h.works.push(work);
-    for (const r of receipts) {
+    for (const r of out.receipts) {
       h.receipts.push(r);
       this.byHash.set(r.transactionHash, r);
     }
     this.applied++;
     this.last = { number: fb.blockNumber, index: fb.index };
-    let verified: boolean | null = null;
-    // A zero root is no root (OP subblocks, op-reth's own emitter): verified at the canonical block instead.
-    if (fb.receiptsRoot !== null && !ZERO_ROOT.test(fb.receiptsRoot)) {
-      verified = this.rootMatches(h, fb.receiptsRoot);
-      if (verified) this.verified++;
-      else this.divergences++;
-    }
-    return { ok: true, verified, receipts, applyMs: performance.now() - t0 };
+    if (out.verified === true) this.verified++;
+    else if (out.verified === false) this.divergences++;
+    return { ok: true, verified: out.verified, receipts: out.receipts, applyMs: performance.now() - t0 };
   }
 
   private dropHeld(n: number): void {
@@ -346,47 +364,29 @@ export class RevmEngine implements ExecutionEngine {
     if (h === undefined || this.native === null) return;
     const works = h.works;
     this.dropHeld(n);
-    const fresh: Held = { works: [], receipts: [], trie: new TrieCache(), failed: false };
+    const fresh: Held = { works: [], receipts: [], failed: false };
     this.held.set(n, fresh);
     for (const work of works) {
       try {
-        const text = await this.native.apply(work);
+        const out = await this.applyNative(this.native, work);
         this.memo.clear();
-        const wire = JSON.parse(text) as { receipts: WireReceipt[] };
         fresh.works.push(work);
-        for (const r of wire.receipts.map(toReceipt)) {
+        for (const r of out.receipts) {
           fresh.receipts.push(r);
           this.byHash.set(r.transactionHash, r);
         }
       } catch (e) {
         this.memo.clear();
         fresh.failed = true;
-        this.lastError = codeOf(e).message;
+        this.lastError = engineErrorOf(e).message;
         return;
       }
     }
   }
 
-  /** True when the executed receipts root of `h` so far equals `root`. Learns the depositNonce convention. */
-  private rootMatches(h: Held, root: string): boolean {
-    const want = root.toLowerCase();
-    if (this.rootOf(h, this.depositNonceMode) === want) return true;
-    if (!h.receipts.some((r) => r.type === TX_DEPOSIT)) return false;
-    const other = this.depositNonceMode === 'pre' ? 'reported' : 'pre';
-    if (this.rootOf(h, other) !== want) return false;
-    this.depositNonceMode = other;
-    h.trie = new TrieCache();
-    this.log('execution engine: the chain commits the deposit nonce after execution (as anvil does)', { mode: other }, 'info');
-    return true;
-  }
-
-  private rootOf(h: Held, mode: 'pre' | 'reported'): string {
-    const rs = h.receipts;
-    return receiptsRootOf(rs.length, (i) => this.adjust(rs[i]!, mode), mode === this.depositNonceMode ? h.trie : null);
-  }
-
-  private adjust(r: ExecutedReceipt, mode: 'pre' | 'reported'): ExecutedReceipt {
-    if (mode === 'pre' || r.depositNonce === null) return r;
+  /** `r`'s deposit nonce as the chain commits it (see depositNonceMode). */
+  private adjust(r: ExecutedReceipt): ExecutedReceipt {
+    if (this.depositNonceMode === 'pre' || r.depositNonce === null) return r;
     return { ...r, depositNonce: r.depositNonce + 1n };
   }
 
@@ -395,7 +395,10 @@ export class RevmEngine implements ExecutionEngine {
     void this.enqueue(() => this.settle(blockNumber));
   }
 
-  /** Settles every held block ≤ n against the node's canonical header (kept in the cache when equal), then n. */
+  /**
+   * Settles every held block ≤ n against the node's canonical header (the native engine compares its receipts root
+   * and keeps the block's state in its cache when equal), then n.
+   */
   private async settle(n: number): Promise<void> {
     if (n <= this.canonical || this.native === null) return;
     const native = this.native;
@@ -405,29 +408,26 @@ export class RevmEngine implements ExecutionEngine {
     for (const k of nums) {
       if (k <= this.canonical) continue;
       const h = this.held.get(k);
-      let hash = '';
-      let keep = false;
-      let verdict: CanonicalVerdict = 'unchecked';
+      let header = null as CanonicalHeader | null;
+      // Only a block executed whole, right above the canonical state, can be compared (and kept).
       if (h !== undefined && !h.failed && k === this.canonical + 1) {
         try {
-          const header = await this.nodeCall<{ hash: string; receiptsRoot: string; transactions?: string[] } | null>('eth_getBlockByNumber', ['0x' + k.toString(16), false]);
-          if (header !== null) {
-            hash = header.hash;
-            keep = this.rootOf(h, this.depositNonceMode) === header.receiptsRoot.toLowerCase();
-            verdict = keep ? 'match' : sameTransactions(h, header.transactions) ? 'mismatch' : 'replaced';
-            if (verdict === 'mismatch') void this.explainDivergence(k, h);
-          }
+          header = await this.nodeCall<CanonicalHeader | null>('eth_getBlockByNumber', ['0x' + k.toString(16), false]);
         } catch (e) {
           this.lastError = (e as Error).message;
         }
       }
-      this.tellVerdict(k, verdict);
+      let verdict: CanonicalVerdict = 'unchecked';
       try {
-        const out = JSON.parse(await native.settle(k, hash, keep)) as { dropped: number[] };
+        const out = JSON.parse(await native.settle(k, header?.hash ?? '', header?.receiptsRoot ?? '')) as { matched: boolean | null; dropped: number[] };
         dropped = dropped.concat(out.dropped);
+        if (out.matched === true) verdict = 'match';
+        else if (out.matched === false && h !== undefined) verdict = sameTransactions(h, header?.transactions) ? 'mismatch' : 'replaced';
       } catch (e) {
-        this.lastError = codeOf(e).message;
+        this.lastError = engineErrorOf(e).message;
       }
+      if (verdict === 'mismatch') void this.explainDivergence(k, h!);
+      this.tellVerdict(k, verdict);
       this.canonical = k;
       this.dropHeld(k);
     }
@@ -561,7 +561,7 @@ export class RevmEngine implements ExecutionEngine {
   /** A native read's answer: its result, or the JSON-RPC error it carries thrown. */
   private outcome(method: string, out: ReadAnswer): unknown {
     if (out.unavailable === true) throw new EngineUnavailableError('nothing executed yet');
-    if (out.error !== undefined) throw new RpcReplyError(`eth_${method}`, out.error.code, out.error.message, out.error.data ?? undefined);
+    if (out.error !== undefined) throw new RpcReplyError(`eth_${method}`, rpcCodeOf(out.error.code), out.error.message, out.error.data ?? undefined);
     return out.result;
   }
 
@@ -585,7 +585,7 @@ export class RevmEngine implements ExecutionEngine {
     this.readsThreads++;
     const out = JSON.parse(await native.trace(JSON.stringify(req))) as ReadAnswer;
     if (out.unavailable === true) throw new EngineUnavailableError('the flashblock is no longer held by the engine');
-    if (out.error !== undefined) throw new RpcReplyError(req.method, out.error.code, out.error.message, out.error.data ?? undefined);
+    if (out.error !== undefined) throw new RpcReplyError(req.method, rpcCodeOf(out.error.code), out.error.message, out.error.data ?? undefined);
     return out.result;
   }
 
@@ -631,7 +631,7 @@ export class RevmEngine implements ExecutionEngine {
 
   chainDepositNonce(r: ExecutedReceipt): bigint | null {
     if (r.type !== TX_DEPOSIT || r.depositNonce === null) return null;
-    return this.adjust(r, this.depositNonceMode).depositNonce ?? ZERO;
+    return this.adjust(r).depositNonce ?? ZERO;
   }
 
   blockReceipts(blockNumber: number): readonly ExecutedReceipt[] | null {

@@ -222,6 +222,23 @@ export class PendingBlock implements BlockView, SenderLookup, NonceSource {
     return (this.cols.flags[position]! & F_OFF_THREAD) === 0 ? null : this.senderAt(position);
   }
 
+  /**
+   * Rows of 21 bytes into `out` from `at`, one per position in [from, to): 1 and the sender when it was recovered off
+   * the JS thread from the transaction's own bytes (see recoveredSender), else 0 and zeros.
+   */
+  recoveredSenderRows(from: number, to: number, out: Uint8Array, at: number): void {
+    const flags = this.cols.flags;
+    const senders = this.cols.senders;
+    for (let p = from, o = at; p < to; p++, o += SENDER_BYTES + 1) {
+      if ((flags[p]! & F_OFF_THREAD) === 0) {
+        out.fill(0, o, o + SENDER_BYTES + 1);
+        continue;
+      }
+      out[o] = 1;
+      out.set(senders.subarray(p * SENDER_BYTES, (p + 1) * SENDER_BYTES), o + 1);
+    }
+  }
+
   get senderBytes(): Uint8Array {
     return this.cols.senders;
   }

@@ -232,6 +232,11 @@ export class SenderRecovery implements SenderSource {
     return (block as PendingBlock).recoveredSender(position);
   }
 
+  /** recoveredSender of positions [from, to) as FlashblockWork.senders rows (21 bytes each) into `out` from `at`. */
+  recoveredSenderRows(block: BlockView, from: number, to: number, out: Uint8Array, at = 0): void {
+    (block as PendingBlock).recoveredSenderRows(from, to, out, at);
+  }
+
   /**
    * Settles once the native core has answered for the signed transactions of flashblock `index` of `block` (their
    * senders are written then, or left to this side); null when there is no such recovery waiting or in flight.

@@ -3,7 +3,7 @@
 import t from 'tap';
 import { startDevnet, type BuiltFlashblock } from '../../scripts/devnet/sequencer.js';
 import { startTraffic } from '../../scripts/devnet/traffic.js';
-import type { BlockEnv, FlashblockWork } from '../../src/exec/engine.js';
+import { txBatch, type BlockEnv, type FlashblockWork } from '../../src/exec/engine.js';
 import { RevmEngine } from '../../src/exec/revm.js';
 
 const BLOCKS = 3;
@@ -54,7 +54,7 @@ t.test('the native engine verifies every devnet flashblock against its receipts 
       // The node sealed the block before this one: the engine settles it (the feed does this on canonical heads).
       if (fb.blockNumber > first) engine.noteCanonical(fb.blockNumber - 1);
     }
-    const work: FlashblockWork = { blockNumber: fb.blockNumber, index: fb.index, env: env!, txs: fb.diff.transactions, receiptsRoot: fb.diff.receipts_root };
+    const work: FlashblockWork = { blockNumber: fb.blockNumber, index: fb.index, env: env!, txs: txBatch(fb.diff.transactions), receiptsRoot: fb.diff.receipts_root };
     const out = await engine.applyFlashblock(work);
     if (!out.ok) {
       t.fail(`${fb.blockNumber}/${fb.index}: ${out.message}`);

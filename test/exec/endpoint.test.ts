@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rpcCall, startAnvil, type Anvil } from '../../scripts/devnet/anvil.js';
-import type { FlashblockWork } from '../../src/exec/engine.js';
+import { txBatch, type FlashblockWork } from '../../src/exec/engine.js';
 import { RevmEngine } from '../../src/exec/revm.js';
 import { net } from '../helpers/exec-net.js';
 import { selfSigned, startNodeFront, type Tls } from '../helpers/node-front.js';
@@ -29,7 +29,7 @@ async function emptyNext(node: Anvil): Promise<FlashblockWork> {
     number: Number(blk.number) + 1, timestamp: Number(blk.timestamp) + 2, baseFeePerGas: BigInt(blk.baseFeePerGas!), feeRecipient: blk.miner!,
     gasLimit: BigInt(blk.gasLimit!), prevRandao: blk.mixHash!, parentHash: blk.hash!,
   };
-  return { blockNumber: env.number, index: 0, env, txs: [], receiptsRoot: null };
+  return { blockNumber: env.number, index: 0, env, txs: txBatch([]), receiptsRoot: null };
 }
 
 function engine(t: Test, node: { url: string; headers?: Record<string, string>; caFile?: string }): RevmEngine {

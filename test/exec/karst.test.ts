@@ -20,7 +20,7 @@ import { createVM, runTx, type VM } from '@ethereumjs/vm';
 import { keccak256 } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { encodeDepositFromRpc } from '../../scripts/devnet/deposit.js';
-import type { BlockEnv } from '../../src/exec/engine.js';
+import { txBatch, type BlockEnv } from '../../src/exec/engine.js';
 import { RevmEngine } from '../../src/exec/revm.js';
 import { startStateNode } from '../helpers/state-node.js';
 
@@ -225,7 +225,7 @@ async function engineFor(t: Test, spec: string) {
   t.teardown(() => engine.stop());
   await engine.start(HEAD.number);
   let index = 0;
-  const apply = (txs: string[]) => engine.applyFlashblock({ blockNumber: ENV.number, index: index++, env: ENV, txs, receiptsRoot: null });
+  const apply = (txs: string[]) => engine.applyFlashblock({ blockNumber: ENV.number, index: index++, env: ENV, txs: txBatch(txs), receiptsRoot: null });
   const opened = await apply([]);
   if (!opened.ok) throw new Error(`the block did not open: ${opened.message}`);
   const run = async (raw: string, c: Case): Promise<Outcome | string> => {

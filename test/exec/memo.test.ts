@@ -26,8 +26,8 @@ t.test('answers are kept per head: a newer head drops the older one, an older an
   t.equal(m.get('a'), undefined, 'a clear does not forget the newest head seen');
   m.put('a', at(4, 'a@4'), 10);
   t.same(m.get('a'), at(4, 'a@4'), 'answers at that head are stored again after a clear');
-  m.put('e', { error: { code: 3, message: 'execution reverted' }, seq: 4 }, 10);
-  t.same(m.get('e'), { error: { code: 3, message: 'execution reverted' }, seq: 4 }, 'errors are answers too');
+  m.put('e', { error: { code: 'E_REVERT', message: 'execution reverted' }, seq: 4 }, 10);
+  t.same(m.get('e'), { error: { code: 'E_REVERT', message: 'execution reverted' }, seq: 4 }, 'errors are answers too');
 });
 
 t.test('bounded by entries and bytes; 0 entries keeps nothing', async (t) => {

@@ -10,6 +10,7 @@ import { mnemonicToAccount } from 'viem/accounts';
 import { DEV_MNEMONIC, rpcCall, startAnvil } from '../../scripts/devnet/anvil.js';
 import { flzCompressLen, fjordSizeScaled, L1_BLOCK_ADDRESS } from '../../src/chain/l1fee.js';
 import { RevmEngine } from '../../src/exec/revm.js';
+import { txBatch } from '../../src/exec/engine.js';
 
 const BASE_FEE_VAULT = '0x4200000000000000000000000000000000000019';
 const L1_FEE_VAULT = '0x420000000000000000000000000000000000001a';
@@ -101,7 +102,7 @@ for (const spec of ['isthmus', 'jovian'] as const) {
         parentHash: head.hash,
         parentBeaconBlockRoot: `0x${'00'.repeat(32)}`,
       },
-      txs: [raw],
+      txs: txBatch([raw]),
       receiptsRoot: null,
     });
     if (!out.ok) throw new Error(`not executed: ${out.reason}: ${out.message}`);

@@ -1,12 +1,12 @@
 // Senders handed to the native engine with a flashblock (FlashblockWork.senders, what ingest recovered): the same
 // receipts and verified receipts roots as when the engine recovers every sender itself; a sender left null is
 // recovered by the engine; a deposit keeps the `from` of its own bytes whatever is given; a malformed transaction is
-// rejected even with its sender given; a senders list that does not fit the transactions is a clear error, not a crash.
+// rejected even with its sender given; sender rows or transaction bounds that do not fit are a clear error, not a crash.
 import t, { type Test } from 'tap';
 import { keccak256, toHex, type Hex } from 'viem';
 import type { Anvil } from '../../scripts/devnet/anvil.js';
 import type { BuiltBlock } from '../../scripts/devnet/exec-blocks.js';
-import type { ApplyOutcome, FlashblockWork } from '../../src/exec/engine.js';
+import { senderRows, txBatch, txHexes, type ApplyOutcome, type FlashblockWork } from '../../src/exec/engine.js';
 import type { RevmEngine } from '../../src/exec/revm.js';
 import { anvilEngine, net } from '../helpers/exec-net.js';
 
@@ -48,7 +48,7 @@ t.test("senders given: the same receipts and verified roots as senders recovered
   const bogus = '0x' + '11'.repeat(20);
   const outs = await applyAll(engineFor(t, node), blocks, (fb) => ({
     ...fb,
-    senders: fb.txs.map((raw, i) => {
+    senders: senderRows(txHexes(fb.txs).map((raw, i) => {
       if (isDeposit(raw)) return bogus;
       if (i % 3 === 2) {
         left++;
@@ -56,7 +56,7 @@ t.test("senders given: the same receipts and verified roots as senders recovered
       }
       given++;
       return truth.get(keccak256(raw as Hex))!;
-    }),
+    })),
   }));
   t.ok(given > 100 && left > 50, `${given} senders given, ${left} left to the engine`);
   t.equal(outs.length, plain.length, 'as many outcomes');
@@ -70,35 +70,49 @@ t.test("senders given: the same receipts and verified roots as senders recovered
   t.notOk(froms.some(([, f]) => f === bogus), 'no deposit took the sender it was given');
 });
 
-t.test('a sender given does not make a malformed transaction acceptable; a misfit senders list is a clear error', async (t) => {
+t.test('a sender given does not make a malformed transaction acceptable; misfit sender rows or bounds are a clear error', async (t) => {
   const { node, blocks } = await net(t, 1, 2, 4);
   const truth = await sendersOf(node, blocks);
   const b = blocks[0]!;
   const fb = b.flashblocks[1]!;
-  const k = fb.txs.findIndex((raw) => !isDeposit(raw));
-  const raw = fb.txs[k]!;
+  const hexes = txHexes(fb.txs);
+  const k = hexes.findIndex((raw) => !isDeposit(raw));
+  const raw = hexes[k]!;
   const sender = truth.get(keccak256(raw as Hex))!;
   const e = engineFor(t, node);
   await e.start(b.number - 1);
   const first = await e.applyFlashblock(b.flashblocks[0]!);
   t.ok(first.ok && first.verified === true, 'index 0 executes');
-  const cut = fb.txs.map((r, i) => (i === k ? r.slice(0, -10) : r));
-  const cutOut = await e.applyFlashblock({ ...fb, txs: cut, senders: fb.txs.map((_, i) => (i === k ? sender : null)) });
+  const cut = txBatch(hexes.map((r, i) => (i === k ? r.slice(0, -10) : r)));
+  const cutOut = await e.applyFlashblock({ ...fb, txs: cut, senders: senderRows(hexes.map((_, i) => (i === k ? sender : null))) });
   t.ok(!cutOut.ok && cutOut.reason === 'tx_rejected' && /undecodable transaction/.test(cutOut.message), `a truncated transaction is rejected with its sender given (${cutOut.ok ? 'ok' : cutOut.message})`);
 
   const e2 = engineFor(t, node);
   await e2.start(b.number - 1);
   t.ok((await e2.applyFlashblock(b.flashblocks[0]!)).ok, 'index 0 executes');
-  const misfit = await e2.applyFlashblock({ ...fb, senders: [sender] });
-  t.ok(!misfit.ok && /senders: 1 entries for \d+ transactions/.test(misfit.message), `a senders list of the wrong length is refused (${misfit.ok ? 'ok' : misfit.message})`);
+  const misfit = await e2.applyFlashblock({ ...fb, senders: senderRows([sender]) });
+  t.ok(!misfit.ok && misfit.reason === 'execution_error' && /senders: 21 bytes for \d+ transactions/.test(misfit.message), `sender rows of the wrong length are refused (${misfit.ok ? 'ok' : misfit.message})`);
   const e3 = engineFor(t, node);
   await e3.start(b.number - 1);
   t.ok((await e3.applyFlashblock(b.flashblocks[0]!)).ok, 'index 0 executes');
-  const junk = await e3.applyFlashblock({ ...fb, senders: fb.txs.map(() => '0xnot-an-address-but-42-characters-long!!!') });
-  t.ok(!junk.ok && /senders: bad address/.test(junk.message), `a sender that is not an address is refused (${junk.ok ? 'ok' : junk.message})`);
+  const junk = senderRows(hexes.map(() => null)).fill(7, 0, 1);
+  const junkOut = await e3.applyFlashblock({ ...fb, senders: junk });
+  t.ok(!junkOut.ok && /senders: flag 7/.test(junkOut.message), `a sender row with a flag other than 0 or 1 is refused (${junkOut.ok ? 'ok' : junkOut.message})`);
+  const e5 = engineFor(t, node);
+  await e5.start(b.number - 1);
+  t.ok((await e5.applyFlashblock(b.flashblocks[0]!)).ok, 'index 0 executes');
+  const short = { bytes: fb.txs.bytes, bounds: fb.txs.bounds.map((x, i, all) => (i === all.length - 1 ? x + 1 : x)) };
+  const shortOut = await e5.applyFlashblock({ ...fb, txs: short });
+  t.ok(!shortOut.ok && /transaction bounds do not fit/.test(shortOut.message), `bounds past the bytes are refused (${shortOut.ok ? 'ok' : shortOut.message})`);
+  const e6 = engineFor(t, node);
+  await e6.start(b.number - 1);
+  t.ok((await e6.applyFlashblock(b.flashblocks[0]!)).ok, 'index 0 executes');
+  const unordered = { bytes: fb.txs.bytes, bounds: fb.txs.bounds.map((x, i) => (i === 1 ? fb.txs.bytes.length : x)) };
+  const unorderedOut = await e6.applyFlashblock({ ...fb, txs: unordered });
+  t.ok(!unorderedOut.ok && /transaction bounds do not fit/.test(unorderedOut.message), `bounds out of order are refused (${unorderedOut.ok ? 'ok' : unorderedOut.message})`);
   const e4 = engineFor(t, node);
   await e4.start(b.number - 1);
   t.ok((await e4.applyFlashblock(b.flashblocks[0]!)).ok, 'index 0 executes');
-  const ok = await e4.applyFlashblock({ ...fb, senders: fb.txs.map((r) => (isDeposit(r) ? null : truth.get(keccak256(r as Hex))!)) });
+  const ok = await e4.applyFlashblock({ ...fb, senders: senderRows(hexes.map((r) => (isDeposit(r) ? null : truth.get(keccak256(r as Hex))!))) });
   t.ok(ok.ok && ok.verified === true, 'the same flashblock with the right senders executes and verifies');
 });

@@ -11,7 +11,7 @@ import { blockHashOf, buildHeader } from '../../src/chain/header-build.js';
 import { EMPTY_TRIE_ROOT } from '../../src/chain/trie.js';
 import { TX_DEPOSIT } from '../../src/chain/types.js';
 import type { AddonAccountChange } from '../../src/exec/addon.js';
-import type { BlockEnv, FlashblockWork } from '../../src/exec/engine.js';
+import { txBatch, type BlockEnv, type FlashblockWork } from '../../src/exec/engine.js';
 import { receiptBloom, receiptsRoot, type ExecutedReceipt } from '../../src/exec/receipts.js';
 import { RevmEngine } from '../../src/exec/revm.js';
 import { splitBlock } from '../../src/cli/split-block.js';
@@ -86,7 +86,7 @@ export function worksOf(b: RealBlock, slices = 3): FlashblockWork[] {
     blockNumber: env.number,
     index,
     env,
-    txs: txs.slice(index === 0 ? 0 : cuts[index - 1], to),
+    txs: txBatch(txs.slice(index === 0 ? 0 : cuts[index - 1], to)),
     receiptsRoot: null,
   }));
 }
