@@ -62,7 +62,8 @@ fn account_json(shared: &Shared, a: &Address, acc: &LayerAccount) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exec::{apply, BlockSpec, OpenBlock};
+    use crate::apply::{apply, OpenBlock};
+    use crate::spec::BlockSpec;
     use crate::node::NodeClient;
     use crate::stubnode::{StubAccount, StubNode};
     use alloy_primitives::{keccak256, TxKind, U256};
@@ -169,11 +170,11 @@ mod tests {
         };
         let mut block = OpenBlock { next_index: 1, ..OpenBlock::new(spec, Vec::new()) };
         for (i, tx) in [raw_call(0, store, 0, 7), raw_call(1, store, 3, 9)].into_iter().enumerate() {
-            let (l, receipts) = apply(&shared, &block, 1 + i as u64, &crate::exec::Txs::of(&[tx]), &[Some(sender)]).expect("applies");
+            let (l, receipts) = apply(&shared, &block, 1 + i as u64, &crate::tx::Txs::of(&[tx]), &[Some(sender)]).expect("applies");
             block.layers.push(Arc::new(l));
             block.receipts.list.extend(receipts);
         }
-        let (l, _) = apply(&shared, &block, 3, &crate::exec::Txs::of(&[raw_call(2, fresh, 11, 0)]), &[Some(sender)]).expect("applies");
+        let (l, _) = apply(&shared, &block, 3, &crate::tx::Txs::of(&[raw_call(2, fresh, 11, 0)]), &[Some(sender)]).expect("applies");
         block.layers.push(Arc::new(l));
         let out = changes_json(&shared, &block.layers);
         let by: std::collections::HashMap<String, &Value> = out["accounts"].as_array().unwrap().iter().map(|a| (a["address"].as_str().unwrap().to_string(), a)).collect();

@@ -110,7 +110,7 @@ pub fn engine_evm<DB: Database, INSP>(db: DB, cfg: CfgEnv<OpSpecId>, block: Bloc
 mod tests {
     //! The pairing cap through a whole transaction to 0x08, per spec, on a state served by a loopback node.
     use super::*;
-    use crate::exec::BlockSpec;
+    use crate::spec::BlockSpec;
     use crate::node::NodeClient;
     use crate::state::{Db, Shared};
     use crate::stubnode::{StubAccount, StubNode};

@@ -4,7 +4,10 @@
 //! to block. Without `validation`, fees and nonces are not checked (a call may have gas price 0); BASEFEE is still the
 //! pending block's base fee (or the block override's), as NUMBER, TIMESTAMP, COINBASE and PREVRANDAO are its own.
 //! The state, transactions and receipts roots are not computed (the simulated state has no trie) and are omitted.
-use crate::exec::{apply_block_overrides, build_evm, call_setup, failure, override_layer, BlockSpec, ReadError};
+use crate::call::{apply_block_overrides, call_setup, failure, override_layer};
+use crate::error::ReadError;
+use crate::evm::engine_evm;
+use crate::spec::BlockSpec;
 use crate::receipt::log_json;
 use crate::state::{Db, Layer, Shared, Snapshot};
 use alloy_primitives::{hex, keccak256, Bloom, B256, U256};
@@ -93,7 +96,7 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
             tx.base.gas_limit = gas;
             let outcome = {
                 let db = Db { top: Some(&layer), below: &below, shared };
-                let mut evm = build_evm(db, s.cfg.clone(), s.block.clone());
+                let mut evm = engine_evm(db, s.cfg.clone(), s.block.clone(), op_revm::L1BlockInfo::default(), ());
                 evm.transact(tx).map(|r| (r.result, r.state))
             };
             let (result, state) = match outcome {

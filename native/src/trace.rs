@@ -7,7 +7,11 @@
 //! Bounded: every trace has a deadline and a size limit; both stop the EVM (every frame halts) and answer an error,
 //! never a partial trace. Runs on the engine's read threads, on immutable snapshots: never behind an apply.
 use crate::evm::{engine_evm, EngineEvm};
-use crate::exec::{call_setup, override_layer, prepare_all, system_calls, BlockSpec, Prepared, ReadError};
+use crate::apply::system_calls;
+use crate::call::{call_setup, override_layer};
+use crate::error::ReadError;
+use crate::spec::BlockSpec;
+use crate::tx::{prepare_all, Prepared};
 use crate::state::{Db, Layer, Shared, Snapshot};
 use alloy_primitives::{Address, B256};
 use alloy_rpc_types_eth::TransactionInfo;
@@ -32,7 +36,7 @@ pub struct Flashblock<'a> {
     /// The state before it: layers newest first (its block's earlier flashblocks, then the parent's).
     pub below: &'a [Arc<Layer>],
     /// Its transactions (EIP-2718) and their senders where recovered at ingest, as it was applied.
-    pub txs: &'a crate::exec::Txs,
+    pub txs: &'a crate::tx::Txs,
     pub senders: &'a [Option<Address>],
     /// transactionIndex of its first transaction within the block.
     pub first_pos: u64,
@@ -299,7 +303,7 @@ where
         let mut evm: TraceEvm<'_, I> = engine_evm(CacheDB::new(start), fb.spec.cfg(), fb.spec.block_env(), L1BlockInfo::default(), (fresh()?, bounds.guard(records_steps)));
         for (i, p) in prepared.iter().enumerate() {
             bounds.check_time()?;
-            // A post-exec (0x7D) transaction is not executed (see exec::prepare): nothing to trace.
+            // A post-exec (0x7D) transaction is not executed (see tx::prepare): nothing to trace.
             let Some(tx) = p.tx.clone() else { continue };
             if !want(p) {
                 evm.transact_commit(tx).map_err(|e| exec_failed(&format!("transaction {:#x}", p.hash), e))?;
@@ -599,7 +603,7 @@ mod tests {
     //! Traces of a flashblock applied over a stub node: the replay starts from the state before the flashblock and
     //! runs the earlier transactions untraced; the bounds stop a trace with an error, never a partial answer.
     use super::*;
-    use crate::exec::{apply, OpenBlock};
+    use crate::apply::{apply, OpenBlock};
     use crate::node::NodeClient;
     use crate::stubnode::{StubAccount, StubNode};
     use alloy_eips::eip2718::Encodable2718;
@@ -653,7 +657,7 @@ mod tests {
         shared: Shared,
         spec: BlockSpec,
         layer: Arc<Layer>,
-        txs: crate::exec::Txs,
+        txs: crate::tx::Txs,
         senders: Vec<Option<Address>>,
         receipts: Vec<crate::receipt::Executed>,
     }
@@ -669,7 +673,7 @@ mod tests {
         let node = StubNode::start(accounts);
         let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
         let block = OpenBlock { next_index: 1, ..OpenBlock::new(spec(), Vec::new()) };
-        let txs = crate::exec::Txs::of(&[raw(0, addr(0x52)), raw(1, addr(0x53))]);
+        let txs = crate::tx::Txs::of(&[raw(0, addr(0x52)), raw(1, addr(0x53))]);
         let senders = vec![Some(sender); 2];
         let (layer, receipts) = apply(&shared, &block, 1, &txs, &senders).expect("the flashblock executes");
         Setup { _node: node, shared, spec: spec(), layer: Arc::new(layer), txs, senders, receipts }

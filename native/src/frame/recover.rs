@@ -19,10 +19,10 @@ fn sender_of(raw: &[u8]) -> (u8, Address) {
     use op_alloy_consensus::OpTxEnvelope;
     let Ok(env) = OpTxEnvelope::decode_2718(&mut &raw[..]) else { return (2, Address::ZERO) };
     let r = match &env {
-        OpTxEnvelope::Legacy(s) => crate::exec::recover(s.signature(), s.signature_hash()),
-        OpTxEnvelope::Eip2930(s) => crate::exec::recover(s.signature(), s.signature_hash()),
-        OpTxEnvelope::Eip1559(s) => crate::exec::recover(s.signature(), s.signature_hash()),
-        OpTxEnvelope::Eip7702(s) => crate::exec::recover(s.signature(), s.signature_hash()),
+        OpTxEnvelope::Legacy(s) => crate::tx::recover(s.signature(), s.signature_hash()),
+        OpTxEnvelope::Eip2930(s) => crate::tx::recover(s.signature(), s.signature_hash()),
+        OpTxEnvelope::Eip1559(s) => crate::tx::recover(s.signature(), s.signature_hash()),
+        OpTxEnvelope::Eip7702(s) => crate::tx::recover(s.signature(), s.signature_hash()),
         _ => return (2, Address::ZERO),
     };
     match r {
