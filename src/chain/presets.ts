@@ -3,7 +3,7 @@
 
 /**
  * OP-stack hardforks that change execution, oldest first (delta changed only batch derivation, so it has no entry);
- * each name is an op-revm spec the native engine runs (native/src/exec.rs).
+ * each name is an op-revm spec the native engine runs (native/src/spec.rs).
  */
 export const OP_FORKS = ['bedrock', 'regolith', 'canyon', 'ecotone', 'fjord', 'granite', 'holocene', 'isthmus', 'jovian', 'karst'] as const;
 export type OpFork = (typeof OP_FORKS)[number];

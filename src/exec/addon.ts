@@ -8,7 +8,7 @@ import { isSea } from 'node:sea';
 import { fileURLToPath } from 'node:url';
 
 /**
- * The addon's engine class (native/src/lib.rs), as N-API exposes it: JSON strings and transaction bytes in, Promises
+ * The addon's engine class (native/src/engine.rs), as N-API exposes it: JSON strings and transaction bytes in, Promises
  * of JSON out. A call that fails rejects with `CODE: message` (engineErrorOf); a read or trace that fails resolves
  * with `{"error": {code, message, data}}` — the same codes, mapped to JSON-RPC by rpcCodeOf.
  */
@@ -47,7 +47,7 @@ export function engineErrorOf(e: unknown): EngineFailure {
 }
 
 /**
- * The JSON-RPC error code of an engine read's failure code (native/src/exec.rs ReadError): invalid params, method
+ * The JSON-RPC error code of an engine read's failure code (native/src/error.rs ReadError): invalid params, method
  * not found, a revert (3, with its data), a response over the limit, eth_simulateV1's own codes; else -32000.
  */
 export function rpcCodeOf(code: string): number {

@@ -16,13 +16,14 @@
  *    layers fold into the cache, which moves to C+1 and survives the block; otherwise the cache is dropped and open
  *    blocks built on it are executed again from their first flashblock. The cache is bounded (--execution-cache-mb,
  *    dropped whole above it) and its size is a metric.
- *  - Threads: one apply thread (applies and settles, in call order) and read threads; the event loop only hands over a
- *    string and gets a Promise. A read takes the newest published snapshot (layer list), so it never waits for an apply
+ *  - Threads: one apply thread (applies and settles, in call order) and read threads; the event loop only hands over
+ *    the flashblock's env, its transactions' bytes and bounds and the sender rows, and gets a Promise. A read takes the newest published snapshot (layer list), so it never waits for an apply
  *    and never sees half a flashblock.
  *  - Panics: caught at the thread boundary and returned as E_PANIC; the engine is then poisoned, and revm.ts starts a
  *    new one at the canonical head and executes the held blocks again. Never an abort of the daemon.
- *  - Verification: every flashblock's executed receipts root against diff.receipts_root; a canonical block that
- *    differs is logged with its first differing transaction and field.
+ *  - Verification, in the engine (native/src/receipt.rs, root.rs): every flashblock's executed receipts root against
+ *    diff.receipts_root, and at settle against the canonical header's; a canonical block that differs is logged here
+ *    with its first differing transaction and field.
  * Measured (`npx tsx bench/exec.ts --quick`, 200 tx per flashblock, arrival → pending eth_call reflects it, 2 loaded
  * cores, commit d6fcf79): p50 103 / p99 191 ms, against the former anvil sidecar's 1,085 / 4,591 ms ('rebuild', which
  * re-mined the block so far at every flashblock) in the same run, both with every receipts root verified; the engine

@@ -266,7 +266,7 @@ export class RevmEngine implements ExecutionEngine {
       chainId: this.chainId,
       receiptsRoot: fb.receiptsRoot,
     });
-    // Senders ingest recovered (prepare() in native/src/exec.rs skips ecrecover for those); null: recover all there.
+    // Senders ingest recovered (prepare() in native/src/tx.rs skips ecrecover for those); null: recover all there.
     return { env, txs: fb.txs.bytes, bounds: fb.txs.bounds, senders: fb.senders ?? null };
   }
 

@@ -1,5 +1,5 @@
 //! Sender recovery of a natively decoded flashblock's signed transactions, off the JS thread (a few recovery threads
-//! at low priority): one recovery for the daemon and the engine (native/src/exec.rs takes these senders).
+//! at low priority): one recovery for the daemon and the engine (native/src/tx.rs takes these senders).
 
 use alloy_primitives::Address;
 use napi::bindgen_prelude::*;
