@@ -4,9 +4,10 @@
 // and by `npm run build:native`. A first build takes about a minute of cargo on 2 cores (62 s measured, crates already downloaded); later builds reuse
 // native/target/. Without cargo it says what to install and leaves the daemon to refuse execution at start-up.
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, renameSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { typingsOf } from './native-typings.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const crate = join(root, 'native');
@@ -27,7 +28,16 @@ if (probe.error || probe.status !== 0) {
 }
 const t0 = Date.now();
 console.log(`flashblocksd: building the native core with ${probe.stdout.trim()} (the first build takes a minute or two)…`);
-const build = spawnSync('cargo', ['build', '--release', '--locked', '--manifest-path', join(crate, 'Cargo.toml')], { stdio: 'inherit' });
+// napi-derive writes the #[napi] items' TypeScript here whenever it compiles the crate (a fixed path: a new one would
+// make cargo compile the crate again on every build).
+const typeDefs = join(crate, 'target', 'napi-typedefs');
+mkdirSync(typeDefs, { recursive: true });
+const build = spawnSync('cargo', ['build', '--release', '--locked', '--manifest-path', join(crate, 'Cargo.toml')], {
+  stdio: 'inherit',
+  env: { ...process.env, NAPI_TYPE_DEF_TMP_FOLDER: typeDefs },
+});
+const defs = join(typeDefs, 'flashblocksd-native');
+if (build.status === 0 && existsSync(defs)) writeFileSync(join(crate, 'index.d.ts'), typingsOf(readFileSync(defs, 'utf8')));
 if (build.status !== 0) {
   console.error('flashblocksd: the native core failed to build (see cargo\'s output above).');
   process.exit(1);

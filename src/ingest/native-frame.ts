@@ -25,13 +25,10 @@ export interface NativeDecoder {
   takeLayout(mem: Buffer, at: number): boolean;
   /** Resolves to 21 bytes per signed transaction: status (1 recovered, 0 unrecoverable, 2 not decoded natively) + address. */
   recoverSenders(txBytes: Buffer, signed: Uint32Array): Promise<Buffer>;
-  /** The same recovery on the calling thread (null when the addon predates it). */
-  recoverNow: ((txBytes: Buffer, signed: Uint32Array) => Buffer) | null;
-  /**
-   * The same recovery on one thread at the default priority, for a batch that is late because the idle-priority
-   * threads get no core (null when the addon predates it).
-   */
-  recoverUrgent: ((txBytes: Buffer, signed: Uint32Array) => Promise<Buffer>) | null;
+  /** The same recovery on the calling thread. */
+  recoverNow: (txBytes: Buffer, signed: Uint32Array) => Buffer;
+  /** The same recovery on one thread at the default priority, for a batch that is late because the idle-priority threads get no core. */
+  recoverUrgent: (txBytes: Buffer, signed: Uint32Array) => Promise<Buffer>;
 }
 
 type RecoverStart = (id: number, txBytes: Buffer, signed: Uint32Array) => void;
@@ -70,23 +67,23 @@ class Recoveries {
 
 let decoder: NativeDecoder | null | undefined;
 
-/** The native decoder, or null when the addon is not built (or predates it): the JS decoder is used then. */
+/** The native decoder, or null when the addon is not built (or not this version's): the JS decoder is used then. */
 export function nativeDecoder(): NativeDecoder | null {
   if (decoder !== undefined) return decoder;
   const a = loadAddon();
-  if (a instanceof Error || a.decodeFlashblock === undefined || a.takeLayout === undefined || a.recoverInit === undefined || a.recoverStart === undefined) {
+  if (a instanceof Error) {
     decoder = null;
     return decoder;
   }
   const recoveries = new Recoveries(a.recoverStart.bind(a));
-  const urgent: RecoverStart | null = a.recoverStartUrgent?.bind(a) ?? null;
+  const urgent: RecoverStart = a.recoverStartUrgent.bind(a);
   a.recoverInit(recoveries.done);
   decoder = {
     decodeFlashblock: a.decodeFlashblock.bind(a),
     takeLayout: a.takeLayout.bind(a),
     recoverSenders: (txBytes, signed) => recoveries.recover(txBytes, signed),
-    recoverNow: a.recoverNow?.bind(a) ?? null,
-    recoverUrgent: urgent === null ? null : (txBytes, signed) => recoveries.recover(txBytes, signed, urgent),
+    recoverNow: a.recoverNow.bind(a),
+    recoverUrgent: (txBytes, signed) => recoveries.recover(txBytes, signed, urgent),
   };
   return decoder;
 }

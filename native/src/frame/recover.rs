@@ -195,7 +195,7 @@ fn done_slot() -> &'static Mutex<Option<Arc<Done>>> {
 
 /// N-API: registers the callback finished recoveries are handed to (`(id, rows)`: 21 bytes per signed transaction,
 /// see `recover_all`); a later call replaces it.
-#[napi(js_name = "recoverInit")]
+#[napi(js_name = "recoverInit", ts_args_type = "done: (id: number, rows: Buffer) => void")]
 pub fn recover_init(done: Done) {
     *lock(done_slot()) = Some(Arc::new(done));
 }
