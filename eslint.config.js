@@ -47,6 +47,6 @@ export default tseslint.config(
   arrows(['src/metrics/**/*.ts', 'src/config.ts', 'src/errors.ts', 'src/log.ts'], ['chain', 'ingest', 'state', 'rpc', 'stream', 'cli', 'node', ...TOP], 'config, errors, log and metrics are leaves'),
   arrows(['src/node/**/*.ts'], ['chain', 'ingest', 'state', 'rpc', 'stream', 'cli', ...TOP], 'node/ is a leaf client'),
   arrows(['src/cli/**/*.ts'], ['ingest', 'state', 'rpc', 'stream', ...TOP], 'cli/ talks to endpoints, never to the daemon inside'),
-  arrows(['src/native.ts', 'src/child.ts'], TOP, 'nothing imports main.ts or daemon.ts'),
+  arrows(['src/binaries.ts', 'src/child.ts'], TOP, 'nothing imports main.ts or daemon.ts'),
   arrows(['src/daemon.ts'], ['main', 'cli'], 'nothing imports main.ts'),
 );

@@ -9,7 +9,7 @@
 import { loadConfig } from '../src/config.js';
 import { startDaemon } from '../src/daemon.js';
 import { silentLogger } from '../src/log.js';
-import { loadUws } from '../src/native.js';
+import { loadUws } from '../src/binaries.js';
 import { absNow } from './lib.js';
 
 /**

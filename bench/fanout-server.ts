@@ -10,7 +10,7 @@ import WebSocket, { WebSocketServer } from 'ws';
 import { loadConfig } from '../src/config.js';
 import { startDaemon } from '../src/daemon.js';
 import { silentLogger } from '../src/log.js';
-import { loadUws } from '../src/native.js';
+import { loadUws } from '../src/binaries.js';
 import { freePort } from '../test/helpers/rpc-harness.js';
 
 interface Start {

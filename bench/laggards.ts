@@ -28,7 +28,7 @@ async function server(): Promise<void> {
   const { loadConfig } = await import('../src/config.js');
   const { silentLogger } = await import('../src/log.js');
   const { createMetrics } = await import('../src/metrics/metrics.js');
-  const { loadUws } = await import('../src/native.js');
+  const { loadUws } = await import('../src/binaries.js');
   const { PendingState } = await import('../src/state/pending.js');
   const { IngestPipeline } = await import('../src/ingest/pipeline.js');
   const { mountLocalStream: mountStream } = await import('../src/stream/local.js');

@@ -12,7 +12,7 @@ import { RequestQuota } from '../src/limits/quota.js';
 import { RedisLink } from '../src/limits/redis.js';
 import { silentLogger } from '../src/log.js';
 import { createMetrics } from '../src/metrics/metrics.js';
-import { loadUws } from '../src/native.js';
+import { loadUws } from '../src/binaries.js';
 import { mountLocalStream as mountStream } from '../src/stream/local.js';
 import type { MountedStream } from '../src/stream/server.js';
 import { unichainMessages, unichainRpcBlock } from '../test/helpers/fixtures.js';

@@ -6,7 +6,7 @@
 import http from 'node:http';
 import { NodeClient } from '../src/node/client.js';
 import { Dispatcher } from '../src/rpc/dispatch.js';
-import { loadUws } from '../src/native.js';
+import { loadUws } from '../src/binaries.js';
 import { unichainMessages, unichainRpcBlock } from '../test/helpers/fixtures.js';
 import { feed } from '../test/helpers/ingest.js';
 import { startAnvil, startRpc } from '../test/helpers/rpc-harness.js';

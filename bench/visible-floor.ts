@@ -8,7 +8,7 @@
 // IPC: {upstream: url, hashes?} → {ready: {port}} once connected upstream; {stop} → exits.
 import { brotliDecompressSync } from 'node:zlib';
 import WebSocket from 'ws';
-import { loadUws } from '../src/native.js';
+import { loadUws } from '../src/binaries.js';
 
 const uWS = loadUws();
 /** Transaction hashes with a receipt in the current block's frames (lower-case 0x hex). */

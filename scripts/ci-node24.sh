@@ -107,7 +107,7 @@ t2=$(date +%s)
 inside 'FLASHBLOCKSD_SKIP_NATIVE=1 npm ci --no-audit --no-fund --loglevel=error'
 echo "== npm ci under Node 24 took $(( $(date +%s) - t2 )) s"
 t3=$(date +%s)
-inside 'npx tap --reporter=terse test/native.test.ts test/ops/node-matrix.test.ts'
+inside 'npx tap --reporter=terse test/binaries.test.ts test/ops/node-matrix.test.ts'
 inside 'grep -h "^ *# node v" .tap/test-results/test/ops/node-matrix.test.ts.tap' || true
 echo "== Node 24 tests took $(( $(date +%s) - t3 )) s"
 

@@ -1,7 +1,7 @@
 // Entry of the single-file binary (bundled by scripts/build-binary.ts; never run from source). Before any daemon
 // module loads, writes the embedded native addons (uWS, keccak, secp256k1, the native core) and their loaders to a
 // private runtime directory and points the bundle's import.meta.url there; then starts src/main.ts. Must not import
-// daemon modules statically, and loads no addon itself (src/native.ts, src/chain and src/exec/addon.ts do).
+// daemon modules statically, and loads no addon itself (src/binaries.ts, src/chain and src/exec/addon.ts do).
 import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -15,13 +15,13 @@ interface Manifest {
   hash: string;
   /** Embedded files: asset name = path relative to the runtime directory, size and SHA-256 (hex) of the content. */
   files: { path: string; bytes: number; sha256: string }[];
-  /** Relative path of the uWebSockets.js addon, loaded with process.dlopen by src/native.ts. */
+  /** Relative path of the uWebSockets.js addon, loaded with process.dlopen by src/binaries.ts. */
   uws: string;
   /** Relative path of the native core (loaded by src/exec/addon.ts), or null: built with --without-native. */
   native: string | null;
 }
 
-/** Where src/native.ts finds the extracted uWebSockets.js addon (see SEA_UWS_KEY there). */
+/** Where src/binaries.ts finds the extracted uWebSockets.js addon (see SEA_UWS_KEY there). */
 const SEA_UWS_KEY = Symbol.for('flashblocksd.sea.uwsAddonPath');
 /** Where src/exec/addon.ts finds the extracted native core, null when the binary has none (see SEA_NATIVE_KEY there). */
 const SEA_NATIVE_KEY = Symbol.for('flashblocksd.sea.nativeAddonPath');

@@ -25,7 +25,7 @@ import { healthReport, type HealthInputs } from './metrics/health.js';
 import { createMetrics, LAG_RESOLUTION_MS, type ExecutionSpec, type Metrics } from './metrics/metrics.js';
 import { startMetricsServer, type HealthReport, type MetricsServer } from './metrics/server.js';
 import { mainThreadLoad, watchThreads } from './metrics/threads.js';
-import { checkNative, listenExclusive, loadUws, type NativeReport } from './native.js';
+import { checkNative, listenExclusive, loadUws, type NativeReport } from './binaries.js';
 import { NodeClient } from './node/client.js';
 import { mountRpc, type RpcOptions } from './rpc/server.js';
 import { PendingState } from './state/pending.js';

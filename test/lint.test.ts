@@ -30,7 +30,7 @@ t.test('back arrows are lint errors; forward arrows are not', async (t) => {
     ['src/exec/bad.ts', "import type { PendingView } from '../state/view.js';", true],
     ['src/execution.ts', "import { Shapes } from './rpc/shapes/json.js';", true],
     ['src/metrics/bad.ts', "import type { PendingView } from '../state/view.js';", true],
-    ['src/native.ts', "import './main.js';", true],
+    ['src/binaries.ts', "import './main.js';", true],
     ['src/state/bad.ts', "import type { Flashblock } from '../chain/flashblock.js';", false],
     ['src/rpc/bad.ts', "import type { PendingView } from '../state/view.js';", false],
     ['src/stream/bad.ts', "import type { StateEvents } from '../state/events.js';", false],

@@ -3,7 +3,7 @@
 // no limits, no timeout, one call at a time (the bench's sequential client): the extra loopback hop and nothing else.
 // Not used by the daemon.
 import net from 'node:net';
-import { loadUws } from '../../src/native.js';
+import { loadUws } from '../../src/binaries.js';
 
 /** A started bare proxy: its URL and how it stops. */
 export interface BareProxy {

@@ -1,7 +1,7 @@
 // keccak-256: small inputs (trie nodes, signing payloads, hashes of hashes) through the WebAssembly keccak's pool,
 // larger ones through the native `keccak` addon, used directly: the package's public API wraps every hash in a
 // stream object (~16 µs per 250 B here); one reused native state costs ~3 µs for 220 B, the WebAssembly one ~1.5 µs
-// (N-API call overhead dominates up to ~4 KB, where the two meet). Must not fall back silently: src/native.ts checks
+// (N-API call overhead dominates up to ~4 KB, where the two meet). Must not fall back silently: src/binaries.ts checks
 // at start-up that the binding loaded.
 import { createRequire } from 'node:module';
 import path from 'node:path';

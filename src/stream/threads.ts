@@ -11,7 +11,7 @@ import { StartupCode, StartupError } from '../errors.js';
 import type { LogFields, Logger, LogLevel } from '../log.js';
 import type { CounterCell } from '../metrics/metrics.js';
 import type { ThreadLoad, ThreadLoadSource } from '../metrics/threads.js';
-import { listenExclusive, type loadUws } from '../native.js';
+import { listenExclusive, type loadUws } from '../binaries.js';
 import type { FanoutQueue } from '../state/events.js';
 import { ADMISSION_SLOT_BYTES, answerAdmission, type Admission, type Admit } from './admission.js';
 import { mountStream, type FrameSource, type MountedStream, type StreamOptions } from './server.js';

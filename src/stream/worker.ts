@@ -6,7 +6,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { createLogger } from '../log.js';
 import { LAG_RESOLUTION_MS } from '../metrics/metrics.js';
-import { loadUws } from '../native.js';
+import { loadUws } from '../binaries.js';
 import { FanoutQueue } from '../state/events.js';
 import type { RawFrameView } from '../state/view.js';
 import { AdmissionAsker, type Admission, type Admit } from './admission.js';

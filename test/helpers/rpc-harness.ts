@@ -4,7 +4,7 @@ import { createServer } from 'node:net';
 import { loadConfig, type Config } from '../../src/config.js';
 import { silentLogger, type Logger } from '../../src/log.js';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
-import { loadUws } from '../../src/native.js';
+import { loadUws } from '../../src/binaries.js';
 import { NodeClient } from '../../src/node/client.js';
 import type { RequestQuota } from '../../src/limits/quota.js';
 import { rpcCall, startAnvil as startDevnetAnvil } from '../../scripts/devnet/anvil.js';

@@ -9,7 +9,7 @@ import { loadConfig, type Config } from '../../src/config.js';
 import { CLOSE_RESUME_TOO_OLD, resumeUrl, UpstreamPool, type ResumePosition, type UpstreamEvent } from '../../src/ingest/upstream.js';
 import { silentLogger } from '../../src/log.js';
 import { createMetrics } from '../../src/metrics/metrics.js';
-import { loadUws } from '../../src/native.js';
+import { loadUws } from '../../src/binaries.js';
 import { CLOSE_RESUME_TOO_OLD as STREAM_CLOSE_RESUME_TOO_OLD } from '../../src/stream/server.js';
 import { mountLocalStream as mountStream } from '../../src/stream/local.js';
 import { feed, makePipeline } from '../helpers/ingest.js';

@@ -10,7 +10,7 @@ import { ConnectionLeases } from '../../src/limits/connections.js';
 import { RedisLink } from '../../src/limits/redis.js';
 import { createLogger, silentLogger } from '../../src/log.js';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
-import { loadUws } from '../../src/native.js';
+import { loadUws } from '../../src/binaries.js';
 import { mountLocalStream as mountStream } from '../../src/stream/local.js';
 import { makePipeline } from '../helpers/ingest.js';
 import { redisForFile, until } from '../helpers/redis.js';

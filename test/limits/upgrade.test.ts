@@ -10,7 +10,7 @@ import { ConnectionLeases } from '../../src/limits/connections.js';
 import { RedisLink } from '../../src/limits/redis.js';
 import { silentLogger } from '../../src/log.js';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
-import { loadUws } from '../../src/native.js';
+import { loadUws } from '../../src/binaries.js';
 import { mountLocalStream, type LocalStream } from '../../src/stream/local.js';
 import { unichainMessages } from '../helpers/fixtures.js';
 import { feed, makePipeline } from '../helpers/ingest.js';

@@ -7,7 +7,7 @@ import { createServer } from 'node:net';
 import { getContractAddress, type Hex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { rpcCall } from '../../scripts/devnet/anvil.js';
-import { checkNative, loadUws } from '../../src/native.js';
+import { checkNative, loadUws } from '../../src/binaries.js';
 import { silentLogger } from '../../src/log.js';
 import { spawnDaemon } from '../helpers/daemon-process.js';
 import { connect } from '../helpers/stream.js';

@@ -2,7 +2,7 @@
 // server frame. Membership and publishing over real sockets are covered by stream.test.ts.
 import t from 'tap';
 import type { WebSocket } from 'uWebSockets.js';
-import { loadUws } from '../../src/native.js';
+import { loadUws } from '../../src/binaries.js';
 import { SENT_HISTORY_FRAMES, TopicShards, wireBytes } from '../../src/stream/shards.js';
 
 const uWS = loadUws();

@@ -7,7 +7,7 @@ import type { TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import { loadConfig, type Config } from '../../src/config.js';
 import { silentLogger } from '../../src/log.js';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
-import { loadUws } from '../../src/native.js';
+import { loadUws } from '../../src/binaries.js';
 import type { RawFrame } from '../../src/state/block.js';
 import { CidrList, clientIp, normalizeIp } from '../../src/stream/ip.js';
 import { ReplayRing } from '../../src/stream/replay.js';

@@ -16,7 +16,7 @@ import { createLogger, silentLogger } from '../../src/log.js';
 import { createMetrics, type Metrics } from '../../src/metrics/metrics.js';
 import { ConnectionLeases } from '../../src/limits/connections.js';
 import { RedisLink } from '../../src/limits/redis.js';
-import { loadUws } from '../../src/native.js';
+import { loadUws } from '../../src/binaries.js';
 import { mountLocalStream, type LocalStream } from '../../src/stream/local.js';
 import { startStreamPort, type StreamPort } from '../../src/stream/threads.js';
 import { baseSepoliaMessages, unichainMessages } from '../helpers/fixtures.js';

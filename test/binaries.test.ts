@@ -3,7 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { checkNative, chooseUws, installedUwsBuilds, loadUws, uwsIsNative, type UwsBuild, type UwsRuntime } from '../src/native.js';
+import { checkNative, chooseUws, installedUwsBuilds, loadUws, uwsIsNative, type UwsBuild, type UwsRuntime } from '../src/binaries.js';
 import { createLogger, silentLogger } from '../src/log.js';
 import { StartupError } from '../src/errors.js';
 
