@@ -52,8 +52,6 @@ interface Held {
   /** Each applied flashblock as sent to the engine (its env JSON and the same buffers), for a replay after a restart. */
   works: NativeWork[];
   receipts: ExecutedReceipt[];
-  /** An apply failed here: later flashblocks are refused (reads at it fall back). */
-  failed: boolean;
 }
 
 /** The arguments of one native apply. */
@@ -291,10 +289,11 @@ export class RevmEngine implements ExecutionEngine {
     let h = this.held.get(fb.blockNumber);
     if (fb.index === 0) {
       for (const n of [...this.held.keys()]) if (n >= fb.blockNumber) this.dropHeld(n);
-      h = { works: [], receipts: [], failed: false };
+      h = { works: [], receipts: [] };
       this.held.set(fb.blockNumber, h);
     }
-    if (h === undefined || h.failed) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is not open` };
+    // After a failed flashblock the engine refuses the block's later ones itself (E_NOT_NEXT).
+    if (h === undefined) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is not open` };
     const work = this.nativeWork(fb);
     let out: { receipts: ExecutedReceipt[]; verified: boolean | null };
     try {
@@ -302,7 +301,6 @@ export class RevmEngine implements ExecutionEngine {
     } catch (e) {
       this.memo.clear();
       const { code, message } = engineErrorOf(e);
-      h.failed = true;
       this.lastError = message;
       if (code === 'E_PANIC' || code === 'E_POISONED') {
         this.log('execution engine panicked; restarting it (its state is rebuilt from the held flashblocks)', { block: fb.blockNumber, index: fb.index, error: message }, 'error');
@@ -364,7 +362,7 @@ export class RevmEngine implements ExecutionEngine {
     if (h === undefined || this.native === null) return;
     const works = h.works;
     this.dropHeld(n);
-    const fresh: Held = { works: [], receipts: [], failed: false };
+    const fresh: Held = { works: [], receipts: [] };
     this.held.set(n, fresh);
     for (const work of works) {
       try {
@@ -377,7 +375,6 @@ export class RevmEngine implements ExecutionEngine {
         }
       } catch (e) {
         this.memo.clear();
-        fresh.failed = true;
         this.lastError = engineErrorOf(e).message;
         return;
       }
@@ -409,8 +406,9 @@ export class RevmEngine implements ExecutionEngine {
       if (k <= this.canonical) continue;
       const h = this.held.get(k);
       let header = null as CanonicalHeader | null;
-      // Only a block executed whole, right above the canonical state, can be compared (and kept).
-      if (h !== undefined && !h.failed && k === this.canonical + 1) {
+      // Only a block executed right above the canonical state can be compared (and kept; the engine also requires
+      // that none of its flashblocks failed).
+      if (h !== undefined && k === this.canonical + 1) {
         try {
           header = await this.nodeCall<CanonicalHeader | null>('eth_getBlockByNumber', ['0x' + k.toString(16), false]);
         } catch (e) {
