@@ -1,11 +1,18 @@
 // A transaction of a held block as a reader sees it (TxView), built when asked from the block's columns and its
 // flashblock's body: short-lived, so a held block keeps no object per transaction. Reads only; the sender it shows
 // is the block's, read live (recovery may write it after the view was made).
-import type { FlashReceipt } from '../chain/flashblock.js';
+import type { FlashReceipt, FlashblockBody, SenderLookup } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
-import type { PendingBlock } from './block.js';
-import { F_RECEIPT, F_SYNTHESISED, GAS_UNKNOWN } from './columns.js';
-import type { TxView } from './view.js';
+import { F_RECEIPT, F_SYNTHESISED, GAS_UNKNOWN, type TxColumns } from './columns.js';
+import type { BlockView, TxView } from './view.js';
+
+/** What a HeldTx reads of its block (a PendingBlock, src/state/block.ts, which builds it). */
+export interface HeldBlock extends BlockView, SenderLookup {
+  readonly bodies: readonly FlashblockBody[];
+  readonly cols: Pick<TxColumns, 'flags' | 'firstLogIndex' | 'gasUsed'>;
+  synthesised(position: number): FlashReceipt | null;
+  bigGasUsed(position: number): bigint | null;
+}
 
 /** See the file comment. */
 export class HeldTx implements TxView {
@@ -14,7 +21,7 @@ export class HeldTx implements TxView {
   private receiptMemo: FlashReceipt | null | undefined = undefined;
 
   constructor(
-    readonly block: PendingBlock,
+    readonly block: HeldBlock,
     /** transactionIndex within the block. */
     readonly position: number,
     /** The flashblock that carried it, and its index there. */

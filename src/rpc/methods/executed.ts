@@ -1,20 +1,19 @@
-// `pending` state reads answered from executed state (the execution engine behind ctx.execution): eth_call,
-// eth_estimateGas, eth_createAccessList, eth_getCode, eth_getStorageAt, and the engine's part of eth_getBalance /
-// eth_getTransactionCount. `pending`, or the number of the pending block, is answered by the engine once it has
+// When a `pending` read is answered from executed state (the execution engine behind ctx.execution), for the calls
+// (call.ts), code and storage (state.ts), the engine's part of eth_getBalance / eth_getTransactionCount, and executed
+// receipts. `pending`, or the number of the pending block, is answered by the engine once it has
 // executed the flashblock `pending` means here (so the state is never older than the receipts served); when
 // execution is off, down, failed at that block or still behind after the wait, the call is forwarded as `latest`
 // and counted (pending_fallbacks_total{reason="execution"}); when execution disagrees with the builder or the chain
-// there, likewise, counted as reason="diverged". eth_getProof at pending is refused.
+// there, likewise, counted as reason="diverged".
 import { EngineUnavailableError, RpcReplyError, type NowRead } from '../../exec/engine.js';
-import { toQuantity } from '../../chain/hex.js';
-import { RpcCode, RpcError } from '../../errors.js';
+import { RpcError } from '../../errors.js';
 import type { AccountPost } from '../../chain/access-list.js';
 import type { BlockView, TxView } from '../../state/view.js';
 import { txAsOf } from '../shapes/block.js';
 import { l1FeeFacts } from '../shapes/l1fee.js';
 import { STREAM_RECEIPTS, type ReceiptFacts, type ReceiptSource } from '../shapes/receipt.js';
 import { heldStateBlock } from './pending.js';
-import { address, arity, checkBlockTag, withLatest } from './params.js';
+import { address, checkBlockTag, withLatest } from './params.js';
 import { FORWARD_AS_IS, Forward, FromState, type ExecutionReads, type Handler, type MethodContext, type PendingExecution } from './types.js';
 
 /**
@@ -94,7 +93,7 @@ export function listedAccount(ctx: MethodContext, a: string, top: BlockView | nu
  * validates the other params first, so a bad call is refused the same way whichever path answers it. `listed`
  * answers from the stream's access list first when it knows the value (X Layer).
  */
-function executedRead(
+export function executedRead(
   i: number,
   check: (params: unknown[]) => void,
   read: (e: ExecutionReads, params: unknown[]) => Promise<unknown>,
@@ -160,118 +159,6 @@ export function pendingNonce(ctx: MethodContext, a: string, top: BlockView | nul
     return best;
   });
 }
-
-function callObject(params: unknown[], i: number): Record<string, unknown> {
-  const v = params[i];
-  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new RpcError(RpcCode.INVALID_PARAMS, `invalid argument ${i}: expected a transaction call object`);
-  return v as Record<string, unknown>;
-}
-
-function optionalObject(params: unknown[], i: number): Record<string, unknown> | undefined {
-  const v = params[i];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'object' || Array.isArray(v)) throw new RpcError(RpcCode.INVALID_PARAMS, `invalid argument ${i}: expected an object`);
-  return v as Record<string, unknown>;
-}
-
-function slot(params: unknown[], i: number): string {
-  const v = params[i];
-  if (typeof v !== 'string' || !/^0x[0-9a-fA-F]{1,64}$/.test(v)) throw new RpcError(RpcCode.INVALID_PARAMS, `invalid argument ${i}: expected a storage slot (0x-prefixed hex, at most 32 bytes)`);
-  return v;
-}
-
-/** eth_call / eth_estimateGas params: the call object, the block, then geth's state and block overrides. */
-function checkCallParams(p: unknown[]): void {
-  arity(p, 1, 4);
-  callObject(p, 0);
-  optionalObject(p, 2);
-  optionalObject(p, 3);
-}
-
-export const eth_call: Handler = executedRead(
-  1,
-  checkCallParams,
-  (e, p) => e.call(callObject(p, 0), optionalObject(p, 2), optionalObject(p, 3)),
-  undefined,
-  (p) => ({ method: 'call', tx: callObject(p, 0), stateOverrides: optionalObject(p, 2) ?? null, blockOverrides: optionalObject(p, 3) ?? null }),
-);
-
-export const eth_estimateGas: Handler = executedRead(
-  1,
-  checkCallParams,
-  async (e, p) => toQuantity(await e.estimateGas(callObject(p, 0), optionalObject(p, 2), optionalObject(p, 3))),
-);
-
-/**
- * eth_simulateV1 with `pending`: the blocks of calls run on the newest executed flashblock, the first with the pending
- * block's own env (viem's simulateBlocks / simulateCalls). An engine without it answers as latest through the node.
- */
-export const eth_simulateV1: Handler = executedRead(
-  1,
-  (p) => {
-    arity(p, 1, 2);
-    const o = callObject(p, 0);
-    if (!Array.isArray(o.blockStateCalls)) throw new RpcError(RpcCode.INVALID_PARAMS, 'invalid argument 0: blockStateCalls must be a list');
-  },
-  (e, p) => {
-    if (e.simulateV1 === undefined) return Promise.reject(new EngineUnavailableError('this engine does not simulate'));
-    return e.simulateV1(callObject(p, 0));
-  },
-);
-
-export const eth_createAccessList: Handler = executedRead(
-  1,
-  (p) => {
-    arity(p, 1, 2);
-    callObject(p, 0);
-  },
-  (e, p) => e.createAccessList(callObject(p, 0)),
-);
-
-export const eth_getCode: Handler = executedRead(
-  1,
-  (p) => {
-    arity(p, 1, 2);
-    address(p, 0);
-  },
-  (e, p) => e.getCode(address(p, 0)),
-  (post) => post.code,
-  (p) => ({ method: 'getCode', address: address(p, 0) }),
-);
-
-export const eth_getStorageAt: Handler = executedRead(
-  2,
-  (p) => {
-    arity(p, 2, 3);
-    address(p, 0);
-    slot(p, 1);
-  },
-  (e, p) => e.getStorageAt(address(p, 0), slot(p, 1)),
-  (post, p) => {
-    const v = post.storage.get('0x' + slot(p, 1).slice(2).toLowerCase().padStart(64, '0'));
-    return v === undefined ? undefined : '0x' + v.toString(16).padStart(64, '0');
-  },
-  (p) => ({ method: 'getStorageAt', address: address(p, 0), slot: slot(p, 1) }),
-);
-
-/**
- * eth_getProof: `pending` (or the pending height) is refused while execution is on — the engine's state trie is
- * not the chain's, and the node's `latest` is older than the receipts served; never forwarded as `pending`. With
- * execution off it answers as `latest`, like every pending state read then.
- */
-export const eth_getProof: Handler = (ctx, params) => {
-  const tag = params[2];
-  const held = tag === 'pending' ? undefined : heldStateBlock(ctx, tag);
-  if (ctx.execution !== null && (tag === 'pending' || (held != null && atNewestState(ctx, held)))) {
-    throw new RpcError(
-      RpcCode.INVALID_PARAMS,
-      'invalid argument 2: eth_getProof does not answer at "pending" (the executed pending state has no proof against the chain\'s state root); ask for "latest" or a canonical block number',
-    );
-  }
-  if (tag === 'pending') return new Forward(withLatest(params, 2));
-  checkBlockTag(params, 2, true);
-  return held != null ? new Forward(withLatest(params, 2)) : FORWARD_AS_IS;
-};
 
 /**
  * The receipt facts of a pending transaction from execution, or null when the engine has not executed it (or its
