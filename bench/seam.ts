@@ -306,9 +306,12 @@ export async function run(o: BenchOptions): Promise<BenchResult> {
   if (native === null) throw new Error('the native core is not built (npm run build:native)');
   const ss = await sides();
   const base = baseCheckout();
-  const c = await cost(o, ss, native);
-  const p = await paced(o, ss, native);
-  const d = await distinctCalls(o, base);
+  // BENCH_SEAM_PARTS=cost,paced,calls (the default: all) to run some of them again.
+  const parts = (process.env.BENCH_SEAM_PARTS ?? 'cost,paced,calls').split(',');
+  const none = { rows: [] as BenchRow[], lines: [] as string[] };
+  const c = parts.includes('cost') ? await cost(o, ss, native) : none;
+  const p = parts.includes('paced') ? await paced(o, ss, native) : none;
+  const d = parts.includes('calls') ? await distinctCalls(o, base) : none;
   return {
     title: 'The native seam (issue 40): before and after',
     rows: [...c.rows, ...p.rows, ...d.rows],
