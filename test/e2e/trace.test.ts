@@ -202,7 +202,15 @@ t.test('every tracer at pending equals the node once canonical (or an outside fa
   const refused = [...mine.entries()].flatMap(([h, m]) => Object.entries(m.traces).filter(([, a]) => a.error !== undefined).map(([n, a]) => `${m.kind} ${h.slice(0, 10)} ${n}: ${a.error.message}`));
   t.same(refused, [], 'no trace of a preconfirmed transaction was refused');
 
-  // viem and ethers as clients of the same method, on a fresh preconfirmed call of the nester.
+  // viem and ethers as clients of the same method, on a fresh preconfirmed call of the nester; its block is not sealed
+  // until these checks are done (a loaded CI clone sealed it in between: trace_get then was a canonical target).
+  let clientChecks!: () => void;
+  const checked = new Promise<void>((r) => (clientChecks = r));
+  const unholdClients = devnet.holdSeals(() => checked, 60_000);
+  t.teardown(() => {
+    clientChecks();
+    unholdClients();
+  });
   const someNested = await wallet.sendTransaction({ to: nesterAt, nonce: nonce + 5, gas: 300_000n, ...fees });
   await until(() => daemon.view.tx(someNested) !== undefined, 10_000, 'the fresh nested call is preconfirmed');
   const byViem = await viem.request({ method: 'debug_traceTransaction' as any, params: [someNested, TRACERS.call] as any });
@@ -213,6 +221,8 @@ t.test('every tracer at pending equals the node once canonical (or an outside fa
   t.ok(all.result.length >= 3, 'the nested call: a top call and its two inner calls');
   t.same(second.result, all.result[1], 'trace_get(hash, [1]) is the second of trace_transaction\'s traces');
   t.equal((await ask(rpc, 'trace_get', [someNested, ['0x0', '0x1']])).result, null, 'trace_get with more than one index: null, as reth answers');
+  clientChecks();
+  unholdClients();
 
   // Once canonical: the node's own traces.
   const highest = Math.max(...[...mine.values()].map((m) => m.block));
