@@ -270,18 +270,7 @@ mod tests {
     }
 
     fn spec() -> BlockSpec {
-        BlockSpec {
-            number: 2,
-            timestamp: 1_000,
-            base_fee: 1,
-            coinbase: addr(0xc0),
-            gas_limit: 30_000_000,
-            prev_randao: B256::ZERO,
-            parent_hash: B256::ZERO,
-            parent_beacon_root: None,
-            spec: OpSpecId::ISTHMUS,
-            chain_id: CHAIN,
-        }
+        BlockSpec::for_tests()
     }
 
     /// The canonical state: a funded sender, the L1Block slots, and `authority` as given (None: not in the trie).

@@ -58,7 +58,8 @@ impl Executed {
 
     /// The EIP-2718 encoding the receipts root commits to.
     pub fn encode(&self, mode: DepositNonce) -> Vec<u8> {
-        let inner = Receipt { status: Eip658Value::Eip658(self.status), cumulative_gas_used: self.cumulative_gas, logs: self.logs.clone() };
+        // The logs by reference: the encoding reads them, nothing copies them.
+        let inner = Receipt { status: Eip658Value::Eip658(self.status), cumulative_gas_used: self.cumulative_gas, logs: self.logs.iter().collect::<Vec<&Log>>() };
         let r = match self.ty {
             0 => OpReceipt::Legacy(inner),
             1 => OpReceipt::Eip2930(inner),

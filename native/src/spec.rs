@@ -109,3 +109,22 @@ pub fn block_spec(w: &Value) -> Result<BlockSpec, EngineError> {
         chain_id: hex_u64(&w["chainId"], "chainId")?,
     })
 }
+
+#[cfg(test)]
+impl BlockSpec {
+    /// The unit tests' pending block: block 2 of chain 901 under Isthmus, base fee 1, coinbase 0x…c0.
+    pub(crate) fn for_tests() -> Self {
+        BlockSpec {
+            number: 2,
+            timestamp: 1_000,
+            base_fee: 1,
+            coinbase: Address::with_last_byte(0xc0),
+            gas_limit: 30_000_000,
+            prev_randao: B256::ZERO,
+            parent_hash: B256::ZERO,
+            parent_beacon_root: None,
+            spec: OpSpecId::ISTHMUS,
+            chain_id: 901,
+        }
+    }
+}

@@ -609,7 +609,6 @@ mod tests {
     use alloy_eips::eip2718::Encodable2718;
     use alloy_primitives::{TxKind, U256};
     use op_alloy_consensus::OpTxEnvelope;
-    use op_revm::OpSpecId;
 
     const CHAIN: u64 = 901;
     /// SLOAD 0, +1, SSTORE 0.
@@ -622,18 +621,7 @@ mod tests {
     }
 
     fn spec() -> BlockSpec {
-        BlockSpec {
-            number: 2,
-            timestamp: 1_000,
-            base_fee: 1,
-            coinbase: addr(0xc0),
-            gas_limit: 30_000_000,
-            prev_randao: B256::ZERO,
-            parent_hash: B256::ZERO,
-            parent_beacon_root: None,
-            spec: OpSpecId::ISTHMUS,
-            chain_id: CHAIN,
-        }
+        BlockSpec::for_tests()
     }
 
     fn raw(nonce: u64, to: Address) -> Vec<u8> {
