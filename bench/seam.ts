@@ -63,8 +63,7 @@ function oldWork(fb: FlashblockWork): FlashblockWork {
   return { ...fb, txs: txHexes(fb.txs), senders } as unknown as FlashblockWork;
 }
 
-async function sides(): Promise<Side[]> {
-  const base = baseCheckout();
+async function sides(base: string): Promise<Side[]> {
   const mod = (await import(pathToFileURL(join(base, 'src', 'exec', 'revm.ts')).href)) as { RevmEngine: typeof RevmEngine };
   const start = async (E: typeof RevmEngine, node: Anvil): Promise<RevmEngine> => new E({ node: { url: node.url }, specAt: () => 'isthmus' });
   return [
@@ -304,8 +303,8 @@ async function distinctCalls(o: BenchOptions, base: string): Promise<{ rows: Ben
 export async function run(o: BenchOptions): Promise<BenchResult> {
   const native = nativeDecoder();
   if (native === null) throw new Error('the native core is not built (npm run build:native)');
-  const ss = await sides();
   const base = baseCheckout();
+  const ss = await sides(base);
   // BENCH_SEAM_PARTS=cost,paced,calls (the default: all) to run some of them again.
   const parts = (process.env.BENCH_SEAM_PARTS ?? 'cost,paced,calls').split(',');
   const none = { rows: [] as BenchRow[], lines: [] as string[] };

@@ -40,12 +40,10 @@ const SENDER_WAIT_MS = 100;
  */
 export interface RecoveredSenders {
   /**
-   * The sender of the transaction at `position` of `block` when the native core or the recovery worker recovered it
-   * from its own bytes, else null.
+   * Positions [from, to) of `block` as FlashblockWork.senders rows into `out` (21 bytes each): 1 and the sender when
+   * the native core or the recovery worker recovered it from the transaction's own bytes, else 0 and zeros.
    */
-  recoveredSender(block: BlockView, position: number): string | null;
-  /** recoveredSender of positions [from, to) as FlashblockWork.senders rows (21 bytes each) into `out` from `at`. */
-  recoveredSenderRows(block: BlockView, from: number, to: number, out: Uint8Array, at?: number): void;
+  recoveredSenderRows(block: BlockView, from: number, to: number, out: Uint8Array): void;
   /** Settles when the recovery of flashblock `index` of `block` started at its arrival has answered; null: none in flight. */
   recovering(block: BlockView, index: number): Promise<void> | null;
 }

@@ -223,13 +223,13 @@ export class PendingBlock implements BlockView, SenderLookup, NonceSource {
   }
 
   /**
-   * Rows of 21 bytes into `out` from `at`, one per position in [from, to): 1 and the sender when it was recovered off
+   * Rows of 21 bytes into `out`, one per position in [from, to): 1 and the sender when it was recovered off
    * the JS thread from the transaction's own bytes (see recoveredSender), else 0 and zeros.
    */
-  recoveredSenderRows(from: number, to: number, out: Uint8Array, at: number): void {
+  recoveredSenderRows(from: number, to: number, out: Uint8Array): void {
     const flags = this.cols.flags;
     const senders = this.cols.senders;
-    for (let p = from, o = at; p < to; p++, o += SENDER_BYTES + 1) {
+    for (let p = from, o = 0; p < to; p++, o += SENDER_BYTES + 1) {
       if ((flags[p]! & F_OFF_THREAD) === 0) {
         out.fill(0, o, o + SENDER_BYTES + 1);
         continue;

@@ -232,9 +232,9 @@ export class SenderRecovery implements SenderSource {
     return (block as PendingBlock).recoveredSender(position);
   }
 
-  /** recoveredSender of positions [from, to) as FlashblockWork.senders rows (21 bytes each) into `out` from `at`. */
-  recoveredSenderRows(block: BlockView, from: number, to: number, out: Uint8Array, at = 0): void {
-    (block as PendingBlock).recoveredSenderRows(from, to, out, at);
+  /** recoveredSender of positions [from, to) as FlashblockWork.senders rows (21 bytes each) into `out`. */
+  recoveredSenderRows(block: BlockView, from: number, to: number, out: Uint8Array): void {
+    (block as PendingBlock).recoveredSenderRows(from, to, out);
   }
 
   /**
