@@ -34,14 +34,16 @@ export declare class Engine {
    * `txs[bounds[i]..bounds[i + 1]]`; `senders`: 21 bytes per transaction, a flag (1: the sender follows, recovered at
    * ingest from these bytes; 0: the engine recovers it) and 20 address bytes, or null (the engine recovers all).
    * Resolves with `{"receipts", "verified", "depositNonce"}` (verified: the block's receipts root so far equals
-   * `receiptsRoot`, null when none was given; depositNonce: the chain's convention, "pre" or "reported").
+   * `receiptsRoot`, null when none was given; depositNonce: the chain's convention, "pre" or "reported", when this
+   * check decided it — a matching root over a deposit receipt — else null).
    */
   apply(work: string, txs: Uint8Array, bounds: Uint32Array, senders?: Uint8Array | undefined | null): Promise<string>
   /**
    * Block `number` is canonical with `hash` and `receipts_root` (empty strings: the header is not known). When the
    * engine executed all of it (no failed flashblock) on the canonical state below, its receipts root is compared:
    * equal, its changes are folded into the cache; else the cache is dropped. Resolves with
-   * `{"matched": true|false|null, "dropped": [open blocks built on the old state]}` (null: nothing was compared).
+   * `{"matched": true|false|null, "dropped": [open blocks built on the old state], "depositNonce"}` (matched null:
+   * nothing was compared; depositNonce as `apply` gives it).
    */
   settle(number: number, hash: string, receiptsRoot: string): Promise<string>
   /**

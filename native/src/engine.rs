@@ -227,7 +227,8 @@ impl Engine {
     /// `txs[bounds[i]..bounds[i + 1]]`; `senders`: 21 bytes per transaction, a flag (1: the sender follows, recovered at
     /// ingest from these bytes; 0: the engine recovers it) and 20 address bytes, or null (the engine recovers all).
     /// Resolves with `{"receipts", "verified", "depositNonce"}` (verified: the block's receipts root so far equals
-    /// `receiptsRoot`, null when none was given; depositNonce: the chain's convention, "pre" or "reported").
+    /// `receiptsRoot`, null when none was given; depositNonce: the chain's convention, "pre" or "reported", when this
+    /// check decided it — a matching root over a deposit receipt — else null).
     #[napi(ts_return_type = "Promise<string>")]
     pub fn apply(&self, env: &Env, work: String, txs: &[u8], bounds: &[u32], senders: Option<&[u8]>) -> Result<Object<'static>> {
         let txs = Txs::new(txs.to_vec(), bounds.to_vec());
@@ -238,7 +239,8 @@ impl Engine {
     /// Block `number` is canonical with `hash` and `receipts_root` (empty strings: the header is not known). When the
     /// engine executed all of it (no failed flashblock) on the canonical state below, its receipts root is compared:
     /// equal, its changes are folded into the cache; else the cache is dropped. Resolves with
-    /// `{"matched": true|false|null, "dropped": [open blocks built on the old state]}` (null: nothing was compared).
+    /// `{"matched": true|false|null, "dropped": [open blocks built on the old state], "depositNonce"}` (matched null:
+    /// nothing was compared; depositNonce as `apply` gives it).
     #[napi(ts_return_type = "Promise<string>")]
     pub fn settle(&self, env: &Env, number: f64, hash: String, receipts_root: String) -> Result<Object<'static>> {
         let n = number as u64;
@@ -420,15 +422,14 @@ fn apply(inner: &Inner, work: &str, txs: Txs, senders: Option<&[u8]>) -> std::re
     let answer: Vec<Value> = receipts.iter().map(receipt::Executed::json).collect();
     block.receipts.list.extend(receipts);
     // A zero root is no root (OP subblocks, op-reth's own emitter): verified at the canonical block instead.
-    let verified = want_root.filter(|r| !r.is_zero()).map(|want| {
-        let mode = inner.deposit_nonce();
-        match block.receipts.check(want, mode) {
-            Some(m) => {
-                inner.set_deposit_nonce(m);
-                true
-            }
-            None => false,
+    let mut decided = None;
+    let verified = want_root.filter(|r| !r.is_zero()).map(|want| match block.receipts.check(want, inner.deposit_nonce()) {
+        Some(m) => {
+            inner.set_deposit_nonce(m);
+            decided = block.receipts.has_deposit().then_some(m);
+            true
         }
+        None => false,
     });
     let seq = inner.head_seq.fetch_add(1, Ordering::SeqCst) + 1;
     let head = Arc::new(Head {
@@ -458,7 +459,7 @@ fn apply(inner: &Inner, work: &str, txs: Txs, senders: Option<&[u8]>) -> std::re
         }
     }
     inner.open_blocks.store(blocks.len(), Ordering::Relaxed);
-    Ok(json!({ "receipts": answer, "verified": verified, "depositNonce": inner.deposit_nonce().name() }).to_string())
+    Ok(json!({ "receipts": answer, "verified": verified, "depositNonce": decided.map(receipt::DepositNonce::name) }).to_string())
 }
 
 fn settle(inner: &Inner, number: u64, hash: &str, receipts_root: &str) -> std::result::Result<String, EngineError> {
@@ -468,16 +469,18 @@ fn settle(inner: &Inner, number: u64, hash: &str, receipts_root: &str) -> std::r
     }
     let mut dropped = Vec::new();
     let mut matched = None;
+    let mut decided = None;
     {
         let mut c = inner.shared.cache.write().unwrap_or_else(|e| e.into_inner());
         if number <= c.height {
-            return Ok(json!({ "matched": matched, "dropped": dropped }).to_string());
+            return Ok(json!({ "matched": matched, "dropped": dropped, "depositNonce": null }).to_string());
         }
         if let (Ok(root), Some(b)) = (receipts_root.parse::<B256>(), blocks.get_mut(&number)) {
             if !b.failed && c.height + 1 == number {
                 let m = b.receipts.check(root, inner.deposit_nonce());
                 if let Some(m) = m {
                     inner.set_deposit_nonce(m);
+                    decided = b.receipts.has_deposit().then_some(m);
                 }
                 matched = Some(m.is_some());
             }
@@ -510,7 +513,7 @@ fn settle(inner: &Inner, number: u64, hash: &str, receipts_root: &str) -> std::r
         }
     }
     inner.recent.write().unwrap_or_else(|e| e.into_inner()).retain(|h| h.number > number && !dropped.contains(&h.number));
-    Ok(json!({ "matched": matched, "dropped": dropped }).to_string())
+    Ok(json!({ "matched": matched, "dropped": dropped, "depositNonce": decided.map(receipt::DepositNonce::name) }).to_string())
 }
 
 /// How many executed flashblocks stay readable by `at` (a few blocks' worth at 10 flashblocks a block).

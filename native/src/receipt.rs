@@ -121,13 +121,18 @@ impl BlockReceipts {
         ordered_root(list.len(), |i| list[i].encode(mode), Some(&mut self.cache))
     }
 
+    /// Whether a receipt so far carries a deposit nonce: the one place the two conventions differ.
+    pub fn has_deposit(&self) -> bool {
+        self.list.iter().any(|r| r.deposit_nonce.is_some())
+    }
+
     /// Whether the root so far is `want`, under `mode` or else under the other convention (only when the block holds
     /// a deposit, the one place they differ): Some(the convention that matched), None when neither did.
     pub fn check(&mut self, want: B256, mode: DepositNonce) -> Option<DepositNonce> {
         if self.root(mode) == want {
             return Some(mode);
         }
-        if !self.list.iter().any(|r| r.deposit_nonce.is_some()) {
+        if !self.has_deposit() {
             return None;
         }
         let list = &self.list;

@@ -73,7 +73,8 @@ interface CanonicalHeader {
 interface WireApply {
   receipts: WireReceipt[];
   verified: boolean | null;
-  depositNonce: 'pre' | 'reported';
+  /** The chain's deposit-nonce convention when this apply's root check decided it, else null. */
+  depositNonce: 'pre' | 'reported' | null;
 }
 
 interface WireReceipt {
@@ -271,11 +272,18 @@ export class RevmEngine implements ExecutionEngine {
   /** Runs `w` on the native engine: its receipts, the engine's verdict on the stream's root, and the deposit-nonce convention. */
   private async applyNative(native: AddonEngine, w: NativeWork): Promise<{ receipts: ExecutedReceipt[]; verified: boolean | null }> {
     const wire = JSON.parse(await native.apply(w.env, w.txs, w.bounds, w.senders)) as WireApply;
-    if (wire.depositNonce !== this.depositNonceMode) {
-      this.depositNonceMode = wire.depositNonce;
-      this.log('execution engine: the chain commits the deposit nonce ' + (wire.depositNonce === 'reported' ? 'after execution (as anvil does)' : 'before execution'), { mode: wire.depositNonce }, 'info');
-    }
+    this.noteDepositNonce(wire.depositNonce);
     return { receipts: wire.receipts.map(toReceipt), verified: wire.verified };
+  }
+
+  /**
+   * The convention an engine's root check decided (null: it decided nothing). Kept across engines: a new one after a
+   * panic starts from op-geth's and says so only once a root over a deposit tells it.
+   */
+  private noteDepositNonce(mode: 'pre' | 'reported' | null): void {
+    if (mode === null || mode === this.depositNonceMode) return;
+    this.depositNonceMode = mode;
+    this.log('execution engine: the chain commits the deposit nonce ' + (mode === 'reported' ? 'after execution (as anvil does)' : 'before execution'), { mode }, 'info');
   }
 
   private async apply(fb: FlashblockWork): Promise<ApplyOutcome> {
@@ -417,8 +425,9 @@ export class RevmEngine implements ExecutionEngine {
       }
       let verdict: CanonicalVerdict = 'unchecked';
       try {
-        const out = JSON.parse(await native.settle(k, header?.hash ?? '', header?.receiptsRoot ?? '')) as { matched: boolean | null; dropped: number[] };
+        const out = JSON.parse(await native.settle(k, header?.hash ?? '', header?.receiptsRoot ?? '')) as { matched: boolean | null; dropped: number[]; depositNonce: 'pre' | 'reported' | null };
         dropped = dropped.concat(out.dropped);
+        this.noteDepositNonce(out.depositNonce);
         if (out.matched === true) verdict = 'match';
         else if (out.matched === false && h !== undefined) verdict = sameTransactions(h, header?.transactions) ? 'mismatch' : 'replaced';
       } catch (e) {

@@ -153,6 +153,18 @@ t.test('cost O(flashblock): node reads per flashblock do not grow with the block
   t.ok(sum(second) < sum(first), `the cache survives the settled block: block 2 read ${sum(second)} < block 1's ${sum(first)}`);
 });
 
+/** Every deposit receipt the engine holds for `b` carries the depositNonce the node committed (anvil: the one after). */
+async function depositNoncesAgree(t: Test, e: RevmEngine, node: Anvil, b: BuiltBlock, when: string): Promise<void> {
+  const canon = (await nodeCall(node, 'eth_getBlockReceipts', [toHex(b.number)])) as unknown as { transactionHash: string; type: string; depositNonce?: string }[];
+  const deposits = canon.filter((r) => r.type.toLowerCase() === '0x7e');
+  t.ok(deposits.length > 0, `${b.number} holds deposits (${deposits.length})`);
+  const got = deposits.map((r) => {
+    const x = e.receipt(r.transactionHash.toLowerCase());
+    return x === null ? 'not held' : String(e.chainDepositNonce(x));
+  });
+  t.same(got, deposits.map((r) => String(BigInt(r.depositNonce!))), `${when}: deposit nonces as the node commits them`);
+}
+
 t.test('a forced panic: an E_PANIC outcome, never a throw; the engine restarts with the held blocks rebuilt and goes on', async (t) => {
   const { node, c, blocks } = await net(t, 3, 3, 8);
   const [b0, b1, b2] = [blocks[0]!, blocks[1]!, blocks[2]!];
@@ -160,6 +172,7 @@ t.test('a forced panic: an E_PANIC outcome, never a throw; the engine restarts w
   await e.start(b0.number - 1);
   for (let i = 0; i < b0.flashblocks.length; i++) await applyVerified(t, e, b0, i);
   await applyVerified(t, e, b1, 0);
+  await depositNoncesAgree(t, e, node, b0, 'before the panic');
   e.panicNextApply();
   const out = await e.applyFlashblock(b1.flashblocks[1]!);
   t.equal(out.ok, false, 'the panicking apply is an outcome, not a throw');
@@ -174,12 +187,15 @@ t.test('a forced panic: an E_PANIC outcome, never a throw; the engine restarts w
   // The held block below the failed one was replayed on the new engine: reads answer its state, never b1's half.
   t.equal(BigInt(await e.call({ to: c.reader })), b0.sinkBalances[b0.sinkBalances.length - 1], "reads answer from the rebuilt state (b0's last flashblock)");
   t.equal(await e.getStorageAt(c.probe, '0x0'), await nodeCall(node, 'eth_getStorageAt', [c.probe, '0x0', toHex(b0.number)]), 'and its env');
+  // The convention learned before is kept across engines (a new one starts from op-geth's until a root tells it).
+  await depositNoncesAgree(t, e, node, b0, 'after the restart');
   const refused = await e.applyFlashblock(b1.flashblocks[2]!);
   t.ok(!refused.ok && refused.reason === 'not_next', 'the failed block takes no more flashblocks (reads at it fall back)');
   // The node has b1: the next block builds on it and verifies.
   e.noteCanonical(b1.number);
   for (let i = 0; i < b2.flashblocks.length; i++) await applyVerified(t, e, b2, i);
   t.equal(BigInt(await e.call({ to: c.reader })), b2.sinkBalances[b2.sinkBalances.length - 1], 'state after the restart is exact');
+  await depositNoncesAgree(t, e, node, b2, 'a block executed after the restart');
   t.equal(e.status().restarts, 1, 'one restart in all');
 });
 
