@@ -13,6 +13,7 @@ import { ExecutionFeed } from './execution.js';
 import { CADENCE_CHECKS, CadenceJudge, cadenceExpectation } from './ingest/cadence.js';
 import { CanonicalTracker } from './ingest/canonical.js';
 import { CHAIN_MATCH_DEFAULTS, ChainMatch, describeMismatch } from './ingest/chain-match.js';
+import { nativeDecoder } from './ingest/native-frame.js';
 import { metricsObserver, observeUpstreamEvent } from './ingest/observer.js';
 import { IngestPipeline } from './ingest/pipeline.js';
 import { RetirementWatch, type RetirementChange } from './ingest/retirement.js';
@@ -242,9 +243,9 @@ export async function startDaemon(config: Readonly<Config>, opts: DaemonOptions 
   logChain(log, chain, timing, spec);
   const metrics = createMetrics({ version: opts.version ?? '0.0.0', commit: opts.commit ?? 'unknown', upstreamCount, streamThreads, flashblockIntervalMs: timing.flashblockIntervalMs });
   const state = new PendingState({ maxPendingBlocks: config.maxPendingBlocks });
-  // Sender recovery (~50 µs a transaction) of frames the JS decoder handled, on a worker thread started by the first
-  // such frame (natively decoded frames are recovered by the native core); with the JS fallback it stays on the event loop.
-  const recoveryWorker = native.secp256k1 ? RecoveryWorker.lazy(log, LAG_RESOLUTION_MS) : null;
+  // Sender recovery (~50 µs a transaction): the native core recovers every flashblock's when it loads; without it, a
+  // worker thread started by the first frame, or (without the JS binding either) the event loop.
+  const recoveryWorker = nativeDecoder() === null && native.secp256k1 ? RecoveryWorker.lazy(log, LAG_RESOLUTION_MS) : null;
   // Is the node on the stream's chain? One error line when it is not, a metric per flashblock, a /readyz reason.
   const chainMatch = new ChainMatch(CHAIN_MATCH_DEFAULTS, {
     mismatch: (m) =>

@@ -379,7 +379,7 @@ export class PendingBlock implements BlockView, SenderLookup, NonceSource {
   }
 
   /**
-   * The sender of `position` recovered on this thread by the native core from the transaction's own bytes, at
+   * The sender of `position` recovered by the native core from the transaction's own bytes (on any thread), at
    * `src[at, at + 20)`: as setSenderOffThread (the engine may take it), and into a kept transaction object.
    */
   setSenderRecovered(position: number, src: Uint8Array, at: number): void {

@@ -1,9 +1,11 @@
-// Sender recovery for pending transactions: the signed transactions whose sender is unknown, recovered by the native
-// core off the JS thread when the frame was decoded natively, else on the worker thread beside this file
-// (recover-worker.ts) or, without it, on the event loop in short slices. The only writer of senders (a held block's
-// columns) and of the sender nonce index after apply; readers ask it (SenderSource) and then read. The execution
-// engine takes the senders the native core or the worker recovered (recoveredSender, recovering) instead of
-// recovering them a second time. Waiting work is kept as (block, position) pairs, never an object per transaction.
+// Sender recovery for pending transactions: the signed transactions whose sender is unknown. With the native core,
+// one path: every flashblock's go to its recovery threads (a frame the JS decoder handled is laid out for it here),
+// late batches to its urgent thread, then on this thread through its synchronous recovery. Without it, the worker
+// thread beside this file (recover-worker.ts) or, without that either, the event loop in short slices. The only writer
+// of senders (a held block's columns) and of the sender nonce index after apply; readers ask it (SenderSource) and
+// then read. The execution engine takes the senders recovered off this thread (recoveredSenderRows, recovering)
+// instead of recovering them a second time. Waiting work is kept as (block, position) pairs, never an object per
+// transaction.
 import { addressOfPublicKey, recoverSender, recoveryInput, type RecoveryInput } from '../chain/sender.js';
 import { TX_DEPOSIT } from '../chain/types.js';
 import type { PendingBlock } from './block.js';
@@ -13,8 +15,8 @@ import type { BlockView, SenderSource, TxView } from './view.js';
 
 export interface SenderRecoveryOptions {
   /**
-   * Recovers off the event loop when given and usable; else recovery runs on the event loop in slices. Only frames the
-   * JS decoder handled need it (a lazily started thread, recover-worker.ts, starts at the first such batch).
+   * Without `native`: recovers off the event loop when given and usable; else recovery runs on the event loop in
+   * slices (a lazily started thread, recover-worker.ts, starts at the first batch).
    */
   worker?: RecoveryThread | null;
   /** Time slice for recovery on the event loop between frames. */
@@ -125,8 +127,9 @@ export class SenderRecovery implements SenderSource {
   added(block: PendingBlock, index: number, signed: NativeSignedTxs | null = null): void {
     const from = index === 0 ? 0 : (block.txCountAt[index - 1] as number);
     const to = block.txCountAt[index] as number;
-    if (signed !== null && this.opts.native != null) {
-      this.recoverNatively(block, index, from, signed);
+    if (this.opts.native != null) {
+      // One path with the native core: a frame the JS decoder handled has its signed transactions laid out here.
+      this.recoverNatively(block, index, from, signed ?? signedOf(block, from, to));
       return;
     }
     for (let i = from; i < to; i++) if (!block.senderKnown(i) && block.txType(i) !== TX_DEPOSIT) this.queued.push(block, i);
@@ -205,7 +208,7 @@ export class SenderRecovery implements SenderSource {
         continue;
       }
       // Recovered on this thread meanwhile (recoverQueued): the same address, or it is not handed on.
-      if (status === 1) block.setSenderOffThread(p, out, 21 * k + 1);
+      if (status === 1) block.setSenderRecovered(p, out, 21 * k + 1);
       // A block settled or replaced meanwhile no longer indexes its senders.
       if (held && block.senderKnown(p)) block.noteNonce(p);
     }
@@ -516,6 +519,22 @@ export class SenderRecovery implements SenderSource {
     for (const b of this.native) if (!SenderRecovery.allKnown(b) && may(b.block)) return true;
     return false;
   }
+}
+
+/** The signed transactions of positions [from, to) of `block` whose sender is unknown, laid out for the native core. */
+function signedOf(block: PendingBlock, from: number, to: number): NativeSignedTxs {
+  const parts: Uint8Array[] = [];
+  const triples: number[] = [];
+  let at = 0;
+  for (let p = from; p < to; p++) {
+    if (block.senderKnown(p) || block.txType(p) === TX_DEPOSIT) continue;
+    const raw = block.txBytes(p);
+    triples.push(p - from, at, at + raw.length);
+    parts.push(raw);
+    at += raw.length;
+  }
+  const bytes = Buffer.concat(parts);
+  return { txBytes: () => bytes, signed: Uint32Array.from(triples) };
 }
 
 /** Resolves after one event-loop turn (sockets polled in between). */

@@ -5,6 +5,7 @@ import t from 'tap';
 import { RecoveryWorker } from '../../src/state/recover-worker.js';
 import { addressOfPublicKey, recoverSender, recoveryInput } from '../../src/chain/sender.js';
 import { decodeTransaction } from '../../src/chain/tx.js';
+import { decodeFrame } from '../../src/ingest/frame.js';
 import { IngestPipeline } from '../../src/ingest/pipeline.js';
 import { silentLogger } from '../../src/log.js';
 import { LAG_RESOLUTION_MS } from '../../src/metrics/metrics.js';
@@ -117,4 +118,26 @@ t.test('a lazy worker never starts for natively decoded frames (the native core 
   const deposit = canonical.transactions.find((x) => x.type === '0x7e')!;
   t.same(signed.filter((x) => pipeline.senders.recoveredSender(state.tx(x.hash)!.block, state.tx(x.hash)!.position) !== x.from.toLowerCase()).map((x) => x.hash), [], 'each natively recovered sender may be handed to the engine');
   t.equal(pipeline.senders.recoveredSender(state.tx(deposit.hash)!.block, state.tx(deposit.hash)!.position), null, 'a deposit\'s is never (its from is in its bytes)');
+});
+
+t.test('with the native core, a frame the JS decoder handled is recovered natively too: the worker never starts', async (t) => {
+  const lazy = RecoveryWorker.lazy(silentLogger, LAG_RESOLUTION_MS);
+  t.teardown(() => lazy.close());
+  const state = new PendingState({ maxPendingBlocks: 8 });
+  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: lazy }, silentLogger, null);
+  // A non-empty diff.withdrawals: the native decoder leaves such a frame to the JS decoder (src/ingest/frame.ts), whose
+  // flashblock comes without a native layout of its signed transactions.
+  const frames = (unichainMessages() as { diff: { withdrawals?: unknown[] } }[]).map((m) => {
+    m.diff.withdrawals = [{ index: '0x1', validatorIndex: '0x2', address: '0x' + '33'.repeat(20), amount: '0x4' }];
+    return Buffer.from(JSON.stringify(m));
+  });
+  t.ok(frames.every((f) => { const r = decodeFrame(f, 1 << 24, false); return r.ok && r.senders === undefined; }), 'each frame is decoded by the JS decoder');
+  for (const f of frames) feed(pipeline, f);
+  await pipeline.senders.drained();
+  t.equal(pipeline.senders.unrecoveredCount, 0, 'every sender recovered');
+  t.equal(lazy.started, false, 'the worker thread was never started');
+  const canonical = unichainRpcBlock() as { transactions: { hash: string; from: string; type: string }[] };
+  t.same(canonical.transactions.filter((x) => state.tx(x.hash)?.tx.from !== x.from.toLowerCase()).map((x) => x.hash), [], "each sender equals the canonical block's `from`");
+  const signed = canonical.transactions.filter((x) => x.type !== '0x7e');
+  t.same(signed.filter((x) => pipeline.senders.recoveredSender(state.tx(x.hash)!.block, state.tx(x.hash)!.position) !== x.from.toLowerCase()).map((x) => x.hash), [], 'each sender may be handed to the engine');
 });
