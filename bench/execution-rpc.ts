@@ -188,6 +188,8 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
     ceiling = forkTs('daemon-child.ts', ['--static']);
     const c = await request<{ rpcPort: number }>(ceiling, { constant: answerBytes }, 'ready', 30_000);
     const ceilingRun = await load(`http://127.0.0.1:${c.rpcPort}/`, body('pending'));
+    // The generator makes every distinct body anew (wrk's Lua): the ceiling for the distinct row, measured the same way.
+    const ceilingDistinct = distinct === null ? null : await load(`http://127.0.0.1:${c.rpcPort}/`, distinctBody('pending'));
 
     const [r50, r99, n50, n99] = [percentile(viaDaemon.ms, 50), percentile(viaDaemon.ms, 99), percentile(viaNode.ms, 50), percentile(viaNode.ms, 99)];
     const lost = `${viaDaemon.missing} of ${sentAt.size} never seen on the daemon, ${viaNode.missing} on the node`;
@@ -218,6 +220,17 @@ export async function measureDaemon(o: BenchOptions): Promise<{ rows: BenchRow[]
         baseline: { label: "anvil's own eth_call at latest", value: anvilRun.requests.average },
         verdict: `${fmt(ceilingRun.requests.average / anvilRun.requests.average)}× anvil; flashblocksd reaches ${fmt((daemonRun.requests.average / ceilingRun.requests.average) * 100)} % of it; ${lat(ceilingRun)}`,
       },
+      ...(distinct === null || anvilDistinct === null || ceilingDistinct === null
+        ? []
+        : [
+            {
+              name: "uWS constant response to the distinct calls (the daemon's answer bytes, no work) req/s: the ceiling of the distinct row here",
+              value: ceilingDistinct.requests.average,
+              unit: 'req/s',
+              baseline: { label: "anvil's own eth_call at latest, the same distinct calls", value: anvilDistinct.requests.average },
+              verdict: `${fmt(ceilingDistinct.requests.average / anvilDistinct.requests.average)}× anvil; 3× anvil is ${fmt(((3 * anvilDistinct.requests.average) / ceilingDistinct.requests.average) * 100)} % of it, flashblocksd reaches ${fmt((distinct.res.requests.average / ceilingDistinct.requests.average) * 100)} %`,
+            },
+          ]),
       {
         name: 'pending eth_call p99 under that load, flashblocksd',
         value: daemonRun.latency.p99,
