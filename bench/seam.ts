@@ -10,6 +10,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { startAnvil, type Anvil } from '../scripts/devnet/anvil.js';
 import { BlockFactory } from '../scripts/devnet/exec-blocks.js';
 import { senderOfRow, txHexes, type ApplyOutcome, type FlashblockWork } from '../src/exec/engine.js';
@@ -22,6 +24,9 @@ import { fmt, hasWrk, percentile, runStandalone, sleep, type BenchOptions, type 
 
 /** The commit before issue 40's binary apply (the engine took its transactions and senders as hex in JSON). */
 export const SEAM_BASE = 'b6462b8';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const PER_BLOCK = 10;
 const FLASHBLOCK_MS = 200;
@@ -186,12 +191,15 @@ async function paced(o: BenchOptions, ss: Side[], native: NativeDecoder): Promis
     }
     // The max of a loop-delay sample is one event (a GC, a preemption on 2 shared cores): each side is sampled in
     // every round, off included, the order turned each round; a row gives the median over rounds and every sample.
+    // Each sample starts from a collected heap: this process's own garbage (building the blocks, the previous
+    // sample) is not collected during the next one.
     const rounds = o.quick ? 1 : 3;
     type Delay = { p50: number; p99: number; max: number };
     const offs: Delay[] = [];
     const res = new Map<string, { delays: Delay[]; ms: number[]; verified: number; total: number }>(ss.map((s) => [s.name, { delays: [], ms: [], verified: 0, total: 0 }]));
     for (let round = 0; round < rounds; round++) {
       progress(`paced 200-tx replay, round ${round + 1} of ${rounds}: nothing executed, then ${(round % 2 === 0 ? ss : [...ss].reverse()).map((s) => s.name).join(', then ')}`);
+      gc();
       offs.push(
         await loopDelay(async () => {
           let due = performance.now();
@@ -206,6 +214,7 @@ async function paced(o: BenchOptions, ss: Side[], native: NativeDecoder): Promis
         const e = await s.engine(node);
         await e.start(blocks[0]!.number - 1);
         e.noteCanonical(blocks[0]!.number - 1);
+        gc();
         try {
           r.delays.push(
             await loopDelay(async () => {

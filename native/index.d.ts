@@ -33,9 +33,10 @@ export declare class Engine {
    * `receiptsRoot` (null: none); `txs`: its transactions' EIP-2718 bytes back to back, transaction i at
    * `txs[bounds[i]..bounds[i + 1]]`; `senders`: 21 bytes per transaction, a flag (1: the sender follows, recovered at
    * ingest from these bytes; 0: the engine recovers it) and 20 address bytes, or null (the engine recovers all).
-   * Resolves with `{"receipts", "verified", "depositNonce"}` (verified: the block's receipts root so far equals
-   * `receiptsRoot`, null when none was given; depositNonce: the chain's convention, "pre" or "reported", when this
-   * check decided it — a matching root over a deposit receipt — else null).
+   * Resolves with a line of JSON `{"verified", "depositNonce", "hashes", "ends"}` (verified: the block's receipts
+   * root so far equals `receiptsRoot`, null when none was given; depositNonce: the chain's convention, "pre" or
+   * "reported", when this check decided it — a matching root over a deposit receipt — else null; hashes: the
+   * transactions'; ends: where each receipt ends in what follows), then the receipts' JSON back to back.
    */
   apply(work: string, txs: Uint8Array, bounds: Uint32Array, senders?: Uint8Array | undefined | null): Promise<string>
   /**

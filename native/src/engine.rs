@@ -226,9 +226,10 @@ impl Engine {
     /// `receiptsRoot` (null: none); `txs`: its transactions' EIP-2718 bytes back to back, transaction i at
     /// `txs[bounds[i]..bounds[i + 1]]`; `senders`: 21 bytes per transaction, a flag (1: the sender follows, recovered at
     /// ingest from these bytes; 0: the engine recovers it) and 20 address bytes, or null (the engine recovers all).
-    /// Resolves with `{"receipts", "verified", "depositNonce"}` (verified: the block's receipts root so far equals
-    /// `receiptsRoot`, null when none was given; depositNonce: the chain's convention, "pre" or "reported", when this
-    /// check decided it — a matching root over a deposit receipt — else null).
+    /// Resolves with a line of JSON `{"verified", "depositNonce", "hashes", "ends"}` (verified: the block's receipts
+    /// root so far equals `receiptsRoot`, null when none was given; depositNonce: the chain's convention, "pre" or
+    /// "reported", when this check decided it — a matching root over a deposit receipt — else null; hashes: the
+    /// transactions'; ends: where each receipt ends in what follows), then the receipts' JSON back to back.
     #[napi(ts_return_type = "Promise<string>")]
     pub fn apply(&self, env: &Env, work: String, txs: &[u8], bounds: &[u32], senders: Option<&[u8]>) -> Result<Object<'static>> {
         let txs = Txs::new(txs.to_vec(), bounds.to_vec());
@@ -419,7 +420,7 @@ fn apply(inner: &Inner, work: &str, txs: Txs, senders: Option<&[u8]>) -> std::re
     let block = blocks.get_mut(&number).expect("open block");
     block.layers.push(Arc::new(layer));
     block.next_index = index + 1;
-    let answer: Vec<Value> = receipts.iter().map(receipt::Executed::json).collect();
+    let answer = receipts_answer(&receipts);
     block.receipts.list.extend(receipts);
     // A zero root is no root (OP subblocks, op-reth's own emitter): verified at the canonical block instead.
     let mut decided = None;
@@ -459,7 +460,20 @@ fn apply(inner: &Inner, work: &str, txs: Txs, senders: Option<&[u8]>) -> std::re
         }
     }
     inner.open_blocks.store(blocks.len(), Ordering::Relaxed);
-    Ok(json!({ "receipts": answer, "verified": verified, "depositNonce": decided.map(receipt::DepositNonce::name) }).to_string())
+    let (hashes, ends, body) = answer;
+    Ok(format!("{}\n{body}", json!({ "verified": verified, "depositNonce": decided.map(receipt::DepositNonce::name), "hashes": hashes, "ends": ends })))
+}
+
+/// The receipts of an apply as its answer carries them: their hashes, and each receipt's JSON (`Executed::json`) back
+/// to back with where each ends, so the TypeScript side keeps one string and parses a receipt only when asked for it.
+fn receipts_answer(receipts: &[receipt::Executed]) -> (Vec<String>, Vec<usize>, String) {
+    let mut body = String::with_capacity(receipts.len() * 512);
+    let mut ends = Vec::with_capacity(receipts.len());
+    for r in receipts {
+        body.push_str(&r.json().to_string());
+        ends.push(body.len());
+    }
+    (receipts.iter().map(|r| format!("{:#x}", r.hash)).collect(), ends, body)
 }
 
 fn settle(inner: &Inner, number: u64, hash: &str, receipts_root: &str) -> std::result::Result<String, EngineError> {

@@ -51,7 +51,49 @@ export interface RevmEngineOptions {
 interface Held {
   /** Each applied flashblock as sent to the engine (its env JSON and the same buffers), for a replay after a restart. */
   works: NativeWork[];
-  receipts: ExecutedReceipt[];
+  /** Each applied flashblock's receipts, in order. */
+  receipts: FlashblockReceipts[];
+  /** All of them, parsed, once asked for (blockReceipts); null after another flashblock. */
+  all: ExecutedReceipt[] | null;
+}
+
+/**
+ * One applied flashblock's receipts as the engine answered them: their hashes, and one string holding their JSON,
+ * each parsed when first asked for. A flashblock nobody reads a receipt of leaves the heap one string and its hashes,
+ * not ~20 objects a receipt kept for the block's life (what made the old generation grow and its collections pause
+ * the event loop: bench/seam.ts, paced part).
+ */
+class FlashblockReceipts {
+  private readonly parsed: (ExecutedReceipt | undefined)[];
+  private list: ExecutedReceipt[] | null = null;
+  constructor(
+    readonly hashes: readonly string[],
+    private readonly ends: readonly number[],
+    private readonly body: string,
+  ) {
+    this.parsed = new Array<ExecutedReceipt | undefined>(hashes.length);
+  }
+
+  at(i: number): ExecutedReceipt {
+    let r = this.parsed[i];
+    if (r === undefined) {
+      r = toReceipt(JSON.parse(this.body.slice(i === 0 ? 0 : this.ends[i - 1], this.ends[i])) as WireReceipt);
+      this.parsed[i] = r;
+    }
+    return r;
+  }
+
+  all(): ExecutedReceipt[] {
+    this.list ??= this.hashes.map((_, i) => this.at(i));
+    return this.list;
+  }
+
+  /** The answer of a native apply: its head line (WireApply) and the receipts after it. */
+  static of(answer: string): { head: WireApply; receipts: FlashblockReceipts } {
+    const nl = answer.indexOf('\n');
+    const head = JSON.parse(answer.slice(0, nl)) as WireApply;
+    return { head, receipts: new FlashblockReceipts(head.hashes, head.ends, answer.slice(nl + 1)) };
+  }
 }
 
 /** The arguments of one native apply. */
@@ -69,12 +111,15 @@ interface CanonicalHeader {
   transactions?: string[];
 }
 
-/** What a native apply resolves with. */
+/** The first line of what a native apply resolves with (its receipts' JSON follows, back to back). */
 interface WireApply {
-  receipts: WireReceipt[];
   verified: boolean | null;
   /** The chain's deposit-nonce convention when this apply's root check decided it, else null. */
   depositNonce: 'pre' | 'reported' | null;
+  /** The transactions' hashes, in order. */
+  hashes: string[];
+  /** Where each receipt's JSON ends in what follows the first line. */
+  ends: number[];
 }
 
 interface WireReceipt {
@@ -122,12 +167,15 @@ function toReceipt(w: WireReceipt): ExecutedReceipt {
 
 /** Whether the executed transactions of `h` are the canonical block's (its header's hashes), in order. */
 function sameTransactions(h: Held, canonical: readonly unknown[] | undefined): boolean {
-  if (canonical === undefined || canonical.length !== h.receipts.length) return false;
-  for (let i = 0; i < canonical.length; i++) {
-    const c = canonical[i];
-    if (typeof c !== 'string' || c.toLowerCase() !== h.receipts[i]!.transactionHash) return false;
+  if (canonical === undefined) return false;
+  let i = 0;
+  for (const fb of h.receipts) {
+    for (const hash of fb.hashes) {
+      const c = canonical[i++];
+      if (typeof c !== 'string' || c.toLowerCase() !== hash) return false;
+    }
   }
-  return true;
+  return i === canonical.length;
 }
 
 /** JSON-RPC calls native engine `e` made to the node (a batch counts its length). */
@@ -151,7 +199,8 @@ export class RevmEngine implements ExecutionEngine {
   /** Applies and settles, in call order (the native side serialises too; this keeps the bookkeeping in step). */
   private queue: Promise<unknown> = Promise.resolve();
   private readonly held = new Map<number, Held>();
-  private readonly byHash = new Map<string, ExecutedReceipt>();
+  /** The flashblock holding each held transaction's receipt. */
+  private readonly byHash = new Map<string, FlashblockReceipts>();
   private canonical = 0;
   /** Settled through this height, with the blocks above a dropped one executed again (EngineStatus.settled). */
   private settledThrough = 0;
@@ -270,10 +319,17 @@ export class RevmEngine implements ExecutionEngine {
   }
 
   /** Runs `w` on the native engine: its receipts, the engine's verdict on the stream's root, and the deposit-nonce convention. */
-  private async applyNative(native: AddonEngine, w: NativeWork): Promise<{ receipts: ExecutedReceipt[]; verified: boolean | null }> {
-    const wire = JSON.parse(await native.apply(w.env, w.txs, w.bounds, w.senders)) as WireApply;
-    this.noteDepositNonce(wire.depositNonce);
-    return { receipts: wire.receipts.map(toReceipt), verified: wire.verified };
+  private async applyNative(native: AddonEngine, w: NativeWork): Promise<{ receipts: FlashblockReceipts; verified: boolean | null }> {
+    const { head, receipts } = FlashblockReceipts.of(await native.apply(w.env, w.txs, w.bounds, w.senders));
+    this.noteDepositNonce(head.depositNonce);
+    return { receipts, verified: head.verified };
+  }
+
+  /** Holds flashblock receipts `fb` in block `h`. */
+  private hold(h: Held, fb: FlashblockReceipts): void {
+    h.receipts.push(fb);
+    h.all = null;
+    for (const hash of fb.hashes) this.byHash.set(hash, fb);
   }
 
   /**
@@ -297,13 +353,13 @@ export class RevmEngine implements ExecutionEngine {
     let h = this.held.get(fb.blockNumber);
     if (fb.index === 0) {
       for (const n of [...this.held.keys()]) if (n >= fb.blockNumber) this.dropHeld(n);
-      h = { works: [], receipts: [] };
+      h = { works: [], receipts: [], all: null };
       this.held.set(fb.blockNumber, h);
     }
     // After a failed flashblock the engine refuses the block's later ones itself (E_NOT_NEXT).
     if (h === undefined) return { ok: false, reason: 'not_next', message: `block ${fb.blockNumber} is not open` };
     const work = this.nativeWork(fb);
-    let out: { receipts: ExecutedReceipt[]; verified: boolean | null };
+    let out: { receipts: FlashblockReceipts; verified: boolean | null };
     try {
       out = await this.applyNative(native, work);
     } catch (e) {
@@ -323,21 +379,27 @@ export class RevmEngine implements ExecutionEngine {
     // Before anyone is told this flashblock is executed: no memoised answer is older than what readers may ask for.
     this.memo.clear();
     h.works.push(work);
-    for (const r of out.receipts) {
-      h.receipts.push(r);
-      this.byHash.set(r.transactionHash, r);
-    }
+    this.hold(h, out.receipts);
     this.applied++;
     this.last = { number: fb.blockNumber, index: fb.index };
     if (out.verified === true) this.verified++;
     else if (out.verified === false) this.divergences++;
-    return { ok: true, verified: out.verified, receipts: out.receipts, applyMs: performance.now() - t0 };
+    const receipts = out.receipts;
+    return {
+      ok: true,
+      verified: out.verified,
+      // Parsed when read (the feed reads them only to compare with receipts the stream carried).
+      get receipts(): ExecutedReceipt[] {
+        return receipts.all();
+      },
+      applyMs: performance.now() - t0,
+    };
   }
 
   private dropHeld(n: number): void {
     const h = this.held.get(n);
     if (h === undefined) return;
-    for (const r of h.receipts) if (this.byHash.get(r.transactionHash) === r) this.byHash.delete(r.transactionHash);
+    for (const fb of h.receipts) for (const hash of fb.hashes) if (this.byHash.get(hash) === fb) this.byHash.delete(hash);
     this.held.delete(n);
   }
 
@@ -370,17 +432,14 @@ export class RevmEngine implements ExecutionEngine {
     if (h === undefined || this.native === null) return;
     const works = h.works;
     this.dropHeld(n);
-    const fresh: Held = { works: [], receipts: [] };
+    const fresh: Held = { works: [], receipts: [], all: null };
     this.held.set(n, fresh);
     for (const work of works) {
       try {
         const out = await this.applyNative(this.native, work);
         this.memo.clear();
         fresh.works.push(work);
-        for (const r of out.receipts) {
-          fresh.receipts.push(r);
-          this.byHash.set(r.transactionHash, r);
-        }
+        this.hold(fresh, out.receipts);
       } catch (e) {
         this.memo.clear();
         this.lastError = engineErrorOf(e).message;
@@ -463,11 +522,12 @@ export class RevmEngine implements ExecutionEngine {
     try {
       const canon = await this.nodeCall<Record<string, string>[] | null>('eth_getBlockReceipts', ['0x' + n.toString(16)]);
       if (canon === null) return;
-      for (let i = 0; i < Math.max(canon.length, h.receipts.length); i++) {
+      const executed = this.receiptsOf(h);
+      for (let i = 0; i < Math.max(canon.length, executed.length); i++) {
         const c = canon[i];
-        const x = h.receipts[i];
+        const x = executed[i];
         if (c === undefined || x === undefined) {
-          this.log('execution engine: canonical block differs from what was executed', { block: n, position: i, field: 'transaction count', executed: h.receipts.length, canonical: canon.length });
+          this.log('execution engine: canonical block differs from what was executed', { block: n, position: i, field: 'transaction count', executed: executed.length, canonical: canon.length });
           return;
         }
         const fields: [string, unknown, unknown][] = [
@@ -633,7 +693,8 @@ export class RevmEngine implements ExecutionEngine {
   }
 
   receipt(hash: string): ExecutedReceipt | null {
-    return this.byHash.get(hash) ?? null;
+    const fb = this.byHash.get(hash);
+    return fb === undefined ? null : fb.at(fb.hashes.indexOf(hash));
   }
 
   chainDepositNonce(r: ExecutedReceipt): bigint | null {
@@ -642,7 +703,14 @@ export class RevmEngine implements ExecutionEngine {
   }
 
   blockReceipts(blockNumber: number): readonly ExecutedReceipt[] | null {
-    return this.held.get(blockNumber)?.receipts ?? null;
+    const h = this.held.get(blockNumber);
+    return h === undefined ? null : this.receiptsOf(h);
+  }
+
+  /** Every receipt of held block `h` so far, parsed. */
+  private receiptsOf(h: Held): ExecutedReceipt[] {
+    h.all ??= h.receipts.flatMap((fb) => fb.all());
+    return h.all;
   }
 
   /**
