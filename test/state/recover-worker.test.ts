@@ -1,7 +1,7 @@
 // Sender recovery on the worker thread: the same senders as recovery on the event loop (real signed transactions
-// of every type), applied to pending state by the pipeline; a dead worker falls back to the event loop. The pipelines
-// here use the JS decoder: natively decoded frames get their senders from the native core (test/ingest/native-frame.test.ts).
-import t from 'tap';
+// of every type), applied to pending state by the pipeline; a dead worker falls back to the event loop. The worker is
+// for the JS decoder without the native core: with it, every frame's senders come from the core (the last tests here).
+import t, { type Test } from 'tap';
 import { RecoveryWorker } from '../../src/state/recover-worker.js';
 import { addressOfPublicKey, recoverSender, recoveryInput } from '../../src/chain/sender.js';
 import { decodeTransaction } from '../../src/chain/tx.js';
@@ -103,12 +103,16 @@ t.test('a lazy worker starts at the first batch of a JS-decoded frame, not befor
   await t.rejects(lazy.recover([]), { message: /closed/ }, 'a batch after close is refused');
 });
 
-t.test('a lazy worker never starts for natively decoded frames (the native core recovers them)', async (t) => {
+/**
+ * Feeds `frames` (the Unichain block's) to a pipeline with the native core and a lazy worker: every sender is recovered
+ * by the core (the worker never starts), equals the canonical block's `from`, and may be handed to the engine.
+ */
+async function recoveredNatively(t: Test, frames: unknown[]): Promise<void> {
   const lazy = RecoveryWorker.lazy(silentLogger, LAG_RESOLUTION_MS);
   t.teardown(() => lazy.close());
   const state = new PendingState({ maxPendingBlocks: 8 });
   const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: lazy }, silentLogger, null);
-  for (const m of unichainMessages()) feed(pipeline, m);
+  for (const m of frames) feed(pipeline, m);
   await pipeline.senders.drained();
   t.equal(pipeline.senders.unrecoveredCount, 0, 'every sender recovered');
   t.equal(lazy.started, false, 'the worker thread was never started');
@@ -118,26 +122,23 @@ t.test('a lazy worker never starts for natively decoded frames (the native core 
   const deposit = canonical.transactions.find((x) => x.type === '0x7e')!;
   t.same(signed.filter((x) => pipeline.senders.recoveredSender(state.tx(x.hash)!.block, state.tx(x.hash)!.position) !== x.from.toLowerCase()).map((x) => x.hash), [], 'each natively recovered sender may be handed to the engine');
   t.equal(pipeline.senders.recoveredSender(state.tx(deposit.hash)!.block, state.tx(deposit.hash)!.position), null, 'a deposit\'s is never (its from is in its bytes)');
-});
+}
+
+t.test('a lazy worker never starts for natively decoded frames (the native core recovers them)', (t) => recoveredNatively(t, unichainMessages()));
 
 t.test('with the native core, a frame the JS decoder handled is recovered natively too: the worker never starts', async (t) => {
-  const lazy = RecoveryWorker.lazy(silentLogger, LAG_RESOLUTION_MS);
-  t.teardown(() => lazy.close());
-  const state = new PendingState({ maxPendingBlocks: 8 });
-  const pipeline = new IngestPipeline(state, { maxFrameBytes: 1 << 24, gapWindowFrames: 16, gapTimeoutMs: 1000, recoveryWorker: lazy }, silentLogger, null);
   // A non-empty diff.withdrawals: the native decoder leaves such a frame to the JS decoder (src/ingest/frame.ts), whose
   // flashblock comes without a native layout of its signed transactions.
   const frames = (unichainMessages() as { diff: { withdrawals?: unknown[] } }[]).map((m) => {
     m.diff.withdrawals = [{ index: '0x1', validatorIndex: '0x2', address: '0x' + '33'.repeat(20), amount: '0x4' }];
     return Buffer.from(JSON.stringify(m));
   });
-  t.ok(frames.every((f) => { const r = decodeFrame(f, 1 << 24, false); return r.ok && r.senders === undefined; }), 'each frame is decoded by the JS decoder');
-  for (const f of frames) feed(pipeline, f);
-  await pipeline.senders.drained();
-  t.equal(pipeline.senders.unrecoveredCount, 0, 'every sender recovered');
-  t.equal(lazy.started, false, 'the worker thread was never started');
-  const canonical = unichainRpcBlock() as { transactions: { hash: string; from: string; type: string }[] };
-  t.same(canonical.transactions.filter((x) => state.tx(x.hash)?.tx.from !== x.from.toLowerCase()).map((x) => x.hash), [], "each sender equals the canonical block's `from`");
-  const signed = canonical.transactions.filter((x) => x.type !== '0x7e');
-  t.same(signed.filter((x) => pipeline.senders.recoveredSender(state.tx(x.hash)!.block, state.tx(x.hash)!.position) !== x.from.toLowerCase()).map((x) => x.hash), [], 'each sender may be handed to the engine');
+  t.ok(
+    frames.every((f) => {
+      const r = decodeFrame(f, 1 << 24, false);
+      return r.ok && r.senders === undefined;
+    }),
+    'each frame is decoded by the JS decoder',
+  );
+  await recoveredNatively(t, frames);
 });
