@@ -5,8 +5,8 @@
 // The worker is a small CommonJS program evaluated from a string, not a file: it must run the same way from
 // dist/, under tsx in tests, and inside the single binary. It loads the native secp256k1 binding by the path the
 // main thread resolved; where that is impossible, start() returns null and recovery stays on the event loop.
-// The daemon starts it lazily (RecoveryWorker.lazy): only frames the JS decoder handled need it, so a daemon whose
-// frames the native core decodes (and recovers) runs no such thread.
+// The daemon creates it only without the native core (which recovers every frame's senders on its own threads), and
+// lazily (RecoveryWorker.lazy): the first batch starts it.
 import { createRequire } from 'node:module';
 import type { EventLoopUtilization } from 'node:perf_hooks';
 import { Worker } from 'node:worker_threads';
