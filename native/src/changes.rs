@@ -68,7 +68,6 @@ mod tests {
     use crate::stubnode::{StubAccount, StubNode};
     use alloy_primitives::{keccak256, TxKind, U256};
     use op_revm::revm::state::AccountInfo;
-    use op_revm::OpSpecId;
 
     fn addr(n: u8) -> Address {
         Address::with_last_byte(n)
@@ -156,18 +155,7 @@ mod tests {
             .collect(),
         );
         let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
-        let spec = BlockSpec {
-            number: 2,
-            timestamp: 1_000,
-            base_fee: 1,
-            coinbase: lazy,
-            gas_limit: 30_000_000,
-            prev_randao: B256::ZERO,
-            parent_hash: B256::ZERO,
-            parent_beacon_root: None,
-            spec: OpSpecId::ISTHMUS,
-            chain_id: 901,
-        };
+        let spec = BlockSpec { coinbase: lazy, ..BlockSpec::for_tests() };
         let mut block = OpenBlock { next_index: 1, ..OpenBlock::new(spec, Vec::new()) };
         for (i, tx) in [raw_call(0, store, 0, 7), raw_call(1, store, 3, 9)].into_iter().enumerate() {
             let (l, receipts) = apply(&shared, &block, 1 + i as u64, &crate::tx::Txs::of(&[tx]), &[Some(sender)]).expect("applies");

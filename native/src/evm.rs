@@ -117,7 +117,7 @@ mod tests {
     use op_revm::revm::{
         context::TxEnv,
         context_interface::result::{ExecutionResult, HaltReason},
-        primitives::{Bytes, TxKind, B256, U256},
+        primitives::{Bytes, TxKind, U256},
         ExecuteEvm,
     };
     use op_revm::{OpHaltReason, OpTransaction};
@@ -129,18 +129,7 @@ mod tests {
         let sender = Address::with_last_byte(1);
         let node = StubNode::start([(sender, StubAccount { balance: U256::from(10u128.pow(21)), ..Default::default() })].into_iter().collect());
         let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
-        let block = BlockSpec {
-            number: 2,
-            timestamp: 1_000,
-            base_fee: 1,
-            coinbase: Address::with_last_byte(0xc0),
-            gas_limit: 30_000_000,
-            prev_randao: B256::ZERO,
-            parent_hash: B256::ZERO,
-            parent_beacon_root: None,
-            spec,
-            chain_id: 901,
-        };
+        let block = BlockSpec { spec, ..BlockSpec::for_tests() };
         let tx = TxEnv {
             tx_type: 2,
             caller: sender,
