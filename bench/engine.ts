@@ -229,8 +229,8 @@ export async function run(o: BenchOptions): Promise<BenchResult> {
     `**(1) Cost per transaction.** One anvil node (gas limit 2e9, ${ACCOUNTS} senders); per kind, ${o.quick ? 2 : 4} blocks of ${PER_BLOCK} flashblocks × ${o.quick ? 100 : 200} txs ` +
     `of that kind only (index 0 also carries one L1-info-style system deposit) mined first (the truth), then replayed back to back into a fresh ` +
     `RevmEngine (src/exec/revm.ts), each parent settled by noteCanonical before the next block's index 0 as the daemon does. The first block ` +
-    `warms the cache and is not timed (and one whole untimed replay runs before the first kind, for the JIT); cost = ApplyOutcome.applyMs (call → visible state: JSON work out, op-revm, receipts back, receipts-root ` +
-    `check in JS) / the flashblock's txs, p50 over the warm flashblocks. The ERC-20 is the devnet token (scripts/devnet/traffic.ts: 2 SLOAD, 2 SSTORE, ` +
+    `warms the cache and is not timed (and one whole untimed replay runs before the first kind, for the JIT); cost = ApplyOutcome.applyMs (call → visible state: the env as JSON and the transactions' bytes out, op-revm, ` +
+    `the receipts-root check in the engine, the receipts back as text, parsed only when read) / the flashblock's txs, p50 over the warm flashblocks. The ERC-20 is the devnet token (scripts/devnet/traffic.ts: 2 SLOAD, 2 SSTORE, ` +
     `a Transfer log); the swap contract (bench/engine-blocks.ts) reads two reserves, computes a constant-product output, writes both back and ` +
     `one balance slot per side, logs. Base's 0.035 ms/tx is a published figure for its whole pending build on production hardware, cited ` +
     `(../shared/research/pending-execution.md), not measured here.\n\n` +

@@ -93,6 +93,29 @@ function render(results: BenchResult[], opts: BenchOptions, failures: string[], 
 }
 
 /**
+ * The DESIGN §9 summary of `existing` with the rows `results` measure put in place of the old ones (a row's first
+ * cell starts with its budget); rows of suites not re-run stay as they were.
+ */
+function mergeSummary(existing: string, results: BenchResult[]): string {
+  const start = existing.indexOf('## DESIGN §9 summary\n');
+  if (start < 0) return existing;
+  const end = existing.indexOf('\n## ', start + 1);
+  let table = existing.slice(start, end < 0 ? undefined : end + 1).split('\n');
+  const fresh = summary(results, []);
+  for (const d of DESIGN_ROWS) {
+    const prefix = `| ${cell(d)}`;
+    const rows = fresh.filter((l) => l.startsWith(prefix) && !l.includes('| — |'));
+    if (rows.length === 0) continue;
+    const at = table.findIndex((l) => l.startsWith(prefix));
+    const kept = table.filter((l) => !l.startsWith(prefix));
+    const lastRow = kept.reduce((last, l, i) => (l.startsWith('|') ? i : last), -1);
+    kept.splice(at < 0 ? lastRow + 1 : at, 0, ...rows);
+    table = kept;
+  }
+  return existing.slice(0, start) + table.join('\n') + (end < 0 ? '' : existing.slice(end + 1));
+}
+
+/**
  * `existing` (BENCHMARKS.md) with the sections of `results` put in place of the ones with the same title (or added
  * at the end), and a header line saying which sections were re-run, when, where and at which commit (--merge: one
  * suite re-run without the hours of a full run; everything else stays as that run measured it).
@@ -112,6 +135,7 @@ function merge(existing: string, results: BenchResult[], opts: BenchOptions, sec
       out = out.slice(0, at) + section + (end < 0 ? '' : out.slice(end));
     }
   }
+  out = mergeSummary(out, results);
   const note = `- re-run since (--merge): ${results.map((r) => `"${r.title}"`).join(', ')} on ${new Date().toISOString()} at commit ${commit()}, ${opts.quick ? 'quick' : 'full'}; load average at the end ${os.loadavg().map((l) => l.toFixed(2)).join(' / ')}`;
   return out.replace(/(\n- mode: [^\n]*\n)/, `$1${note}\n`);
 }
