@@ -147,6 +147,8 @@ export const DEFAULT_READ_MEMO_ENTRIES = 1024;
 const READ_MEMO_BYTES = 4 * 1024 * 1024;
 /** Reads longer than this (JSON) are not memoised. */
 const READ_MEMO_MAX_KEY = 4096;
+/** The reads the engine answers inline and the memo keeps (native/src/read.rs read_inline). */
+const MEMO_METHODS = new Set(['call', 'getBalance', 'getTransactionCount', 'getCode', 'getStorageAt']);
 
 function toReceipt(w: WireReceipt): ExecutedReceipt {
   return {
@@ -208,6 +210,11 @@ export class RevmEngine implements ExecutionEngine {
   private stopped = false;
   private ready = false;
   private readsInline = 0;
+  /** A read ran inline in this turn of the event loop (cleared in the turn's check phase, see fromMemory). */
+  private inlineTurn = false;
+  private readonly endTurn = (): void => {
+    this.inlineTurn = false;
+  };
   private readsThreads = 0;
   private readsMemo = 0;
   /** Answers at the newest head, for the current native engine (a new one with each). */
@@ -600,15 +607,24 @@ export class RevmEngine implements ExecutionEngine {
     const native = this.native;
     if (native === null || !this.ready) throw new EngineUnavailableError('execution engine not ready');
     const body = JSON.stringify({ method, ...req });
-    const now = this.fromMemory(native, body, req.at === undefined);
+    const memoised = req.at === undefined && MEMO_METHODS.has(method) && body.length <= READ_MEMO_MAX_KEY;
+    const now = this.fromMemory(native, body, memoised);
     if (now !== null) return this.outcome(method, now);
     this.readsThreads++;
-    return this.outcome(method, JSON.parse(await native.read(body)) as ReadAnswer);
+    const memo = this.memo;
+    const epoch = memo.epoch;
+    const text = await native.read(body);
+    const out = JSON.parse(text) as ReadAnswer;
+    // Kept when no flashblock was executed meanwhile and the answer is the state's (a result or a revert), not a
+    // failed node read.
+    if (memoised && memo.epoch === epoch && (out.result !== undefined || out.error?.code === 'E_REVERT')) memo.put(body, out, text.length);
+    return this.outcome(method, out);
   }
 
   /**
    * The answer of read `key` without leaving this thread: the memo's (when `memoised`), else the engine's inline
-   * answer (stored in the memo); null when it needs the read threads (the node, or past the inline budget).
+   * answer (stored in the memo); null when it needs the read threads (the node, past the inline budget, or another
+   * read already ran inline in this turn of the event loop).
    */
   private fromMemory(native: AddonEngine, key: string, memoised: boolean): ReadAnswer | null {
     const hit = memoised ? this.memo.get(key) : undefined;
@@ -617,11 +633,17 @@ export class RevmEngine implements ExecutionEngine {
       return hit;
     }
     const budget = this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US;
-    const text = budget > 0 ? native.readInline(key, budget) : null;
+    if (budget <= 0 || this.inlineTurn) return null;
+    const text = native.readInline(key, budget);
     if (text === null) return null;
+    // Requests handled in the same turn of the loop arrived together: the first read runs here at once, the others
+    // waited behind it and go to the read threads, which run them on another core while this thread goes on (one
+    // client at a time: every read inline, no thread hop).
+    this.inlineTurn = true;
+    setImmediate(this.endTurn);
     this.readsInline++;
     const out = JSON.parse(text) as ReadAnswer;
-    if (memoised && key.length <= READ_MEMO_MAX_KEY) this.memo.put(key, out, text.length);
+    if (memoised) this.memo.put(key, out, text.length);
     return out;
   }
 
@@ -635,7 +657,8 @@ export class RevmEngine implements ExecutionEngine {
   readNow(read: NowRead): string | undefined {
     const native = this.native;
     if (native === null || !this.ready || (this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US) === 0) return undefined;
-    const out = this.fromMemory(native, JSON.stringify(read), true);
+    const key = JSON.stringify(read);
+    const out = this.fromMemory(native, key, key.length <= READ_MEMO_MAX_KEY);
     if (out === null) return undefined;
     try {
       return this.outcome(read.method, out) as string;

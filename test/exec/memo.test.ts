@@ -46,3 +46,15 @@ t.test('bounded by entries and bytes; 0 entries keeps nothing', async (t) => {
   off.put('a', at(1, 'a'), 1);
   t.equal(off.size, 0);
 });
+
+t.test('the epoch moves with every clear, an empty memo\'s too: an answer asked for before it is not stored after', async (t) => {
+  const m = new ReadMemo(10, 1 << 20);
+  const e0 = m.epoch;
+  m.clear();
+  t.not(m.epoch, e0, 'a clear of an empty memo moves it');
+  const e1 = m.epoch;
+  m.put('a', at(1, 'a@1'), 10);
+  t.equal(m.epoch, e1, 'storing does not move it');
+  m.clear();
+  t.not(m.epoch, e1);
+});

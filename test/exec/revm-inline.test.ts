@@ -2,7 +2,9 @@
 // results and the same errors; a read that would wait (an account not in memory) or run past its budget (a long
 // loop, a heavily funded precompile call) is not answered inline and gets its answer from the threads instead.
 // Two engines over the same node and blocks: one with the default inline budget, one with inline reads off. Reads
-// pinned to an earlier flashblock (`at`) answer that flashblock's state.
+// pinned to an earlier flashblock (`at`) answer that flashblock's state. Of the reads asked in one turn of the event
+// loop only the first runs inline, the others go to the read threads, whose answers the memo keeps as it keeps inline
+// ones.
 import t, { type Test } from 'tap';
 import { EngineUnavailableError, RpcReplyError, type NowRead } from '../../src/exec/engine.js';
 import { SINK } from '../../scripts/devnet/exec-blocks.js';
@@ -11,6 +13,7 @@ import { anvilEngine, net } from '../helpers/exec-net.js';
 import type { Anvil } from '../../scripts/devnet/anvil.js';
 
 const engine = (t: Test, node: Anvil, inlineReadUs: number): RevmEngine => anvilEngine(t, node, { inlineReadUs });
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** A read's outcome as comparable text: its result, or its JSON-RPC error. */
 async function outcome(p: Promise<unknown>): Promise<string> {
@@ -97,7 +100,9 @@ t.test('inline reads answer as the read threads do; what cannot be answered inli
   const fresh = '0x' + '44'.repeat(20);
   t.equal(inline.readNow({ method: 'getCode', address: fresh }), undefined, 'an account not in memory is not answered inline');
   t.equal(await inline.getCode(fresh), '0x', 'the threads read it from the node');
-  t.equal(inline.readNow({ method: 'getCode', address: fresh }), '0x', 'then it is in memory and answered inline');
+  const inlineBefore = inline.status().reads?.inline ?? 0;
+  t.equal(inline.readNow({ method: 'call', tx: { to: fresh }, stateOverrides: null, blockOverrides: null }), '0x', 'then it is in memory: a call to it is answered inline');
+  t.equal(inline.status().reads?.inline, inlineBefore + 1, 'run inline, not from the memo');
 
   // A loop until 50 M gas are spent takes far longer than the inline budget: not answered inline, same answer after.
   const loop: NowRead = { method: 'call', tx: { to: LOOP, gas: '0x2faf080' }, stateOverrides: overrides, blockOverrides: null };
@@ -137,4 +142,33 @@ t.test('the read memo answers a read asked again until the next flashblock is ex
     t.equal(BigInt(await off.call(read.tx)), want, `${fb.index}: memo off: the same answer`);
   }
   t.equal(memoReads(off), 0, '--execution-read-memo 0: no read answered from the memo');
+});
+
+t.test('reads asked in the same turn of the event loop: the first inline, the others on the read threads, whose answers feed the memo until the next flashblock', async (t) => {
+  const { node, c, blocks } = await net(t, 1, 3, 6);
+  const e = anvilEngine(t, node, {});
+  const b = blocks[0]!;
+  await e.start(b.number - 1);
+  for (const fb of b.flashblocks.slice(0, 2)) t.ok((await e.applyFlashblock(fb)).ok, `${b.number}/${fb.index} executed`);
+  // The reader returns SINK's balance whatever the calldata: every read below is its own memo key, one answer.
+  const read = (n: number): NowRead & { method: 'call' } => ({ method: 'call', tx: { to: c.reader, data: '0x' + n.toString(16).padStart(8, '0') }, stateOverrides: null, blockOverrides: null });
+  t.equal(BigInt(await e.call(read(0).tx)), b.sinkBalances[1], 'the state of the newest flashblock');
+  const reads = (): { inline: number; threads: number; memo: number } => e.status().reads!;
+  await sleep(0);
+  const before = reads();
+  t.equal(BigInt(e.readNow(read(1))!), b.sinkBalances[1], 'the first read of a turn: answered at once');
+  t.equal(reads().inline, before.inline + 1, '… inline');
+  t.equal(e.readNow(read(2)), undefined, 'a second read in the same turn (it waited behind the first): not inline');
+  const got = await e.call(read(2).tx);
+  t.equal(BigInt(got), b.sinkBalances[1], 'the read threads answer it');
+  t.same([reads().inline, reads().threads], [before.inline + 1, before.threads + 1], 'on the read threads');
+  t.equal(e.readNow(read(2)), got, 'asked again: answered at once');
+  t.equal(reads().memo, before.memo + 1, '… from the memo, which kept the threads\' answer');
+  await sleep(0);
+  t.equal(BigInt(e.readNow(read(3))!), b.sinkBalances[1], 'the next turn: inline again');
+  t.equal(reads().inline, before.inline + 2);
+
+  t.ok((await e.applyFlashblock(b.flashblocks[2]!)).ok, `${b.number}/2 executed`);
+  t.not(b.sinkBalances[2], b.sinkBalances[1], 'the flashblock changes what the reader returns');
+  t.equal(BigInt(await e.call(read(2).tx)), b.sinkBalances[2], 'after the next flashblock: its state, not the kept answer');
 });
