@@ -20,15 +20,12 @@ import type { ExecutedReceipt } from './exec/receipts.js';
 import type { Logger } from './log.js';
 import type { ExecutionDivergenceSource, ExecutionOutcome, Metrics } from './metrics/metrics.js';
 import type { StateEvents } from './state/events.js';
-import type { BlockView, PendingView, TxView } from './state/view.js';
+import { packTxBytes, type BlockView, type PendingView, type TxView } from './state/view.js';
 
 /** Positions [from, to) of `b` as the engine takes them: their bytes copied back to back, and their bounds. */
 function txBatchOf(b: BlockView, from: number, to: number): TxBatch {
-  const bounds = new Uint32Array(to - from + 1);
-  for (let i = from; i < to; i++) bounds[i - from + 1] = bounds[i - from]! + b.txByteLength(i);
-  const bytes = Buffer.allocUnsafe(bounds[to - from]!);
-  for (let i = from; i < to; i++) bytes.set(b.txBytes(i), bounds[i - from]!);
-  return { bytes, bounds };
+  const { bytes, offsets } = packTxBytes(b, Array.from({ length: to - from }, (_, k) => from + k));
+  return { bytes, bounds: offsets };
 }
 
 /** How long the engine waits for ingest's recovery of a flashblock's senders before recovering the rest itself. */

@@ -11,7 +11,7 @@ import { TX_DEPOSIT } from '../chain/types.js';
 import type { PendingBlock } from './block.js';
 import type { PendingState } from './pending.js';
 import type { RecoveryThread } from './recover-worker.js';
-import type { BlockView, SenderSource, TxView } from './view.js';
+import { packTxBytes, type BlockView, type SenderSource, type TxView } from './view.js';
 
 export interface SenderRecoveryOptions {
   /**
@@ -523,18 +523,12 @@ export class SenderRecovery implements SenderSource {
 
 /** The signed transactions of positions [from, to) of `block` whose sender is unknown, laid out for the native core. */
 function signedOf(block: PendingBlock, from: number, to: number): NativeSignedTxs {
-  const parts: Uint8Array[] = [];
-  const triples: number[] = [];
-  let at = 0;
-  for (let p = from; p < to; p++) {
-    if (block.senderKnown(p) || block.txType(p) === TX_DEPOSIT) continue;
-    const raw = block.txBytes(p);
-    triples.push(p - from, at, at + raw.length);
-    parts.push(raw);
-    at += raw.length;
-  }
-  const bytes = Buffer.concat(parts);
-  return { txBytes: () => bytes, signed: Uint32Array.from(triples) };
+  const positions: number[] = [];
+  for (let p = from; p < to; p++) if (!block.senderKnown(p) && block.txType(p) !== TX_DEPOSIT) positions.push(p);
+  const { bytes, offsets } = packTxBytes(block, positions);
+  const signed = new Uint32Array(3 * positions.length);
+  for (let k = 0; k < positions.length; k++) signed.set([positions[k]! - from, offsets[k]!, offsets[k + 1]!], 3 * k);
+  return { txBytes: () => bytes, signed };
 }
 
 /** Resolves after one event-loop turn (sockets polled in between). */

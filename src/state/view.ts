@@ -1,6 +1,7 @@
 // The read-only view of the pending chain that every reader (rpc/, stream/) is typed against, modelled on
-// node-reth's PendingBlocksAPI. Types only: nothing reached through it can change state, and no read recovers,
-// caches into or otherwise mutates a record. A reader that needs senders asks SenderSource and awaits it explicitly.
+// node-reth's PendingBlocksAPI. Types, and one pure reader over them (packTxBytes): nothing reached through it can
+// change state, and no read recovers, caches into or otherwise mutates a record. A reader that needs senders asks
+// SenderSource and awaits it explicitly.
 import type { FlashReceipt, FlashblockBase, FlashblockDiff } from '../chain/flashblock.js';
 import type { DecodedTx } from '../chain/types.js';
 import type { AccountPost } from '../chain/access-list.js';
@@ -118,4 +119,16 @@ export interface SenderSource {
    * Promise that settles once the recovery worker answered every batch that may hold a transaction of `address`.
    */
   settled(address: string): Promise<void> | null;
+}
+
+/**
+ * The transactions at `positions` of `b` laid out for the native core: their EIP-2718 bytes copied back to back,
+ * the k-th at `bytes[offsets[k], offsets[k + 1])`.
+ */
+export function packTxBytes(b: BlockView, positions: readonly number[]): { bytes: Buffer; offsets: Uint32Array } {
+  const offsets = new Uint32Array(positions.length + 1);
+  for (let k = 0; k < positions.length; k++) offsets[k + 1] = offsets[k]! + b.txByteLength(positions[k]!);
+  const bytes = Buffer.allocUnsafe(offsets[positions.length]!);
+  for (let k = 0; k < positions.length; k++) bytes.set(b.txBytes(positions[k]!), offsets[k]!);
+  return { bytes, offsets };
 }
