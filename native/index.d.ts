@@ -48,10 +48,12 @@ export declare class Engine {
    */
   settle(number: number, hash: string, receiptsRoot: string): Promise<string>
   /**
-   * A state read at the newest executed flashblock (JSON `{method, ...}`). Resolves with
-   * `{"result": …}`, `{"error": {code, message, data}}` or `{"unavailable": true}`.
+   * State reads at the newest executed flashblock, one JSON request `{method, ...}` a line, run in order on one
+   * read thread (a batch costs the JS thread one hand-over and one answer, however many reads it holds). Resolves
+   * with their answers, one a line in the same order: `{"result": …}`, `{"error": {code, message, data}}` or
+   * `{"unavailable": true}`.
    */
-  read(req: string): Promise<string>
+  read(reqs: string): Promise<string>
   /** A trace (`trace::answer`'s requests), on the trace thread; answered as `read` answers. */
   trace(req: string): Promise<string>
   /**

@@ -248,11 +248,13 @@ impl Engine {
         submit(env, &self.apply_tx, self.inner.clone(), move |inner| settle(inner, n, &hash, &receipts_root))
     }
 
-    /// A state read at the newest executed flashblock (JSON `{method, ...}`). Resolves with
-    /// `{"result": …}`, `{"error": {code, message, data}}` or `{"unavailable": true}`.
+    /// State reads at the newest executed flashblock, one JSON request `{method, ...}` a line, run in order on one
+    /// read thread (a batch costs the JS thread one hand-over and one answer, however many reads it holds). Resolves
+    /// with their answers, one a line in the same order: `{"result": …}`, `{"error": {code, message, data}}` or
+    /// `{"unavailable": true}`.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn read(&self, env: &Env, req: String) -> Result<Object<'static>> {
-        submit(env, &self.read_tx, self.inner.clone(), move |inner| Ok(read(inner, &req)))
+    pub fn read(&self, env: &Env, reqs: String) -> Result<Object<'static>> {
+        submit(env, &self.read_tx, self.inner.clone(), move |inner| Ok(reqs.split('\n').map(|r| read(inner, r)).collect::<Vec<_>>().join("\n")))
     }
 
     /// A trace (`trace::answer`'s requests), on the trace thread; answered as `read` answers.

@@ -145,6 +145,8 @@ export const DEFAULT_INLINE_READ_US = 500;
 export const DEFAULT_READ_MEMO_ENTRIES = 1024;
 /** The memo's bound on keys + answers, bytes. */
 const READ_MEMO_BYTES = 4 * 1024 * 1024;
+/** Reads handed to the read threads in one batch at most (more in one turn of the event loop: several batches). */
+const READ_BATCH = 8;
 /** Reads longer than this (JSON) are not memoised. */
 const READ_MEMO_MAX_KEY = 4096;
 /** The reads the engine answers inline and the memo keeps (native/src/read.rs read_inline). */
@@ -216,6 +218,8 @@ export class RevmEngine implements ExecutionEngine {
     this.inlineTurn = false;
   };
   private readsThreads = 0;
+  /** Reads waiting to go to the read threads together (sendReads). */
+  private toThreads: { body: string; resolve: (answer: string) => void; reject: (e: unknown) => void }[] = [];
   private readsMemo = 0;
   /** Answers at the newest head, for the current native engine (a new one with each). */
   private memo: ReadMemo;
@@ -613,13 +617,42 @@ export class RevmEngine implements ExecutionEngine {
     this.readsThreads++;
     const memo = this.memo;
     const epoch = memo.epoch;
-    const text = await native.read(body);
+    const text = await new Promise<string>((resolve, reject) => {
+      if (this.toThreads.push({ body, resolve, reject }) === 1) setImmediate(this.sendReads);
+      else if (this.toThreads.length === READ_BATCH) this.sendReads();
+    });
     const out = JSON.parse(text) as ReadAnswer;
     // Kept when no flashblock was executed meanwhile and the answer is the state's (a result or a revert), not a
     // failed node read.
     if (memoised && memo.epoch === epoch && (out.result !== undefined || out.error?.code === 'E_REVERT')) memo.put(body, out, text.length);
     return this.outcome(method, out);
   }
+
+  /**
+   * Hands the reads waiting for the read threads over as one batch (at READ_BATCH of them, and at the end of the
+   * event-loop turn for the rest): one wake-up of a read thread and one answer for the batch, not one per read.
+   */
+  private readonly sendReads = (): void => {
+    const batch = this.toThreads;
+    if (batch.length === 0) return;
+    this.toThreads = [];
+    const native = this.native;
+    // Stopped or restarting since these reads were asked: nothing executed to read yet.
+    if (native === null || !this.ready) {
+      for (const r of batch) r.reject(new EngineUnavailableError('execution engine not ready'));
+      return;
+    }
+    // A throw (the engine refusing the call) rejects the batch like a rejection: never out of this turn's callback.
+    new Promise<string>((resolve) => resolve(native.read(batch.map((r) => r.body).join('\n')))).then(
+      (text) => {
+        const answers = text.split('\n');
+        for (let i = 0; i < batch.length; i++) batch[i]!.resolve(answers[i]!);
+      },
+      (e: unknown) => {
+        for (const r of batch) r.reject(e);
+      },
+    );
+  };
 
   /**
    * The answer of read `key` without leaving this thread: the memo's (when `memoised`), else the engine's inline

@@ -8,6 +8,7 @@
 import t, { type Test } from 'tap';
 import { EngineUnavailableError, RpcReplyError, type NowRead } from '../../src/exec/engine.js';
 import { SINK } from '../../scripts/devnet/exec-blocks.js';
+import { loadAddon } from '../../src/exec/addon.js';
 import { DEFAULT_INLINE_READ_US, type RevmEngine } from '../../src/exec/revm.js';
 import { anvilEngine, net } from '../helpers/exec-net.js';
 import type { Anvil } from '../../scripts/devnet/anvil.js';
@@ -173,4 +174,51 @@ t.test('reads asked in the same turn of the event loop: the first inline, the ot
   t.ok((await e.applyFlashblock(b.flashblocks[2]!)).ok, `${b.number}/2 executed`);
   t.not(b.sinkBalances[2], b.sinkBalances[1], 'the flashblock changes what the reader returns');
   t.equal(BigInt(await e.call(read(2).tx)), b.sinkBalances[2], 'after the next flashblock: its state, not the kept answer');
+});
+
+t.test('the reads a turn sends to the read threads go over in batches, each answered as if asked alone; none is left hanging when the engine stops', async (t) => {
+  const { node, c, blocks } = await net(t, 1, 2, 6);
+  const e = anvilEngine(t, node, {});
+  const b = blocks[0]!;
+  await e.start(b.number - 1);
+  for (const fb of b.flashblocks.slice(0, 2)) t.ok((await e.applyFlashblock(fb)).ok, `${b.number}/${fb.index} executed`);
+  const call = (n: number): Promise<string> => outcome(e.call({ to: c.reader, data: '0x' + n.toString(16).padStart(8, '0') }));
+  const want = `result 0x${b.sinkBalances[1]!.toString(16).padStart(64, '0')}`;
+  t.equal(await call(0), want, 'the reader returns the newest flashblock\'s SINK balance');
+  const addon = loadAddon();
+  if (addon instanceof Error) throw addon;
+  const proto = addon.Engine.prototype;
+  const send = proto.read;
+  const sent: number[] = [];
+  proto.read = function (this: typeof proto, reqs: string) {
+    sent.push(reqs.split('\n').length);
+    return send.call(this, reqs);
+  };
+  t.teardown(() => {
+    proto.read = send;
+  });
+  await sleep(0);
+  const before = e.status().reads!;
+  // One turn: 20 distinct calls, a revert and a read pinned to a flashblock the engine no longer holds among them.
+  const asked = [
+    ...Array.from({ length: 10 }, (_, i) => call(100 + i)),
+    outcome(e.call({ to: REVERTS }, overrides)),
+    outcome(e.getBalance(SINK, { number: b.number + 7, index: 0 })).catch((err: unknown) => (err instanceof EngineUnavailableError ? 'unavailable' : String(err))),
+    ...Array.from({ length: 10 }, (_, i) => call(200 + i)),
+  ];
+  const got = await Promise.all(asked);
+  t.same(got.slice(0, 10), Array(10).fill(want), 'calls before the others: each its own answer');
+  t.match(got[10], /^error 3 execution reverted: no 0x08c379a0/, 'the revert in the batch: its own error');
+  t.equal(got[11], 'unavailable', 'the read pinned to a flashblock no longer held: unavailable, alone');
+  t.same(got.slice(12), Array(10).fill(want), 'calls after them: each its own answer');
+  const after = e.status().reads!;
+  t.equal(after.inline - before.inline, 1, 'the first read of the turn ran inline');
+  t.equal(after.threads - before.threads, 21, 'the other 21 on the read threads');
+  t.same(sent, [8, 8, 5], 'in batches of at most 8, the rest at the end of the turn');
+
+  const pending = [call(300), call(301), call(302)].map((p) => p.catch((err: unknown) => (err instanceof EngineUnavailableError ? 'unavailable' : String(err))));
+  await e.stop();
+  const [first, ...waiting] = await Promise.all(pending);
+  t.equal(first, want, 'the first read of the turn: answered inline before the stop');
+  t.same(waiting, ['unavailable', 'unavailable'], 'the reads waiting for their batch when the engine stops: unavailable, not left hanging');
 });
