@@ -2,7 +2,7 @@
 //! an inline budget for the RPC thread, and the failure of a call as a ReadError (reverts with their data).
 use crate::error::ReadError;
 use crate::evm::engine_evm;
-use crate::spec::{bytes_of, hex_u256, hex_u64, parse, BlockSpec};
+use crate::spec::{bytes_of, hex_fit, hex_u256, hex_u64, parse, BlockSpec};
 use crate::state::{Db, Layer, LayerAccount};
 use alloy_eips::eip2930::{AccessList, AccessListItem};
 use alloy_primitives::{hex, Address, Bytes, TxKind, B256, U256};
@@ -142,16 +142,16 @@ pub(crate) fn call_setup(db: &Db, spec: &BlockSpec, req: &Value, block_overrides
     let max_fee = req.get("maxFeePerGas").filter(|v| !v.is_null());
     let tip = req.get("maxPriorityFeePerGas").filter(|v| !v.is_null());
     if let Some(v) = gas_price {
-        b.gas_price = hex_u256(v, "gasPrice")?.to::<u128>();
+        b.gas_price = hex_fit(v, "gasPrice")?;
         b.tx_type = 0;
     } else if max_fee.is_some() || tip.is_some() {
         b.tx_type = 2;
         b.gas_price = match max_fee {
-            Some(v) => hex_u256(v, "maxFeePerGas")?.to::<u128>(),
-            None => block.basefee as u128 + hex_u256(tip.unwrap(), "maxPriorityFeePerGas")?.to::<u128>(),
+            Some(v) => hex_fit(v, "maxFeePerGas")?,
+            None => (block.basefee as u128).saturating_add(hex_fit(tip.unwrap(), "maxPriorityFeePerGas")?),
         };
         b.gas_priority_fee = match tip {
-            Some(v) => Some(hex_u256(v, "maxPriorityFeePerGas")?.to::<u128>()),
+            Some(v) => Some(hex_fit(v, "maxPriorityFeePerGas")?),
             None => Some(0),
         };
     } else {
@@ -379,4 +379,34 @@ pub(crate) fn access_list<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Va
         out.insert("error".into(), json!(failure(&r).message));
     }
     Ok(Value::Object(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::NodeClient;
+    use crate::state::{Shared, Snapshot};
+    use serde_json::json;
+
+    #[test]
+    fn a_fee_or_block_number_too_large_is_invalid_input_never_a_panic() {
+        // A panic here would poison the engine: one eth_call would restart it.
+        let shared = Shared::new(NodeClient::new("http://127.0.0.1:9/", 100).unwrap(), usize::MAX);
+        let spec = BlockSpec::for_tests();
+        let db = Db { top: None, below: &[], shared: &shared };
+        let max = format!("{:#x}", u128::MAX);
+        let over = format!("{:#x}", U256::from(u128::MAX) + U256::from(1));
+        for field in ["gasPrice", "maxFeePerGas", "maxPriorityFeePerGas"] {
+            let fits = call_setup(&db, &spec, &json!({ field: max, "nonce": "0x0" }), &Value::Null, None);
+            assert!(fits.is_ok(), "{field} = 2^128 - 1 is taken");
+            let e = call_setup(&db, &spec, &json!({ field: over, "nonce": "0x0" }), &Value::Null, None).err().expect("refused");
+            assert_eq!((e.code, e.message.as_str()), ("E_INPUT", format!("{field}: too large").as_str()));
+        }
+        let snap = Snapshot { layers: Vec::new(), l1: Default::default() };
+        for (field, value) in [("number", format!("{:#x}", U256::from(u64::MAX) + U256::from(1))), ("time", "0x1".to_string() + &"0".repeat(20))] {
+            let payload = json!({ "blockStateCalls": [{ "blockOverrides": { field: value } }] });
+            let e = crate::simulate::simulate(&shared, &spec, &snap, &payload).err().expect("refused");
+            assert_eq!((e.code, e.message.as_str()), ("E_INPUT", format!("blockOverrides.{field}: too large").as_str()));
+        }
+    }
 }

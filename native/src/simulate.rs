@@ -62,8 +62,9 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
             env.timestamp = U256::from(prev_time.unwrap_or(spec.timestamp) + 2);
         }
         apply_block_overrides(&mut env, b.get("blockOverrides").unwrap_or(&Value::Null))?;
-        let number: u64 = env.number.to::<u64>();
-        let time: u64 = env.timestamp.to::<u64>();
+        let too_large = |what: &str| ReadError { code: "E_INPUT", message: format!("blockOverrides.{what}: too large"), data: None };
+        let number: u64 = env.number.try_into().map_err(|_| too_large("number"))?;
+        let time: u64 = env.timestamp.try_into().map_err(|_| too_large("time"))?;
         if let Some(p) = prev_number {
             if number <= p {
                 return Err(ReadError { code: "E_SIM_NUMBER", message: format!("block numbers must increase: {number} after {p}"), data: None });

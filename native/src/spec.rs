@@ -63,6 +63,11 @@ pub(crate) fn hex_u256(v: &Value, what: &str) -> Result<U256, EngineError> {
     quantity(v).map_err(|_| EngineError::new("E_INPUT", format!("{what}: bad quantity")))
 }
 
+/// A quantity that must fit `T` (a fee in u128, a block number in u64): a larger one is invalid input, never a panic.
+pub(crate) fn hex_fit<T: TryFrom<U256>>(v: &Value, what: &str) -> Result<T, EngineError> {
+    hex_u256(v, what)?.try_into().map_err(|_| EngineError::new("E_INPUT", format!("{what}: too large")))
+}
+
 pub(crate) fn parse<T: std::str::FromStr>(v: &Value, what: &str) -> Result<T, EngineError> {
     v.as_str().and_then(|s| s.parse().ok()).ok_or_else(|| EngineError::new("E_INPUT", format!("{what}: bad value")))
 }

@@ -280,7 +280,8 @@ impl Shared {
         for (i, a) in missing.iter().enumerate() {
             let what = || format!("account {a:#x}");
             let (Some(bal), Some(nonce)) = (item(&answers[3 * i], &what)?, item(&answers[3 * i + 1], &what)?) else { continue };
-            let (bal, nonce) = (quantity(&bal)?, quantity(&nonce)?.to::<u64>());
+            let nonce: u64 = quantity(&nonce)?.try_into().map_err(|_| DbError(format!("{}: the node's nonce is over 2^64", what())))?;
+            let bal = quantity(&bal)?;
             match &answers[3 * i + 2] {
                 Ok(code) => infos.push((*a, self.account_info(bal, nonce, data(code)?))),
                 Err(_) => codeless.push((*a, bal, nonce)),
