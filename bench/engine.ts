@@ -32,7 +32,7 @@ export async function engineAt(node: Anvil, canonical: number): Promise<RevmEngi
 }
 
 const progress = (what: string): void => void process.stderr.write(`bench engine: ${what}\n`);
-const reads = (e: RevmEngine): number => e.status().nodeReads ?? 0;
+const reads = (e: RevmEngine): number => e.status().nodeReads;
 
 /** What replaying blocks into one engine gave: apply ms per flashblock (warm blocks only), node reads per block. */
 interface Replay {

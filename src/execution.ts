@@ -14,19 +14,13 @@
 // Engine failures are values here: they never reach the pipeline and never crash the daemon.
 import { performance } from 'node:perf_hooks';
 import { applyAccessList, postDiffers, type AccountChanges, type AccountPost } from './chain/access-list.js';
-import { SENDER_ROW, type ApplyFailure, type CanonicalVerdict, type ExecutionEngine, type FlashblockWork, type TxBatch } from './exec/engine.js';
+import { SENDER_ROW, type ApplyFailure, type CanonicalVerdict, type ExecutionEngine, type FlashblockWork } from './exec/engine.js';
 import { DivergenceWindow } from './execution-divergence.js';
 import type { ExecutedReceipt } from './exec/receipts.js';
 import type { Logger } from './log.js';
 import type { ExecutionDivergenceSource, ExecutionOutcome, Metrics } from './metrics/metrics.js';
 import type { StateEvents } from './state/events.js';
 import { packTxBytes, type BlockView, type PendingView, type TxView } from './state/view.js';
-
-/** Positions [from, to) of `b` as the engine takes them: their bytes copied back to back, and their bounds. */
-function txBatchOf(b: BlockView, from: number, to: number): TxBatch {
-  const { bytes, offsets } = packTxBytes(b, Array.from({ length: to - from }, (_, k) => from + k));
-  return { bytes, bounds: offsets };
-}
 
 /** How long the engine waits for ingest's recovery of a flashblock's senders before recovering the rest itself. */
 const SENDER_WAIT_MS = 100;
@@ -339,8 +333,8 @@ export class ExecutionFeed {
     const b = f.view;
     const from = index === 0 ? 0 : (b.txCountAt[index - 1] as number);
     const to = b.txCountAt[index] as number;
-    const txs = txBatchOf(b, from, to);
-    const base = b.base;
+    // The flashblock's transactions as the engine takes them: their bytes copied back to back, and their bounds.
+    const { bytes, offsets: bounds } = packTxBytes(b, Array.from({ length: to - from }, (_, k) => from + k));
     const src = this.d.senders;
     let senders: Uint8Array | undefined;
     let sendersRecovered: Promise<void> | null = null;
@@ -355,17 +349,8 @@ export class ExecutionFeed {
     const work: FlashblockWork = {
       blockNumber: b.number,
       index,
-      env: {
-        number: b.number,
-        timestamp: base.timestamp,
-        baseFeePerGas: base.baseFeePerGas,
-        feeRecipient: base.feeRecipient,
-        gasLimit: base.gasLimit,
-        prevRandao: base.prevRandao,
-        parentHash: base.parentHash,
-        parentBeaconBlockRoot: base.parentBeaconBlockRoot,
-      },
-      txs,
+      env: { ...b.base, number: b.number },
+      txs: { bytes, bounds },
       receiptsRoot: b.diffs[index]?.receiptsRoot ?? null,
       senders,
       sendersRecovered,
@@ -540,8 +525,7 @@ export class ExecutionFeed {
 
   /** The engine's settled height (its blocks above a mismatch executed again), or its canonical one. */
   private settledThrough(): number {
-    const st = this.d.engine.status();
-    return st.settled ?? st.canonical;
+    return this.d.engine.status().settled;
   }
 
   /**
@@ -573,7 +557,6 @@ export class ExecutionFeed {
   /** Node reads per block: the engine's reads between two consecutive blocks' first flashblocks handed over. */
   private noteBlockStart(n: number): void {
     const reads = this.d.engine.status().nodeReads;
-    if (reads === null) return;
     const prev = this.blockStart;
     if (prev !== null && prev.number === n - 1) this.d.metrics.executionNodeReadsPerBlock.set(reads - prev.reads);
     this.blockStart = { number: n, reads };
@@ -712,16 +695,14 @@ export class ExecutionFeed {
       m.executionRestarts.inc(st.restarts - this.restartsSeen);
       this.restartsSeen = st.restarts;
     }
-    if (st.nodeReads !== null && st.nodeReads > this.nodeReadsSeen) {
+    if (st.nodeReads > this.nodeReadsSeen) {
       m.executionNodeReads.inc(st.nodeReads - this.nodeReadsSeen);
       this.nodeReadsSeen = st.nodeReads;
     }
-    if (st.reads !== undefined) {
-      if (st.reads.inline > this.readsSeen.inline) m.executionReads.inline.inc(st.reads.inline - this.readsSeen.inline);
-      if (st.reads.threads > this.readsSeen.threads) m.executionReads.threads.inc(st.reads.threads - this.readsSeen.threads);
-      if (st.reads.memo > this.readsSeen.memo) m.executionReads.memo.inc(st.reads.memo - this.readsSeen.memo);
-      this.readsSeen = { ...st.reads };
+    for (const where of ['inline', 'threads', 'memo'] as const) {
+      if (st.reads[where] > this.readsSeen[where]) m.executionReads[where].inc(st.reads[where] - this.readsSeen[where]);
     }
+    this.readsSeen = { ...st.reads };
     if (st.cacheBytes != null) m.executionCacheBytes.set(st.cacheBytes);
     if (this.phase === 'up' || this.phase === 'restarting') {
       // The engine restarts itself after a panic (and re-executes what it holds); reads wait for it meanwhile.
@@ -731,8 +712,7 @@ export class ExecutionFeed {
     const oldest = this.inflight[0];
     m.executionLagSeconds.set(oldest === undefined ? 0 : (performance.now() - oldest.appliedMs) / 1000);
     if (this.divergedBlocks.size > 0) {
-      const settled = st.settled ?? st.canonical;
-      for (const n of this.divergedBlocks) if (n <= settled) this.divergedBlocks.delete(n);
+      for (const n of this.divergedBlocks) if (n <= st.settled) this.divergedBlocks.delete(n);
     }
     if (this.phase === 'up') this.settleWaiters();
   }

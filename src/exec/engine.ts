@@ -24,12 +24,8 @@
  *  - Verification, in the engine (native/src/receipt.rs, root.rs): every flashblock's executed receipts root against
  *    diff.receipts_root, and at settle against the canonical header's; a canonical block that differs is logged here
  *    with its first differing transaction and field.
- * Measured (`npx tsx bench/exec.ts --quick`, 200 tx per flashblock, arrival → pending eth_call reflects it, 2 loaded
- * cores, commit d6fcf79): p50 103 / p99 191 ms, against the former anvil sidecar's 1,085 / 4,591 ms ('rebuild', which
- * re-mined the block so far at every flashblock) in the same run, both with every receipts root verified; the engine
- * has become about 10× faster since (~8 ms per 200-tx flashblock, warm). The sidecar was removed after that run: slower,
- * inexact (PREVRANDAO, the Jovian operator fee) and a second engine to maintain. anvil remains the devnet's node and an
- * independent executor in tests.
+ * (BENCHMARKS.md, "Pending execution", says why the former anvil sidecar engine was removed; anvil remains the
+ * devnet's node and an independent executor in tests.)
  *
  * Wiring (src/execution.ts): the pipeline hands every applied flashblock to applyFlashblock (env from index 0's
  * base; diff.receipts_root) and every canonical head to noteCanonical; pending
@@ -152,18 +148,18 @@ export interface EngineStatus {
   divergences: number;
   verified: number;
   applied: number;
-  /** JSON-RPC calls the engine made to the node; null when not counted. */
-  nodeReads: number | null;
+  /** JSON-RPC calls the engine made to the node. */
+  nodeReads: number;
   /** Bytes held by the engine's state cache, or null when unknown. */
-  cacheBytes?: number | null;
-  /** Reads answered where they ran: at once on the calling thread, or on the engine's read threads. */
-  reads?: { inline: number; threads: number; memo: number };
+  cacheBytes: number | null;
+  /** Reads answered where they ran: at once on the calling thread, on the engine's read threads, or from the memo. */
+  reads: { inline: number; threads: number; memo: number };
   lastError: string | null;
   /**
    * Canonical height through which settling is done, the blocks held above it re-executed on the node's state where
-   * the settle dropped them (absent: the engine does not say; `canonical` then).
+   * the settle dropped them.
    */
-  settled?: number;
+  settled: number;
 }
 
 /**

@@ -204,7 +204,7 @@ const offEarly = devnet.onFlashblock((fb) => {
     const feed = lying.daemon.execution!;
     await until(() => feed.answered(n, fb.index), ANSWER_WAIT_MS, `the lying stream's daemon answers for ${n}/${fb.index}`);
     // The falsified block two below is settled (its taint on what was built above it gone).
-    await until(() => (feed.engine.status().settled ?? 0) >= n - 2, ANSWER_WAIT_MS, `block ${n - 2} settled`);
+    await until(() => feed.engine.status().settled >= n - 2, ANSWER_WAIT_MS, `block ${n - 2} settled`);
     const addresses = new Set<string>(VAULTS);
     for (let i = 0; i <= fb.index; i++) for (const r of built.get(n)?.[i]?.receipts ?? []) {
       const from = senders.get(r.hash.toLowerCase());

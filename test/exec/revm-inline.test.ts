@@ -101,9 +101,9 @@ t.test('inline reads answer as the read threads do; what cannot be answered inli
   const fresh = '0x' + '44'.repeat(20);
   t.equal(inline.readNow({ method: 'getCode', address: fresh }), undefined, 'an account not in memory is not answered inline');
   t.equal(await inline.getCode(fresh), '0x', 'the threads read it from the node');
-  const inlineBefore = inline.status().reads?.inline ?? 0;
+  const inlineBefore = inline.status().reads.inline;
   t.equal(inline.readNow({ method: 'call', tx: { to: fresh }, stateOverrides: null, blockOverrides: null }), '0x', 'then it is in memory: a call to it is answered inline');
-  t.equal(inline.status().reads?.inline, inlineBefore + 1, 'run inline, not from the memo');
+  t.equal(inline.status().reads.inline, inlineBefore + 1, 'run inline, not from the memo');
 
   // A loop until 50 M gas are spent takes far longer than the inline budget: not answered inline, same answer after.
   const loop: NowRead = { method: 'call', tx: { to: LOOP, gas: '0x2faf080' }, stateOverrides: overrides, blockOverrides: null };
@@ -126,7 +126,7 @@ t.test('the read memo answers a read asked again until the next flashblock is ex
   t.ok(new Set(b.sinkBalances).size === b.sinkBalances.length, 'every flashblock changes what the reader returns');
   const read: NowRead = { method: 'call', tx: { to: c.reader }, stateOverrides: null, blockOverrides: null };
   const reverts: NowRead = { method: 'call', tx: { to: REVERTS }, stateOverrides: overrides, blockOverrides: null };
-  const memoReads = (x: RevmEngine): number => x.status().reads?.memo ?? 0;
+  const memoReads = (x: RevmEngine): number => x.status().reads.memo;
   for (const x of [e, off]) await x.start(b.number - 1);
   for (const fb of b.flashblocks) {
     for (const x of [e, off]) t.ok((await x.applyFlashblock(fb)).ok, `${b.number}/${fb.index} executed`);
@@ -156,7 +156,7 @@ t.test('reads asked in the same turn of the event loop: the first inline, the ot
   // The reader returns SINK's balance whatever the calldata: every read below is its own memo key, one answer.
   const read = (n: number): NowRead & { method: 'call' } => ({ method: 'call', tx: { to: c.reader, data: '0x' + n.toString(16).padStart(8, '0') }, stateOverrides: null, blockOverrides: null });
   t.equal(BigInt(await e.call(read(0).tx)), b.sinkBalances[1], 'the state of the newest flashblock');
-  const reads = (): { inline: number; threads: number; memo: number } => e.status().reads!;
+  const reads = (): { inline: number; threads: number; memo: number } => e.status().reads;
   await sleep(0);
   const before = reads();
   t.equal(BigInt(e.readNow(read(1))!), b.sinkBalances[1], 'the first read of a turn: answered at once');
@@ -198,7 +198,7 @@ t.test('the reads a turn sends to the read threads go over in batches, each answ
     proto.read = send;
   });
   await sleep(0);
-  const before = e.status().reads!;
+  const before = e.status().reads;
   // One turn: 20 distinct calls, a revert and a read pinned to a flashblock the engine no longer holds among them.
   const asked = [
     ...Array.from({ length: 10 }, (_, i) => call(100 + i)),
@@ -211,7 +211,7 @@ t.test('the reads a turn sends to the read threads go over in batches, each answ
   t.match(got[10], /^error 3 execution reverted: no 0x08c379a0/, 'the revert in the batch: its own error');
   t.equal(got[11], 'unavailable', 'the read pinned to a flashblock no longer held: unavailable, alone');
   t.same(got.slice(12), Array(10).fill(want), 'calls after them: each its own answer');
-  const after = e.status().reads!;
+  const after = e.status().reads;
   t.equal(after.inline - before.inline, 1, 'the first read of the turn ran inline');
   t.equal(after.threads - before.threads, 21, 'the other 21 on the read threads');
   t.same(sent, [8, 8, 5], 'in batches of at most 8, the rest at the end of the turn');
