@@ -137,8 +137,6 @@ interface WireReceipt {
   to: string | null;
 }
 
-const ZERO = 0n;
-
 /** See RevmEngineOptions.inlineReadUs. */
 export const DEFAULT_INLINE_READ_US = 500;
 /** See RevmEngineOptions.readMemoEntries. */
@@ -459,12 +457,6 @@ export class RevmEngine implements ExecutionEngine {
     }
   }
 
-  /** `r`'s deposit nonce as the chain commits it (see depositNonceMode). */
-  private adjust(r: ExecutedReceipt): ExecutedReceipt {
-    if (this.depositNonceMode === 'pre' || r.depositNonce === null) return r;
-    return { ...r, depositNonce: r.depositNonce + 1n };
-  }
-
   noteCanonical(blockNumber: number): void {
     if (blockNumber <= this.canonical) return;
     void this.enqueue(() => this.settle(blockNumber));
@@ -613,7 +605,7 @@ export class RevmEngine implements ExecutionEngine {
     const body = JSON.stringify({ method, ...req });
     const memoised = req.at === undefined && MEMO_METHODS.has(method) && body.length <= READ_MEMO_MAX_KEY;
     const now = this.fromMemory(native, body, memoised);
-    if (now !== null) return this.outcome(method, now);
+    if (now !== null) return this.outcome(`eth_${method}`, now);
     this.readsThreads++;
     const memo = this.memo;
     const epoch = memo.epoch;
@@ -625,7 +617,7 @@ export class RevmEngine implements ExecutionEngine {
     // Kept when no flashblock was executed meanwhile and the answer is the state's (a result or a revert), not a
     // failed node read.
     if (memoised && memo.epoch === epoch && (out.result !== undefined || out.error?.code === 'E_REVERT')) memo.put(body, out, text.length);
-    return this.outcome(method, out);
+    return this.outcome(`eth_${method}`, out);
   }
 
   /**
@@ -680,10 +672,10 @@ export class RevmEngine implements ExecutionEngine {
     return out;
   }
 
-  /** A native read's answer: its result, or the JSON-RPC error it carries thrown. */
-  private outcome(method: string, out: ReadAnswer): unknown {
-    if (out.unavailable === true) throw new EngineUnavailableError('nothing executed yet');
-    if (out.error !== undefined) throw new RpcReplyError(`eth_${method}`, rpcCodeOf(out.error.code), out.error.message, out.error.data ?? undefined);
+  /** A native read's answer: its result, or the JSON-RPC error it carries thrown as `rpcMethod`'s. */
+  private outcome(rpcMethod: string, out: ReadAnswer, unavailable = 'nothing executed yet'): unknown {
+    if (out.unavailable === true) throw new EngineUnavailableError(unavailable);
+    if (out.error !== undefined) throw new RpcReplyError(rpcMethod, rpcCodeOf(out.error.code), out.error.message, out.error.data ?? undefined);
     return out.result;
   }
 
@@ -694,7 +686,7 @@ export class RevmEngine implements ExecutionEngine {
     const out = this.fromMemory(native, key, key.length <= READ_MEMO_MAX_KEY);
     if (out === null) return undefined;
     try {
-      return this.outcome(read.method, out) as string;
+      return this.outcome(`eth_${read.method}`, out) as string;
     } catch (e) {
       if (e instanceof EngineUnavailableError) return undefined;
       throw e;
@@ -707,9 +699,7 @@ export class RevmEngine implements ExecutionEngine {
     if (native === null || !this.ready) throw new EngineUnavailableError('execution engine not ready');
     this.readsThreads++;
     const out = JSON.parse(await native.trace(JSON.stringify(req))) as ReadAnswer;
-    if (out.unavailable === true) throw new EngineUnavailableError('the flashblock is no longer held by the engine');
-    if (out.error !== undefined) throw new RpcReplyError(req.method, rpcCodeOf(out.error.code), out.error.message, out.error.data ?? undefined);
-    return out.result;
+    return this.outcome(req.method, out, 'the flashblock is no longer held by the engine');
   }
 
   async call(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<string> {
@@ -753,9 +743,10 @@ export class RevmEngine implements ExecutionEngine {
     return fb === undefined ? null : fb.at(fb.hashes.indexOf(hash));
   }
 
+  /** `r`'s deposit nonce as the chain commits it (see depositNonceMode). */
   chainDepositNonce(r: ExecutedReceipt): bigint | null {
     if (r.type !== TX_DEPOSIT || r.depositNonce === null) return null;
-    return this.adjust(r).depositNonce ?? ZERO;
+    return this.depositNonceMode === 'pre' ? r.depositNonce : r.depositNonce + 1n;
   }
 
   blockReceipts(blockNumber: number): readonly ExecutedReceipt[] | null {
