@@ -13,7 +13,7 @@ use op_revm::revm::{
     bytecode::Bytecode,
     handler::system_call::{SystemCallEvm, SYSTEM_ADDRESS},
     state::{AccountInfo, EvmState},
-    ExecuteCommitEvm, ExecuteEvm,
+    database::WrapDatabaseRef, ExecuteCommitEvm, ExecuteEvm,
 };
 use op_revm::revm::handler::EvmTr;
 use op_revm::revm::context_interface::ContextTr;
@@ -107,7 +107,7 @@ pub(crate) fn system_calls(shared: &Shared, below: &[Arc<Layer>], spec: &BlockSp
         calls.push((HISTORY_STORAGE_ADDRESS, Bytes::copy_from_slice(spec.parent_hash.as_slice())));
     }
     for (addr, data) in calls {
-        let db = Db { top: Some(&*layer), below, shared };
+        let db = WrapDatabaseRef(Db { top: Some(&*layer), below, shared });
         let mut evm = engine_evm(db, spec.cfg(), spec.block_env(), L1BlockInfo::default(), ());
         let result = evm.system_call_one_with_caller(SYSTEM_ADDRESS, addr, data).map_err(|e| evm_error("E_EXEC", format!("system call to {addr:#x}"), e))?;
         let mut state: EvmState = evm.finalize();
@@ -226,8 +226,7 @@ impl<'a> op_revm::revm::Database for ApplyDb<'a> {
         self.view().slot(address, index)
     }
     fn block_hash(&mut self, number: u64) -> Result<B256, DbError> {
-        let mut d = self.view();
-        op_revm::revm::Database::block_hash(&mut d, number)
+        op_revm::revm::DatabaseRef::block_hash_ref(&self.view(), number)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Calls at a snapshot: eth_call, eth_estimateGas, eth_createAccessList with geth-style state and block overrides,
 //! an inline budget for the RPC thread, and the failure of a call as a ReadError (reverts with their data).
-use crate::error::ReadError;
+use crate::error::{failed, invalid, ReadError};
 use crate::evm::engine_evm;
 use crate::spec::{bytes_of, hex_fit, hex_u256, hex_u64, parse, BlockSpec};
 use crate::state::{Db, Layer, LayerAccount};
@@ -10,7 +10,8 @@ use op_revm::revm::{
     bytecode::Bytecode,
     context::{BlockEnv, CfgEnv, TxEnv},
     context_interface::result::ExecutionResult,
-    state::EvmState,
+    database::WrapDatabaseRef,
+    state::{Account, EvmState},
     inspector::{InspectEvm, Inspector},
     interpreter::{interpreter::EthInterpreter, CallInputs, CallOutcome, Interpreter}, ExecuteEvm,
 };
@@ -29,7 +30,7 @@ pub(crate) fn override_layer(db: &Db, overrides: &Value) -> Result<Option<Layer>
     let Some(map) = overrides.as_object() else { return Ok(None) };
     let mut layer = Layer::default();
     for (addr, o) in map {
-        let a: Address = addr.parse().map_err(|_| ReadError { code: "E_INPUT", message: format!("state override: bad address {addr}"), data: None })?;
+        let a: Address = addr.parse().map_err(|_| invalid(format!("state override: bad address {addr}")))?;
         let mut info = db.account(a)?.unwrap_or_default();
         if info.code.is_none() && info.code_hash != op_revm::revm::primitives::KECCAK_EMPTY {
             info.code = Some(db.code(info.code_hash)?);
@@ -50,12 +51,12 @@ pub(crate) fn override_layer(db: &Db, overrides: &Value) -> Result<Option<Layer>
         let whole = o.get("state").filter(|v| !v.is_null());
         let diff = o.get("stateDiff").filter(|v| !v.is_null());
         if whole.is_some() && diff.is_some() {
-            return Err(ReadError { code: "E_INPUT", message: format!("state override for {addr}: both state and stateDiff"), data: None });
+            return Err(invalid(format!("state override for {addr}: both state and stateDiff")));
         }
         if let Some(s) = whole.or(diff) {
             acc.storage_reset = whole.is_some();
             for (k, v) in s.as_object().into_iter().flatten() {
-                let k = U256::from_str_radix(k.trim_start_matches("0x"), 16).map_err(|_| ReadError { code: "E_INPUT", message: "state override: bad slot".into(), data: None })?;
+                let k = U256::from_str_radix(k.trim_start_matches("0x"), 16).map_err(|_| invalid("state override: bad slot"))?;
                 acc.storage.insert(k, hex_u256(v, "storage value")?);
             }
         }
@@ -91,8 +92,6 @@ pub(crate) struct CallSetup {
     pub(crate) block: BlockEnv,
     /// The L1 block info it runs with (see call_chain).
     pub(crate) chain: L1BlockInfo,
-    /// The caller gave no gas limit: estimateGas searches up to this.
-    gas_given: bool,
 }
 
 /// The L1 block info a call at `block` runs with: `l1`'s (the snapshot's, read once) when the call sees the snapshot's
@@ -102,8 +101,8 @@ fn call_chain(db: &Db, spec: &BlockSpec, block: &BlockEnv, l1: Option<&std::sync
     if let Some(info) = lock.get() {
         return Ok(info.clone());
     }
-    let mut d = Db { top: db.top, below: db.below, shared: db.shared };
-    let info = L1BlockInfo::try_fetch(&mut d, block.number, spec.spec).map_err(|e| ReadError { code: "E_FAILED", message: e.to_string(), data: None })?;
+    let mut d = WrapDatabaseRef(Db { top: db.top, below: db.below, shared: db.shared });
+    let info = L1BlockInfo::try_fetch(&mut d, block.number, spec.spec).map_err(|e| failed(e.to_string()))?;
     let _ = lock.set(info.clone());
     Ok(info)
 }
@@ -116,14 +115,8 @@ pub(crate) fn call_setup(db: &Db, spec: &BlockSpec, req: &Value, block_overrides
     let chain = call_chain(db, spec, &block, l1)?;
     let mut cfg = spec.cfg();
     let mut b = TxEnv {
-        caller: match req.get("from").filter(|v| !v.is_null()) {
-            Some(v) => parse(v, "from")?,
-            None => Address::ZERO,
-        },
-        kind: match req.get("to").filter(|v| !v.is_null()) {
-            Some(v) => TxKind::Call(parse(v, "to")?),
-            None => TxKind::Create,
-        },
+        caller: req.get("from").filter(|v| !v.is_null()).map(|v| parse(v, "from")).transpose()?.unwrap_or_default(),
+        kind: req.get("to").filter(|v| !v.is_null()).map(|v| parse(v, "to")).transpose()?.map_or(TxKind::Create, TxKind::Call),
         ..Default::default()
     };
     if let Some(v) = req.get("input").filter(|v| !v.is_null()).or_else(|| req.get("data").filter(|v| !v.is_null())) {
@@ -163,7 +156,7 @@ pub(crate) fn call_setup(db: &Db, spec: &BlockSpec, req: &Value, block_overrides
         cfg.disable_fee_charge = true;
     }
     if let Some(list) = req.get("accessList").filter(|v| !v.is_null()) {
-        let items = list.as_array().ok_or_else(|| ReadError { code: "E_INPUT", message: "accessList: not a list".into(), data: None })?;
+        let items = list.as_array().ok_or_else(|| invalid("accessList: not a list"))?;
         let mut out = Vec::new();
         for it in items {
             let address: Address = parse(&it["address"], "accessList address")?;
@@ -185,18 +178,14 @@ pub(crate) fn call_setup(db: &Db, spec: &BlockSpec, req: &Value, block_overrides
     // eth_call lets a contract be the caller (geth skips the EIP-3607 check).
     cfg.disable_eip3607 = true;
     let tx = OpTransaction { base: b, enveloped_tx: Some(Bytes::new()), deposit: Default::default() };
-    Ok(CallSetup { tx, cfg, block, chain, gas_given })
+    Ok(CallSetup { tx, cfg, block, chain })
 }
 
-pub(crate) fn run(db: Db, spec: &BlockSpec, s: &CallSetup, gas: u64) -> Result<(ExecutionResult<OpHaltReason>, EvmState), ReadError> {
+pub(crate) fn run(db: Db, s: &CallSetup, gas: u64) -> Result<(ExecutionResult<OpHaltReason>, EvmState), ReadError> {
     let mut tx = s.tx.clone();
     tx.base.gas_limit = gas;
-    let _ = spec;
-    let mut evm = engine_evm(db, s.cfg.clone(), s.block.clone(), s.chain.clone(), ());
-    match evm.transact(tx) {
-        Ok(r) => Ok((r.result, r.state)),
-        Err(e) => Err(ReadError { code: "E_FAILED", message: e.to_string(), data: None }),
-    }
+    let mut evm = engine_evm(WrapDatabaseRef(db), s.cfg.clone(), s.block.clone(), s.chain.clone(), ());
+    evm.transact(tx).map(|r| (r.result, r.state)).map_err(|e| failed(e.to_string()))
 }
 
 /// Bounds a read answered inline, on the JS thread: past its deadline (checked every 256 instructions), or at a
@@ -236,18 +225,14 @@ impl<CTX> Inspector<CTX, EthInterpreter> for Budget {
 /// The JSON-RPC code of an inline read that ran out of its budget (never sent: the read runs again elsewhere).
 pub(crate) const OVER_BUDGET: &str = "E_OVER_BUDGET";
 
-pub(crate) fn run_budgeted(db: Db, spec: &BlockSpec, s: &CallSetup, deadline: Instant) -> Result<ExecutionResult<OpHaltReason>, ReadError> {
-    let _ = spec;
+pub(crate) fn run_budgeted(db: Db, s: &CallSetup, deadline: Instant) -> Result<ExecutionResult<OpHaltReason>, ReadError> {
     let budget = Budget { deadline, steps: 0, over: false };
-    let mut evm = engine_evm(db, s.cfg.clone(), s.block.clone(), s.chain.clone(), budget);
+    let mut evm = engine_evm(WrapDatabaseRef(db), s.cfg.clone(), s.block.clone(), s.chain.clone(), budget);
     let out = evm.inspect_one_tx(s.tx.clone());
     if evm.0.inspector.over {
         return Err(ReadError { code: OVER_BUDGET, message: "over the inline budget".into(), data: None });
     }
-    match out {
-        Ok(r) => Ok(r),
-        Err(e) => Err(ReadError { code: "E_FAILED", message: e.to_string(), data: None }),
-    }
+    out.map_err(|e| failed(e.to_string()))
 }
 
 pub(crate) fn failure(r: &ExecutionResult<OpHaltReason>) -> ReadError {
@@ -257,8 +242,8 @@ pub(crate) fn failure(r: &ExecutionResult<OpHaltReason>) -> ReadError {
             let reason = decode_revert_reason(output);
             ReadError { code: "E_REVERT", message: match reason { Some(m) => format!("execution reverted: {m}"), None => "execution reverted".into() }, data: Some(data) }
         }
-        ExecutionResult::Halt { reason, .. } => ReadError { code: "E_FAILED", message: halt_message(reason), data: None },
-        ExecutionResult::Success { .. } => ReadError { code: "E_FAILED", message: "ok".into(), data: None },
+        ExecutionResult::Halt { reason, .. } => failed(halt_message(reason)),
+        ExecutionResult::Success { .. } => failed("ok"),
     }
 }
 
@@ -291,53 +276,48 @@ pub(crate) fn estimate<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value
             hi = avail.to::<u64>();
         }
     }
-    let (first, _) = run(db(), spec, &s, hi)?;
+    let (first, _) = run(db(), &s, hi)?;
     if !first.is_success() {
         return Err(failure(&first));
     }
     let used = first.tx_gas_used();
     let refunded = first.gas().inner_refunded();
     let mut lo = used.saturating_sub(1).max(20_999);
-    // geth's optimistic guess: what was used (before refunds) plus 1/63 for the call-stipend rule.
-    let guess = ((used + refunded) * 64 / 63).min(hi);
-    if guess > lo && guess < hi {
-        let (r, _) = run(db(), spec, &s, guess)?;
-        if r.is_success() {
-            hi = guess;
-        } else {
-            lo = guess;
-        }
-    }
+    // geth's optimistic guess, the first probe when it is strictly between the bounds: what was used (before refunds)
+    // plus 1/63 for the call-stipend rule.
+    let mut guess = Some(((used + refunded) * 64 / 63).min(hi)).filter(|&g| g > lo && g < hi);
     while lo + 1 < hi {
-        let mid = lo + (hi - lo) / 2;
-        let (r, _) = run(db(), spec, &s, mid)?;
+        let mid = guess.take().unwrap_or(lo + (hi - lo) / 2);
+        let (r, _) = run(db(), &s, mid)?;
         if r.is_success() {
             hi = mid;
         } else {
             lo = mid;
         }
     }
-    let _ = s.gas_given;
     Ok(json!(format!("0x{hi:x}")))
 }
 
 pub(crate) fn access_list<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_overrides: &Value, l1: Option<&std::sync::OnceLock<L1BlockInfo>>) -> Result<Value, ReadError> {
     let mut s = call_setup(&db(), spec, tx, block_overrides, l1)?;
     let from = s.tx.base.caller;
-    let to = match s.tx.base.kind {
-        TxKind::Call(a) => Some(a),
-        TxKind::Create => None,
-    };
+    let to = s.tx.base.kind.to().copied();
     let precompiles: Vec<Address> = (1u64..=0x11).map(|i| Address::from_word(B256::from(U256::from(i)))).chain(std::iter::once(Address::from_word(B256::from(U256::from(0x100u64))))).collect();
     // geth iterates until the list is stable: accessing a slot may change which slots are accessed.
     let mut list = s.tx.base.access_list.clone();
     let mut last: Option<(ExecutionResult<OpHaltReason>, AccessList)> = None;
+    // An account's touched slots, sorted.
+    let item = |address: Address, acc: &Account| {
+        let mut storage_keys: Vec<B256> = acc.storage.keys().map(|k| B256::from(*k)).collect();
+        storage_keys.sort();
+        AccessListItem { address, storage_keys }
+    };
     for _ in 0..4 {
         s.tx.base.access_list = list.clone();
         if s.tx.base.tx_type == 0 {
             s.tx.base.tx_type = 1;
         }
-        let (r, state) = run(db(), spec, &s, s.tx.base.gas_limit)?;
+        let (r, state) = run(db(), &s, s.tx.base.gas_limit)?;
         let mut items: Vec<AccessListItem> = Vec::new();
         let mut addrs: Vec<&Address> = state.keys().collect();
         addrs.sort();
@@ -345,19 +325,12 @@ pub(crate) fn access_list<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Va
             if *a == from || Some(*a) == to || precompiles.contains(a) || *a == spec.coinbase {
                 continue;
             }
-            let acc = &state[a];
-            let mut keys: Vec<B256> = acc.storage.keys().map(|k| B256::from(*k)).collect();
-            keys.sort();
-            items.push(AccessListItem { address: *a, storage_keys: keys });
+            items.push(item(*a, &state[a]));
         }
         // Slots of the sender and recipient are listed too (geth lists every touched slot, excluding only addresses).
         for a in [Some(from), to].into_iter().flatten() {
-            if let Some(acc) = state.get(&a) {
-                if !acc.storage.is_empty() {
-                    let mut keys: Vec<B256> = acc.storage.keys().map(|k| B256::from(*k)).collect();
-                    keys.sort();
-                    items.push(AccessListItem { address: a, storage_keys: keys });
-                }
+            if let Some(acc) = state.get(&a).filter(|acc| !acc.storage.is_empty()) {
+                items.push(item(a, acc));
             }
         }
         let next = AccessList(items);
@@ -405,7 +378,7 @@ mod tests {
         let snap = Snapshot { layers: Vec::new(), l1: Default::default() };
         for (field, value) in [("number", format!("{:#x}", U256::from(u64::MAX) + U256::from(1))), ("time", "0x1".to_string() + &"0".repeat(20))] {
             let payload = json!({ "blockStateCalls": [{ "blockOverrides": { field: value } }] });
-            let e = crate::simulate::simulate(&shared, &spec, &snap, &payload).err().expect("refused");
+            let e = crate::simulate::simulate(&shared, &spec, &snap, &payload).expect_err("refused");
             assert_eq!((e.code, e.message.as_str()), ("E_INPUT", format!("blockOverrides.{field}: too large").as_str()));
         }
     }

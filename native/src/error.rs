@@ -31,6 +31,14 @@ pub struct ReadError {
     pub data: Option<String>,
 }
 
+pub(crate) fn invalid(message: impl Into<String>) -> ReadError {
+    ReadError { code: "E_INPUT", message: message.into(), data: None }
+}
+
+pub(crate) fn failed(message: impl Into<String>) -> ReadError {
+    ReadError { code: "E_FAILED", message: message.into(), data: None }
+}
+
 impl From<EngineError> for ReadError {
     fn from(e: EngineError) -> Self {
         ReadError { code: if e.code == "E_INPUT" { "E_INPUT" } else { "E_FAILED" }, message: e.message, data: None }

@@ -141,7 +141,7 @@ mod tests {
             data: Bytes::from(vec![0u8; 192 * pairs]),
             ..Default::default()
         };
-        let db = Db { top: None, below: &[], shared: &shared };
+        let db = op_revm::revm::database::WrapDatabaseRef(Db { top: None, below: &[], shared: &shared });
         let mut evm = engine_evm(db, block.cfg(), block.block_env(), L1BlockInfo::default(), ());
         evm.transact(OpTransaction { base: tx, enveloped_tx: Some(Bytes::new()), deposit: Default::default() }).expect("the transaction is valid").result
     }

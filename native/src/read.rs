@@ -66,8 +66,8 @@ fn read_at(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value, dead
         "call" => {
             let s = call_setup(&db(), spec, &req["tx"], &req["blockOverrides"], l1)?;
             let r = match deadline {
-                Some(d) => run_budgeted(db(), spec, &s, d)?,
-                None => run(db(), spec, &s, s.tx.base.gas_limit)?.0,
+                Some(d) => run_budgeted(db(), &s, d)?,
+                None => run(db(), &s, s.tx.base.gas_limit)?.0,
             };
             match &r {
                 ExecutionResult::Success { output, .. } => Ok(json!(format!("0x{}", hex::encode(output.data())))),

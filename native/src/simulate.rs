@@ -4,15 +4,13 @@
 //! to block. Without `validation`, fees and nonces are not checked (a call may have gas price 0); BASEFEE is still the
 //! pending block's base fee (or the block override's), as NUMBER, TIMESTAMP, COINBASE and PREVRANDAO are its own.
 //! The state, transactions and receipts roots are not computed (the simulated state has no trie) and are omitted.
-use crate::call::{apply_block_overrides, call_setup, failure, override_layer};
-use crate::error::ReadError;
-use crate::evm::engine_evm;
+use crate::call::{apply_block_overrides, call_setup, failure, override_layer, run};
+use crate::error::{invalid, ReadError};
 use crate::spec::BlockSpec;
 use crate::receipt::log_json;
 use crate::state::{Db, Layer, Shared, Snapshot};
 use alloy_primitives::{hex, keccak256, Bloom, B256, U256};
 use op_revm::revm::context_interface::result::ExecutionResult;
-use op_revm::revm::ExecuteEvm;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -23,10 +21,6 @@ const EMPTY_OMMERS_HASH: B256 = B256::new(hex!("1dcc4de8dec75d7aab85b567b6ccd41a
 const MAX_BLOCKS: usize = 256;
 /// Calls per request, across blocks.
 const MAX_CALLS: usize = 1000;
-
-fn invalid(msg: impl Into<String>) -> ReadError {
-    ReadError { code: "E_INPUT", message: msg.into(), data: None }
-}
 
 /// Answers `eth_simulateV1(payload, "pending")`: the list of simulated blocks with their call results.
 pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Value) -> Result<Value, ReadError> {
@@ -62,26 +56,20 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
             env.timestamp = U256::from(prev_time.unwrap_or(spec.timestamp) + 2);
         }
         apply_block_overrides(&mut env, b.get("blockOverrides").unwrap_or(&Value::Null))?;
-        let too_large = |what: &str| ReadError { code: "E_INPUT", message: format!("blockOverrides.{what}: too large"), data: None };
+        let too_large = |what: &str| invalid(format!("blockOverrides.{what}: too large"));
         let number: u64 = env.number.try_into().map_err(|_| too_large("number"))?;
         let time: u64 = env.timestamp.try_into().map_err(|_| too_large("time"))?;
-        if let Some(p) = prev_number {
-            if number <= p {
-                return Err(ReadError { code: "E_SIM_NUMBER", message: format!("block numbers must increase: {number} after {p}"), data: None });
-            }
+        if let Some(p) = prev_number.filter(|&p| number <= p) {
+            return Err(ReadError { code: "E_SIM_NUMBER", message: format!("block numbers must increase: {number} after {p}"), data: None });
         }
-        if let Some(p) = prev_time {
-            if time <= p {
-                return Err(ReadError { code: "E_SIM_TIMESTAMP", message: format!("block timestamps must increase: {time} after {p}"), data: None });
-            }
+        if let Some(p) = prev_time.filter(|&p| time <= p) {
+            return Err(ReadError { code: "E_SIM_TIMESTAMP", message: format!("block timestamps must increase: {time} after {p}"), data: None });
         }
         let mut layer = Layer::default();
         let mut results = Vec::new();
         let mut gas_used_block: u64 = 0;
         let mut bloom = Bloom::ZERO;
-        let empty = Vec::new();
-        let calls = b.get("calls").and_then(|c| c.as_array()).unwrap_or(&empty);
-        for (ci, call) in calls.iter().enumerate() {
+        for (ci, call) in b.get("calls").and_then(|c| c.as_array()).into_iter().flatten().enumerate() {
             let db = Db { top: Some(&layer), below: &below, shared };
             let mut s = call_setup(&db, spec, call, &Value::Null, None)?;
             s.block = env.clone();
@@ -93,20 +81,14 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
                 s.cfg.disable_nonce_check = false;
             }
             let gas = if call.get("gas").is_some_and(|g| !g.is_null()) { s.tx.base.gas_limit } else { env.gas_limit.saturating_sub(gas_used_block).min(s.tx.base.gas_limit) };
-            let mut tx = s.tx.clone();
-            tx.base.gas_limit = gas;
-            let outcome = {
-                let db = Db { top: Some(&layer), below: &below, shared };
-                let mut evm = engine_evm(db, s.cfg.clone(), s.block.clone(), op_revm::L1BlockInfo::default(), ());
-                evm.transact(tx).map(|r| (r.result, r.state))
-            };
-            let (result, state) = match outcome {
+            // The call's L1 block info is none given (call_setup without the snapshot's): op-revm reads it from the state.
+            let (result, state) = match run(db, &s, gas) {
                 Ok(v) => v,
                 Err(e) => {
                     if validation {
-                        return Err(ReadError { code: "E_SIM_CALL", message: format!("call {ci} of block {bi}: {e}"), data: None });
+                        return Err(ReadError { code: "E_SIM_CALL", message: format!("call {ci} of block {bi}: {}", e.message), data: None });
                     }
-                    results.push(json!({"returnData": "0x", "logs": [], "gasUsed": "0x0", "status": "0x0", "error": {"code": -32000, "message": e.to_string()}}));
+                    results.push(json!({"returnData": "0x", "logs": [], "gasUsed": "0x0", "status": "0x0", "error": {"code": -32000, "message": e.message}}));
                     continue;
                 }
             };

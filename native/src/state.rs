@@ -4,7 +4,7 @@
 use crate::node::{NodeClient, NodeError};
 use op_revm::revm::{
     bytecode::Bytecode,
-    database_interface::{DBErrorMarker, Database, DatabaseRef},
+    database_interface::{DBErrorMarker, DatabaseRef},
     primitives::{Address, B256, KECCAK_EMPTY, U256},
     state::{AccountInfo, EvmState},
 };
@@ -179,9 +179,6 @@ impl Layer {
                 }
             }
         }
-    }
-    pub fn is_empty(&self) -> bool {
-        self.accounts.is_empty()
     }
 }
 
@@ -477,7 +474,7 @@ impl<'a> Db<'a> {
     }
 }
 
-/// The same reads by reference: what tracers (revm-inspectors) and a replay's CacheDB read the state below through.
+/// The same reads by reference: what tracers (revm-inspectors), a replay's CacheDB and an EVM (in a WrapDatabaseRef) read.
 impl<'a> DatabaseRef for Db<'a> {
     type Error = DbError;
 
@@ -494,26 +491,6 @@ impl<'a> DatabaseRef for Db<'a> {
     }
 
     fn block_hash_ref(&self, number: u64) -> Result<B256, DbError> {
-        self.shared.block_hash(number)
-    }
-}
-
-impl<'a> Database for Db<'a> {
-    type Error = DbError;
-
-    fn basic(&mut self, address: Address) -> Result<Option<AccountInfo>, DbError> {
-        self.account(address)
-    }
-
-    fn code_by_hash(&mut self, code_hash: B256) -> Result<Bytecode, DbError> {
-        self.code(code_hash)
-    }
-
-    fn storage(&mut self, address: Address, index: U256) -> Result<U256, DbError> {
-        self.slot(address, index)
-    }
-
-    fn block_hash(&mut self, number: u64) -> Result<B256, DbError> {
         self.shared.block_hash(number)
     }
 }

@@ -9,7 +9,7 @@
 use crate::evm::{engine_evm, EngineEvm};
 use crate::apply::system_calls;
 use crate::call::{call_setup, override_layer};
-use crate::error::ReadError;
+use crate::error::{failed, invalid, ReadError};
 use crate::spec::BlockSpec;
 use crate::tx::{prepare_all, Prepared};
 use crate::state::{Db, Layer, Shared, Snapshot};
@@ -49,14 +49,6 @@ const DEFAULT_MAX_BYTES: usize = 64 << 20;
 /// The fewest bytes one recorded EVM step takes in an answer (a struct log or vmTrace entry): the step count is
 /// bounded by the answer bound over this, so a trace that could never be sent stops early instead of filling memory.
 const MIN_STEP_BYTES: usize = 48;
-
-fn invalid(message: impl Into<String>) -> ReadError {
-    ReadError { code: "E_INPUT", message: message.into(), data: None }
-}
-
-fn failed(message: impl Into<String>) -> ReadError {
-    ReadError { code: "E_FAILED", message: message.into(), data: None }
-}
 
 fn timeout() -> ReadError {
     failed("execution timeout")
@@ -261,16 +253,6 @@ fn exec_failed<E: std::fmt::Display>(what: &str, e: E) -> ReadError {
 type TraceDb<'d> = CacheDB<Db<'d>>;
 type TraceEvm<'d, I> = EngineEvm<TraceDb<'d>, (I, Guard)>;
 
-/// Runs `f` with the database a replay of `fb` starts from: the state before it, and for index 0 the block's
-/// pre-execution system calls applied (as the apply did them).
-fn with_start<R>(shared: &Shared, fb: &Flashblock, f: impl FnOnce(Db<'_>) -> Result<R, ReadError>) -> Result<R, ReadError> {
-    let mut system = Layer::default();
-    if fb.index == 0 {
-        system_calls(shared, fb.below, fb.spec, &mut system)?;
-    }
-    f(Db { top: Some(&system), below: fb.below, shared })
-}
-
 /// One transaction a replay traced: where it is, and the state before it through `db` (read by prestate and state
 /// diff builders) together with the inspector that watched it.
 struct Traced<'e, I> {
@@ -299,36 +281,88 @@ where
     I: for<'d> Inspector<op_revm::OpContext<TraceDb<'d>>, EthInterpreter>,
 {
     let prepared = prepare_all(fb.txs, fb.senders, fb.spec.base_fee)?;
-    with_start(shared, fb, |start| {
-        let mut evm: TraceEvm<'_, I> = engine_evm(CacheDB::new(start), fb.spec.cfg(), fb.spec.block_env(), L1BlockInfo::default(), (fresh()?, bounds.guard(records_steps)));
-        for (i, p) in prepared.iter().enumerate() {
-            bounds.check_time()?;
-            // A post-exec (0x7D) transaction is not executed (see tx::prepare): nothing to trace.
-            let Some(tx) = p.tx.clone() else { continue };
-            if !want(p) {
-                evm.transact_commit(tx).map_err(|e| exec_failed(&format!("transaction {:#x}", p.hash), e))?;
-                continue;
-            }
-            evm.0.inspector.0 = fresh()?;
-            let result = evm.inspect_tx(tx).map_err(|e| exec_failed(&format!("transaction {:#x}", p.hash), e))?;
-            bounds.stopped(&evm.0.inspector.1)?;
-            let inner = &mut evm.0;
-            let done = each(Traced {
-                prepared: p,
-                position: fb.first_pos + i as u64,
-                result: &result,
-                inspector: &mut inner.inspector.0,
-                db: &inner.ctx.journaled_state.database,
-                evm_tx: &inner.ctx.tx,
-                block: &inner.ctx.block,
-            })?;
-            if done {
-                return Ok(());
-            }
-            evm.0.ctx.journaled_state.database.commit(result.state);
+    // The state a replay of `fb` starts from: the state before it, and for index 0 the block's pre-execution system
+    // calls applied (as the apply did them).
+    let mut system = Layer::default();
+    if fb.index == 0 {
+        system_calls(shared, fb.below, fb.spec, &mut system)?;
+    }
+    let start = Db { top: Some(&system), below: fb.below, shared };
+    let mut evm: TraceEvm<'_, I> = engine_evm(CacheDB::new(start), fb.spec.cfg(), fb.spec.block_env(), L1BlockInfo::default(), (fresh()?, bounds.guard(records_steps)));
+    for (i, p) in prepared.iter().enumerate() {
+        bounds.check_time()?;
+        // A post-exec (0x7D) transaction is not executed (see tx::prepare): nothing to trace.
+        let Some(tx) = p.tx.clone() else { continue };
+        if !want(p) {
+            evm.transact_commit(tx).map_err(|e| exec_failed(&format!("transaction {:#x}", p.hash), e))?;
+            continue;
         }
-        Ok(())
-    })
+        evm.0.inspector.0 = fresh()?;
+        let result = evm.inspect_tx(tx).map_err(|e| exec_failed(&format!("transaction {:#x}", p.hash), e))?;
+        bounds.stopped(&evm.0.inspector.1)?;
+        let inner = &mut evm.0;
+        let done = each(Traced {
+            prepared: p,
+            position: fb.first_pos + i as u64,
+            result: &result,
+            inspector: &mut inner.inspector.0,
+            db: &inner.ctx.journaled_state.database,
+            evm_tx: &inner.ctx.tx,
+            block: &inner.ctx.block,
+        })?;
+        if done {
+            return Ok(());
+        }
+        evm.0.ctx.journaled_state.database.commit(result.state);
+    }
+    Ok(())
+}
+
+/// The trace of the transaction `hash` (replayed in the flashblock of `fbs` holding it): what `f` makes of it.
+fn one<I>(
+    shared: &Shared,
+    fbs: &[Flashblock],
+    bounds: &Bounds,
+    hash: B256,
+    records_steps: bool,
+    fresh: impl FnMut() -> Result<I, ReadError>,
+    mut f: impl FnMut(Traced<'_, I>, &Flashblock) -> Result<Value, ReadError>,
+) -> Result<Value, ReadError>
+where
+    I: for<'d> Inspector<op_revm::OpContext<TraceDb<'d>>, EthInterpreter>,
+{
+    let fb = holding(fbs, hash)?;
+    let mut out = None;
+    replay(shared, fb, bounds, records_steps, fresh, |p| p.hash == hash, |t| {
+        out = Some(f(t, fb)?);
+        Ok(true)
+    })?;
+    bounds.fit(out.ok_or_else(|| failed(format!("transaction {hash:#x} is not executed (a post-exec transaction)")))?)
+}
+
+/// The traces of every transaction of `fbs` in order: the values `f` makes of each, in one list.
+fn all<I>(
+    shared: &Shared,
+    fbs: &[Flashblock],
+    bounds: &Bounds,
+    records_steps: bool,
+    mut fresh: impl FnMut() -> Result<I, ReadError>,
+    mut f: impl FnMut(Traced<'_, I>, &Flashblock) -> Result<Vec<Value>, ReadError>,
+) -> Result<Value, ReadError>
+where
+    I: for<'d> Inspector<op_revm::OpContext<TraceDb<'d>>, EthInterpreter>,
+{
+    let mut out = Vec::new();
+    let mut size = 0;
+    for fb in fbs {
+        replay(shared, fb, bounds, records_steps, &mut fresh, |_| true, |t| {
+            for v in f(t, fb)? {
+                push_bounded(&mut out, &mut size, v, bounds.max_bytes)?;
+            }
+            Ok(false)
+        })?;
+    }
+    Ok(Value::Array(out))
 }
 
 /// The flashblock of `fbs` (one: the one carrying the transaction) that holds `hash`, or an error.
@@ -391,30 +425,17 @@ fn trace_transaction(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Result
     let hash = hash_of(req)?;
     let opts = geth_options(req)?;
     let steps = geth_records_steps(&opts);
-    let fb = holding(fbs, hash)?;
-    let mut out = None;
-    replay(shared, fb, &bounds, steps, || debug_inspector(opts.clone()), |p| p.hash == hash, |t| {
-        out = Some(geth_result(t, block_hash_of(req))?);
-        Ok(true)
-    })?;
-    bounds.fit(out.ok_or_else(|| failed(format!("transaction {hash:#x} is not executed (a post-exec transaction)")))?)
+    one(shared, fbs, &bounds, hash, steps, || debug_inspector(opts.clone()), |t, _| geth_result(t, block_hash_of(req)))
 }
 
 fn trace_block(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Result<Value, ReadError> {
     let bounds = Bounds::of(req);
     let opts = geth_options(req)?;
     let steps = geth_records_steps(&opts);
-    let mut out = Vec::new();
-    let mut size = 0;
-    for fb in fbs {
-        replay(shared, fb, &bounds, steps, || debug_inspector(opts.clone()), |_| true, |t| {
-            let hash = t.prepared.hash;
-            let v = json!({ "txHash": format!("{hash:#x}"), "result": geth_result(t, block_hash_of(req))? });
-            push_bounded(&mut out, &mut size, v, bounds.max_bytes)?;
-            Ok(false)
-        })?;
-    }
-    Ok(Value::Array(out))
+    all(shared, fbs, &bounds, steps, || debug_inspector(opts.clone()), |t, _| {
+        let hash = t.prepared.hash;
+        Ok(vec![json!({ "txHash": format!("{hash:#x}"), "result": geth_result(t, block_hash_of(req))? })])
+    })
 }
 
 /// The database of a call on `snap`: the snapshot with the request's state overrides on top.
@@ -460,7 +481,7 @@ fn parity_records_steps(types: &HashSet<TraceType>) -> bool {
 
 /// `trace`/`stateDiff`/`vmTrace` results of the transaction `t`.
 fn parity_results(t: Traced<'_, TracingInspector>, types: &HashSet<TraceType>) -> Result<Value, ReadError> {
-    let insp = std::mem::replace(t.inspector, TracingInspector::new(TracingInspectorConfig::none()));
+    let insp = std::mem::take(t.inspector);
     let r = insp.into_parity_builder().into_trace_results_with_state(t.result, types, t.db).map_err(|e| failed(e.0))?;
     to_json(&r)
 }
@@ -468,8 +489,16 @@ fn parity_results(t: Traced<'_, TracingInspector>, types: &HashSet<TraceType>) -
 /// The localized traces (trace_transaction's shape) of the transaction `t`.
 fn parity_localized(t: Traced<'_, TracingInspector>, fb: &Flashblock, block_hash: Option<B256>) -> Result<Vec<Value>, ReadError> {
     let info = tx_info(t.prepared, t.position, fb, block_hash);
-    let insp = std::mem::replace(t.inspector, TracingInspector::new(TracingInspectorConfig::none()));
+    let insp = std::mem::take(t.inspector);
     insp.into_parity_builder().into_localized_transaction_traces(info).iter().map(to_json).collect()
+}
+
+/// A parity replay's result: the transaction's `trace`/`stateDiff`/`vmTrace` and its hash.
+fn replayed(t: Traced<'_, TracingInspector>, types: &HashSet<TraceType>) -> Result<Value, ReadError> {
+    let hash = t.prepared.hash;
+    let mut v = parity_results(t, types)?;
+    v["transactionHash"] = json!(format!("{hash:#x}"));
+    Ok(v)
 }
 
 fn replay_transaction(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Result<Value, ReadError> {
@@ -477,60 +506,26 @@ fn replay_transaction(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Resul
     let hash = hash_of(req)?;
     let types = trace_types(&req["traceTypes"])?;
     let config = parity_config(&types);
-    let fb = holding(fbs, hash)?;
-    let mut out = None;
-    replay(shared, fb, &bounds, parity_records_steps(&types), || Ok(TracingInspector::new(config)), |p| p.hash == hash, |t| {
-        out = Some(parity_results(t, &types)?);
-        Ok(true)
-    })?;
-    let mut v = out.ok_or_else(|| failed(format!("transaction {hash:#x} is not executed (a post-exec transaction)")))?;
-    v["transactionHash"] = json!(format!("{hash:#x}"));
-    bounds.fit(v)
+    one(shared, fbs, &bounds, hash, parity_records_steps(&types), || Ok(TracingInspector::new(config)), |t, _| replayed(t, &types))
 }
 
 fn replay_block(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Result<Value, ReadError> {
     let bounds = Bounds::of(req);
     let types = trace_types(&req["traceTypes"])?;
     let config = parity_config(&types);
-    let mut out = Vec::new();
-    let mut size = 0;
-    for fb in fbs {
-        replay(shared, fb, &bounds, parity_records_steps(&types), || Ok(TracingInspector::new(config)), |_| true, |t| {
-            let hash = t.prepared.hash;
-            let mut v = parity_results(t, &types)?;
-            v["transactionHash"] = json!(format!("{hash:#x}"));
-            push_bounded(&mut out, &mut size, v, bounds.max_bytes)?;
-            Ok(false)
-        })?;
-    }
-    Ok(Value::Array(out))
+    all(shared, fbs, &bounds, parity_records_steps(&types), || Ok(TracingInspector::new(config)), |t, _| Ok(vec![replayed(t, &types)?]))
 }
 
 fn transaction_parity(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Result<Value, ReadError> {
     let bounds = Bounds::of(req);
     let hash = hash_of(req)?;
-    let fb = holding(fbs, hash)?;
-    let mut out = None;
-    replay(shared, fb, &bounds, false, || Ok(TracingInspector::new(TracingInspectorConfig::default_parity())), |p| p.hash == hash, |t| {
-        out = Some(parity_localized(t, fb, block_hash_of(req))?);
-        Ok(true)
-    })?;
-    bounds.fit(Value::Array(out.ok_or_else(|| failed(format!("transaction {hash:#x} is not executed (a post-exec transaction)")))?))
+    let fresh = || Ok(TracingInspector::new(TracingInspectorConfig::default_parity()));
+    one(shared, fbs, &bounds, hash, false, fresh, |t, fb| Ok(Value::Array(parity_localized(t, fb, block_hash_of(req))?)))
 }
 
 fn block_parity(shared: &Shared, fbs: &[Flashblock], req: &Value) -> Result<Value, ReadError> {
     let bounds = Bounds::of(req);
-    let mut out = Vec::new();
-    let mut size = 0;
-    for fb in fbs {
-        replay(shared, fb, &bounds, false, || Ok(TracingInspector::new(TracingInspectorConfig::default_parity())), |_| true, |t| {
-            for v in parity_localized(t, fb, block_hash_of(req))? {
-                push_bounded(&mut out, &mut size, v, bounds.max_bytes)?;
-            }
-            Ok(false)
-        })?;
-    }
-    Ok(Value::Array(out))
+    all(shared, fbs, &bounds, false, || Ok(TracingInspector::new(TracingInspectorConfig::default_parity())), |t, fb| parity_localized(t, fb, block_hash_of(req)))
 }
 
 /// trace_callMany (trace_call is a list of one): each call on the state the previous ones left.
@@ -560,7 +555,7 @@ fn call_many(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value) ->
         let mut evm: TraceEvm<'_, TracingInspector> = engine_evm(cache, s.cfg, s.block, s.chain, (insp, bounds.guard(parity_records_steps(&types))));
         let result = evm.inspect_tx(s.tx).map_err(|e| exec_failed("call", e))?;
         bounds.stopped(&evm.0.inspector.1)?;
-        let insp = std::mem::replace(&mut evm.0.inspector.0, TracingInspector::new(TracingInspectorConfig::none()));
+        let insp = std::mem::take(&mut evm.0.inspector.0);
         let v = to_json(&insp.into_parity_builder().into_trace_results_with_state(&result, &types, &evm.0.ctx.journaled_state.database).map_err(|e| failed(e.0))?)?;
         push_bounded(&mut out, &mut size, v, bounds.max_bytes)?;
         cache = std::mem::replace(&mut evm.0.ctx.journaled_state.database, CacheDB::new(call_db(shared, snap, overrides.as_ref())));

@@ -2,14 +2,14 @@
 //! senders taken as given or recovered (prepare), ready for the EVM.
 use crate::error::EngineError;
 use alloy_consensus::Transaction as _;
-use alloy_eips::eip2718::Decodable2718;
-use alloy_primitives::{keccak256, Address, Bytes, TxKind, B256, U256};
+use alloy_eips::{eip2718::Decodable2718, Typed2718 as _};
+use alloy_primitives::{keccak256, Address, Bytes, B256, U256};
 use op_alloy_consensus::OpTxEnvelope;
 use op_revm::revm::{
     context::TxEnv,
     context_interface::either::Either,
 };
-use op_revm::OpTransaction;
+use op_revm::{transaction::deposit::DepositTransactionParts, OpTransaction};
 
 /// A decoded transaction ready for the EVM.
 pub struct Prepared {
@@ -68,82 +68,43 @@ pub fn prepare(raw: &[u8], base_fee: u64, sender: Option<Address>) -> Result<Pre
         Some(a) => check_signature(sig).map(|()| a),
         None => recover(sig, signing_hash()),
     };
-    let enveloped = Some(Bytes::copy_from_slice(raw));
-    let mut b = TxEnv::default();
-    let mut deposit = op_revm::transaction::deposit::DepositTransactionParts::default();
-    let mut is_deposit = false;
-    let ty: u8;
-    let from: Address;
-    match &env {
-        OpTxEnvelope::Legacy(s) => {
-            from = signer(s.signature(), &|| s.signature_hash()).map_err(bad_sig)?;
-            let t = s.tx();
-            ty = 0;
-            b.gas_price = t.gas_price;
-            b.chain_id = t.chain_id;
-        }
-        OpTxEnvelope::Eip2930(s) => {
-            from = signer(s.signature(), &|| s.signature_hash()).map_err(bad_sig)?;
-            let t = s.tx();
-            ty = 1;
-            b.gas_price = t.gas_price;
-            b.chain_id = Some(t.chain_id);
-            b.access_list = t.access_list.clone();
-        }
-        OpTxEnvelope::Eip1559(s) => {
-            from = signer(s.signature(), &|| s.signature_hash()).map_err(bad_sig)?;
-            let t = s.tx();
-            ty = 2;
-            b.gas_price = t.max_fee_per_gas;
-            b.gas_priority_fee = Some(t.max_priority_fee_per_gas);
-            b.chain_id = Some(t.chain_id);
-            b.access_list = t.access_list.clone();
-        }
-        OpTxEnvelope::Eip7702(s) => {
-            from = signer(s.signature(), &|| s.signature_hash()).map_err(bad_sig)?;
-            let t = s.tx();
-            ty = 4;
-            b.gas_price = t.max_fee_per_gas;
-            b.gas_priority_fee = Some(t.max_priority_fee_per_gas);
-            b.chain_id = Some(t.chain_id);
-            b.access_list = t.access_list.clone();
-            b.authorization_list = t.authorization_list.iter().cloned().map(Either::Left).collect();
-        }
+    let mut deposit = DepositTransactionParts::default();
+    let from = match &env {
+        OpTxEnvelope::Legacy(s) => signer(s.signature(), &|| s.signature_hash()).map_err(bad_sig)?,
+        OpTxEnvelope::Eip2930(s) => signer(s.signature(), &|| s.signature_hash()).map_err(bad_sig)?,
+        OpTxEnvelope::Eip1559(s) => signer(s.signature(), &|| s.signature_hash()).map_err(bad_sig)?,
+        OpTxEnvelope::Eip7702(s) => signer(s.signature(), &|| s.signature_hash()).map_err(bad_sig)?,
         OpTxEnvelope::Deposit(d) => {
             let t = d.inner();
-            from = t.from;
-            ty = 0x7e;
-            is_deposit = true;
-            deposit.source_hash = t.source_hash;
-            deposit.mint = if t.mint == 0 { None } else { Some(t.mint) };
-            deposit.is_system_transaction = t.is_system_transaction;
+            deposit = DepositTransactionParts::new(t.source_hash, (t.mint != 0).then_some(t.mint), t.is_system_transaction);
+            t.from
         }
         OpTxEnvelope::PostExec(_) => {
             return Ok(Prepared { hash, ty: 0x7d, from: Address::ZERO, to: None, nonce: 0, tx: None, is_deposit: false, effective_gas_price: 0 });
         }
-    }
-    b.tx_type = ty;
-    b.caller = from;
-    b.gas_limit = env.gas_limit();
-    b.kind = env.kind();
-    b.value = env.value();
-    b.data = env.input().clone();
-    b.nonce = env.nonce();
-    let to = match b.kind {
-        TxKind::Call(a) => Some(a),
-        TxKind::Create => None,
     };
-    let effective_gas_price = if is_deposit {
-        0
-    } else {
-        match b.gas_priority_fee {
-            Some(tip) => b.gas_price.min(base_fee as u128 + tip),
-            None => b.gas_price,
-        }
+    let is_deposit = env.is_deposit();
+    // The rest from alloy's accessors: a legacy or 2930 gas price is its max fee (no tip); a deposit has neither fee,
+    // nor an access or authorization list.
+    let b = TxEnv {
+        tx_type: env.ty(),
+        caller: from,
+        gas_limit: env.gas_limit(),
+        gas_price: env.max_fee_per_gas(),
+        gas_priority_fee: env.max_priority_fee_per_gas(),
+        kind: env.kind(),
+        value: env.value(),
+        data: env.input().clone(),
+        nonce: env.nonce(),
+        // A deposit has none: it keeps TxEnv's default (op-revm does not validate a deposit's env).
+        chain_id: if is_deposit { TxEnv::default().chain_id } else { env.chain_id() },
+        access_list: env.access_list().cloned().unwrap_or_default(),
+        authorization_list: env.authorization_list().into_iter().flatten().cloned().map(Either::Left).collect(),
+        ..Default::default()
     };
-    let nonce = b.nonce;
-    let tx = OpTransaction { base: b, enveloped_tx: if is_deposit { None } else { enveloped }, deposit };
-    Ok(Prepared { hash, ty, from, to, nonce, tx: Some(tx), is_deposit, effective_gas_price })
+    let effective_gas_price = b.gas_priority_fee.map_or(b.gas_price, |tip| b.gas_price.min(base_fee as u128 + tip));
+    let tx = OpTransaction { base: b, enveloped_tx: (!is_deposit).then(|| Bytes::copy_from_slice(raw)), deposit };
+    Ok(Prepared { hash, ty: env.ty(), from, to: env.to(), nonce: env.nonce(), tx: Some(tx), is_deposit, effective_gas_price })
 }
 
 /// A flashblock's transactions as the stream carries them: EIP-2718 bytes back to back, transaction i at

@@ -38,6 +38,14 @@ fn transactions(out: &mut Out, v: &Value) -> R<()> {
     Ok(())
 }
 
+/// Pushes an optional field's flag to `f` (0: absent or null, 1: present); the field when present. The flag goes in
+/// before the field is checked: a declined frame's layout is dropped whole (`decode`).
+fn present<'a>(f: &mut Vec<u32>, v: Option<&'a Value>) -> Option<&'a Value> {
+    let v = v.filter(|v| !v.is_null());
+    f.push(v.is_some() as u32);
+    v
+}
+
 fn base(out: &mut Out, v: &Value) -> R<u64> {
     let [pbbr, parent, fee, randao, number, gas_limit, ts, extra, base_fee] = fields(
         v,
@@ -71,31 +79,19 @@ fn diff(out: &mut Out, v: &Value) -> R<()> {
     out.str_field(hex_of(req(bloom)?, 2 + 512)?);
     out.qty_field(quantity_of(req(gas_used)?)?);
     out.str_field(hex_of(req(block_hash)?, 66)?);
-    match blob.filter(|b| !b.is_null()) {
-        None => out.f.push(0),
-        Some(b) => {
-            out.f.push(1);
-            out.qty_field(quantity_of(b)?);
-        }
+    if let Some(b) = present(&mut out.f, blob) {
+        out.qty_field(quantity_of(b)?);
     }
-    match wroot.filter(|b| !b.is_null()) {
-        None => out.f.push(0),
-        Some(w) => {
-            out.f.push(1);
-            out.str_field(hex_of(w, 66)?);
-        }
+    if let Some(w) = present(&mut out.f, wroot) {
+        out.str_field(hex_of(w, 66)?);
     }
     // Post-exec (0x7d, Lagoon): hex as sent; the TypeScript side decodes it with the full decoder (and may decline).
-    match post_exec.filter(|p| !p.is_null()) {
-        None => out.f.push(0),
-        Some(p) => {
-            let p = string(p)?;
-            if p.len() < 4 || !is_hex_data(p) {
-                return Err("diff.post_exec_tx is not hex bytes");
-            }
-            out.f.push(1);
-            out.raw_field(p.as_bytes());
+    if let Some(p) = present(&mut out.f, post_exec) {
+        let p = string(p)?;
+        if p.len() < 4 || !is_hex_data(p) {
+            return Err("diff.post_exec_tx is not hex bytes");
         }
+        out.raw_field(p.as_bytes());
     }
     transactions(out, req(txs)?)
 }
@@ -267,15 +263,12 @@ pub(super) fn frame(out: &mut Out, root: &Value) -> R<()> {
     }
     out.str_field(pid);
     let number = metadata(out, req(meta)?)?;
-    match base_v.filter(|b| !b.is_null()) {
-        None if idx == 0 => return Err("index 0 without base"),
-        None => out.f.push(0),
-        Some(b) => {
-            out.f.push(1);
-            if base(out, b)? != number {
-                return Err("base.block_number differs");
-            }
+    if let Some(b) = present(&mut out.f, base_v) {
+        if base(out, b)? != number {
+            return Err("base.block_number differs");
         }
+    } else if idx == 0 {
+        return Err("index 0 without base");
     }
     diff(out, req(diff_v)?)
 }

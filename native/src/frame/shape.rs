@@ -10,14 +10,10 @@ pub(super) type R<T> = std::result::Result<T, Decline>;
 // ---------------------------------------------------------------------------------------------------------------
 // Shapes (the checks of src/chain/hex.ts).
 
-pub(super) fn is_hex_body(b: &[u8]) -> bool {
-    alloy_primitives::hex::check_raw(b)
-}
-
 /// `0x` + hex digits (any count).
 pub(super) fn is_hex_chars(s: &str) -> bool {
     let b = s.as_bytes();
-    b.len() >= 2 && b[0] == b'0' && b[1] == b'x' && is_hex_body(&b[2..])
+    b.len() >= 2 && b[0] == b'0' && b[1] == b'x' && alloy_primitives::hex::check_raw(&b[2..])
 }
 
 /// isHexData: an even number of digits.

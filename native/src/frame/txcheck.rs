@@ -78,27 +78,8 @@ fn to_address(b: &[u8], pos: usize, end: usize, allow_create: bool) -> Option<us
     (len == 20 || (len == 0 && allow_create)).then_some(i.end)
 }
 
-const N: [u8; 32] = hex32("fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141");
-const HALF_N: [u8; 32] = hex32("7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0");
-
-const fn hex32(s: &str) -> [u8; 32] {
-    let b = s.as_bytes();
-    let mut out = [0u8; 32];
-    let mut i = 0;
-    while i < 32 {
-        out[i] = (nib(b[2 * i]) << 4) | nib(b[2 * i + 1]);
-        i += 1;
-    }
-    out
-}
-
-const fn nib(c: u8) -> u8 {
-    if c <= b'9' {
-        c - b'0'
-    } else {
-        c - b'a' + 10
-    }
-}
+const N: [u8; 32] = alloy_primitives::hex!("fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141");
+const HALF_N: [u8; 32] = alloy_primitives::hex!("7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0");
 
 /// Compares a canonical scalar payload with a 32-byte constant (shorter = smaller).
 fn cmp32(p: &[u8], k: &[u8; 32]) -> std::cmp::Ordering {
