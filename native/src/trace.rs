@@ -457,8 +457,13 @@ fn trace_call(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value) -
     bounds.stopped(&evm.0.inspector.1)?;
     let inner = &mut evm.0;
     let mut d = &inner.ctx.journaled_state.database;
+    let mux = matches!(inner.inspector.0, DebugInspector::Mux(..));
     let trace = inner.inspector.0.get_result(None, &inner.ctx.tx, &inner.ctx.block, &result, &mut d).map_err(|e| failed(format!("tracer: {e}")))?;
-    bounds.fit(to_json(&trace)?)
+    let mut v = to_json(&trace)?;
+    if mux {
+        top_gas_is_the_limit(&mut v, op_revm::revm::context_interface::Transaction::gas_limit(&inner.ctx.tx));
+    }
+    bounds.fit(v)
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -734,6 +739,9 @@ mod tests {
         let s = setup();
         let call = json!({"from": format!("{:#x}", addr(0x01)), "to": format!("{:#x}", addr(0x52))});
         let pre = s.ask(json!({"method": "traceCall", "tx": call, "options": {"tracer": "prestateTracer"}})).unwrap();
+        let calls = s.ask(json!({"method": "traceCall", "tx": call, "options": {"tracer": "callTracer"}})).unwrap();
+        let mux = s.ask(json!({"method": "traceCall", "tx": call, "options": {"tracer": "muxTracer", "tracerConfig": {"callTracer": {}}}})).unwrap();
+        assert_eq!(mux["callTracer"], calls, "a call's muxTracer callTracer is the callTracer's, top gas included");
         assert_eq!(pre[format!("{:#x}", addr(0x52))]["storage"][format!("{:#x}", B256::ZERO)], json!(format!("{:#x}", B256::with_last_byte(2))));
         let many = s.ask(json!({"method": "traceCallMany", "calls": [{"tx": call, "traceTypes": ["stateDiff"]}, {"tx": call, "traceTypes": ["stateDiff"]}]})).unwrap();
         let to = |i: usize| many[i]["stateDiff"][format!("{:#x}", addr(0x52))]["storage"][format!("{:#x}", B256::ZERO)]["*"]["to"].clone();
