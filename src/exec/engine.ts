@@ -31,7 +31,7 @@
  * base; diff.receipts_root) and every canonical head to noteCanonical; pending
  * call/estimateGas/createAccessList/getCode/getStorageAt/getBalance/getTransactionCount/simulateV1 answer from the
  * engine (EngineUnavailableError → answer as `latest` with source="node", never forward `pending`); eth_getProof at
- * pending → a clear RpcError; receipts/logs on streams without them come from ApplyOutcome.receipts through rpc/shapes;
+ * pending is refused by the RPC layer (src/rpc/methods/state.ts: the engine keeps no state trie); receipts/logs on streams without them come from ApplyOutcome.receipts through rpc/shapes;
  * outcomes with verified=false are counted and not served as verified; status() feeds /readyz and the metrics.
  */
 import type { ExecutedReceipt } from './receipts.js';
@@ -194,9 +194,6 @@ export class RpcReplyError extends Error {
 /** Reads refused because the engine has no usable state (down, restarting, or nothing applied). */
 export class EngineUnavailableError extends Error {}
 
-/** A read the engine refuses by design (e.g. eth_getProof at pending). */
-export class EngineUnsupportedError extends Error {}
-
 /** A read {@link ExecutionEngine.readNow} may answer synchronously (the Promise forms' arguments). */
 export type NowRead =
   | { method: 'call'; tx: CallRequest; stateOverrides: Record<string, unknown> | null; blockOverrides: Record<string, unknown> | null }
@@ -245,8 +242,6 @@ export interface ExecutionEngine {
   getStorageAt(address: string, slot: string, at?: FlashblockAt): Promise<string>;
   getBalance(address: string, at?: FlashblockAt): Promise<bigint>;
   getTransactionCount(address: string, at?: FlashblockAt): Promise<bigint>;
-  /** Refused with {@link EngineUnsupportedError}: the engine's state trie is not the chain's. */
-  getProof(address: string, slots: string[]): Promise<never>;
   /**
    * eth_simulateV1 on the newest executed flashblock (its env as the first simulated block's), when the engine can;
    * engines without it leave it undefined (the call is then answered as latest by the node).

@@ -8,7 +8,6 @@ import { TX_DEPOSIT } from '../chain/types.js';
 import { engineErrorOf, loadAddon, rpcCodeOf, type Addon, type AddonBlockChanges, type AddonEngine } from './addon.js';
 import {
   EngineUnavailableError,
-  EngineUnsupportedError,
   RpcReplyError,
   type ApplyOutcome,
   type CallRequest,
@@ -732,10 +731,6 @@ export class RevmEngine implements ExecutionEngine {
 
   async getTransactionCount(address: string, at?: FlashblockAt): Promise<bigint> {
     return BigInt((await this.read('getTransactionCount', { address, at })) as string);
-  }
-
-  getProof(): Promise<never> {
-    return Promise.reject(new EngineUnsupportedError("eth_getProof at pending is not supported: the engine keeps no state trie (proofs need the node's, at a canonical block)"));
   }
 
   receipt(hash: string): ExecutedReceipt | null {

@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import { toHex } from 'viem';
 import type { Anvil } from '../../scripts/devnet/anvil.js';
 import { SINK, type BuiltBlock, type ExecContracts } from '../../scripts/devnet/exec-blocks.js';
-import { EngineUnavailableError, EngineUnsupportedError, txBatch, type ApplyOutcome, type ExecutionEngine } from '../../src/exec/engine.js';
+import { EngineUnavailableError, txBatch, type ApplyOutcome, type ExecutionEngine } from '../../src/exec/engine.js';
 import { RevmEngine } from '../../src/exec/revm.js';
 import { net, nodeCall } from '../helpers/exec-net.js';
 import { startNodeFront, type NodeFront } from '../helpers/node-front.js';
@@ -68,10 +68,6 @@ t.test("every flashblock verifies against diff.receipts_root; NUMBER, TIMESTAMP,
   t.equal(st.verified, 8, 'every flashblock counted as verified');
   t.equal(st.divergences, 0, 'no divergence');
   t.ok((st.cacheBytes ?? 0) > 0, `the state cache's bytes are reported (${st.cacheBytes})`);
-  await e.getProof().then(
-    () => t.fail('eth_getProof answered'),
-    (err: unknown) => t.ok(err instanceof EngineUnsupportedError, 'eth_getProof at pending is refused'),
-  );
 });
 
 t.test('flashblocks sent without waiting are applied in call order, each verified against its own root', async (t) => {
