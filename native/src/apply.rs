@@ -473,6 +473,18 @@ mod tests {
         assert!(node.calls("eth_getCode") > 0);
     }
 
+    #[test]
+    fn code_from_the_node_that_does_not_decode_is_a_node_error_not_a_panic() {
+        use crate::stubnode::{StubAccount, StubNode};
+        let bad = addr(0x77);
+        let node = StubNode::start([(bad, StubAccount { code: Some(vec![0xef, 0x01]), ..Default::default() })].into_iter().collect());
+        let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
+        let snap = Snapshot { layers: Vec::new(), l1: Default::default() };
+        let e = read(&shared, &spec(), &snap, &json!({"method": "getCode", "address": format!("{bad:#x}")})).expect_err("fails");
+        assert_eq!(e.code, "E_NODE");
+        assert!(e.message.contains("does not decode"), "{}", e.message);
+    }
+
     /// A node that lacks the operator fee vault and L1Block's slot 5 (pre-Isthmus blocks never touch them) and
     /// account 0x99.
     fn partial_witness(sender: Address) -> crate::stubnode::StubNode {

@@ -44,7 +44,7 @@ pub(crate) fn override_layer(db: &Db, overrides: &Value) -> Result<Option<Layer>
         }
         if let Some(v) = o.get("code").filter(|v| !v.is_null()) {
             let code = bytes_of(v, "code")?;
-            let bc = Bytecode::new_raw(code);
+            let bc = Bytecode::new_raw_checked(code).map_err(|e| invalid(format!("stateOverrides code: {e}")))?;
             info.code_hash = bc.hash_slow();
             info.code = Some(bc);
         }
@@ -130,7 +130,8 @@ pub(crate) fn call_setup(db: &Db, spec: &BlockSpec, req: &Value, block_overrides
     // from Osaka on (karst) within EIP-7825's per-transaction cap (2^24), as geth gives it. An explicit gas above that
     // cap is refused, as the chain would refuse the transaction.
     b.gas_limit = if gas_given { hex_u64(&req["gas"], "gas")? } else { block.gas_limit.min(RPC_GAS_CAP).min(cfg.tx_gas_limit_cap()) };
-    b.gas_limit = b.gas_limit.min(RPC_GAS_CAP.max(block.gas_limit));
+    // The cap is the chain's block gas limit, not an overridden one: a call must not buy gigabytes of EVM memory.
+    b.gas_limit = b.gas_limit.min(RPC_GAS_CAP.max(spec.gas_limit));
     let gas_price = req.get("gasPrice").filter(|v| !v.is_null());
     let max_fee = req.get("maxFeePerGas").filter(|v| !v.is_null());
     let tip = req.get("maxPriorityFeePerGas").filter(|v| !v.is_null());
@@ -261,8 +262,8 @@ fn decode_revert_reason(out: &Bytes) -> Option<String> {
     if out.len() < 68 || out[..4] != [0x08, 0xc3, 0x79, 0xa0] {
         return None;
     }
-    let len = U256::from_be_slice(&out[36..68]).try_into().ok().filter(|l: &usize| 68 + *l <= out.len())?;
-    String::from_utf8(out[68..68 + len].to_vec()).ok()
+    let end = U256::from_be_slice(&out[36..68]).try_into().ok().and_then(|l: usize| l.checked_add(68)).filter(|e| *e <= out.len())?;
+    String::from_utf8(out[68..end].to_vec()).ok()
 }
 
 pub(crate) fn estimate<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_overrides: &Value, l1: Option<&std::sync::OnceLock<L1BlockInfo>>) -> Result<Value, ReadError> {
@@ -381,5 +382,35 @@ mod tests {
             let e = crate::simulate::simulate(&shared, &spec, &snap, &payload).expect_err("refused");
             assert_eq!((e.code, e.message.as_str()), ("E_INPUT", format!("blockOverrides.{field}: too large").as_str()));
         }
+        // The block after one at u64::MAX: too large, not a wrap to block 0.
+        let payload = json!({ "blockStateCalls": [{ "blockOverrides": { "number": format!("{:#x}", u64::MAX) } }, {}] });
+        let e = crate::simulate::simulate(&shared, &spec, &snap, &payload).expect_err("refused");
+        assert_eq!((e.code, e.message.as_str()), ("E_INPUT", "blockOverrides.number: too large"));
+    }
+
+    #[test]
+    fn hostile_call_inputs_are_errors_or_bounded_never_a_panic_or_an_abort() {
+        let shared = Shared::new(NodeClient::new("http://127.0.0.1:9/", 100).unwrap(), usize::MAX);
+        let spec = BlockSpec::for_tests();
+        let db = Db { top: None, below: &[], shared: &shared };
+        // A code override starting 0xef01 that is no EIP-7702 delegation (revm's new_raw panics on it).
+        let mut known = Layer::default();
+        known.accounts.insert(Address::with_last_byte(1), crate::state::LayerAccount::default());
+        let at_known = Db { top: Some(&known), below: &[], shared: &shared };
+        let e = override_layer(&at_known, &json!({ "0x0000000000000000000000000000000000000001": { "code": "0xef01" } })).err().map(|e| e.code);
+        assert_eq!(e, Some("E_INPUT"));
+        // Revert data whose Error(string) length is 2^64 - 1: 68 + length wraps (the slice panicked).
+        let mut out = vec![0x08, 0xc3, 0x79, 0xa0];
+        out.extend([0u8; 32]);
+        out.extend(U256::from(u64::MAX).to_be_bytes::<32>());
+        assert_eq!(decode_revert_reason(&Bytes::from(out.clone())), None);
+        out.splice(36..68, U256::from(2).to_be_bytes::<32>());
+        out.extend(b"no");
+        assert_eq!(decode_revert_reason(&Bytes::from(out)).as_deref(), Some("no"));
+        // An overridden block gas limit does not raise the gas a call may buy (1 TB of EVM memory aborted the process).
+        let huge = format!("{:#x}", u64::MAX);
+        let s = call_setup(&db, &spec, &json!({ "gas": huge, "nonce": "0x0" }), &json!({ "gasLimit": huge }), None).expect("set up");
+        assert_eq!(s.tx.base.gas_limit, RPC_GAS_CAP.max(spec.gas_limit));
+        assert_eq!(s.block.gas_limit, u64::MAX, "the block's GASLIMIT is still the override");
     }
 }

@@ -52,8 +52,9 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
         // The block's env: the pending block's for the first, then one block (and the chain's block time) later each.
         let mut env = spec.block_env();
         if bi > 0 {
-            env.number = U256::from(prev_number.unwrap_or(spec.number) + 1);
-            env.timestamp = U256::from(prev_time.unwrap_or(spec.timestamp) + 2);
+            // In 256 bits: one past u64::MAX is "too large" below, never a wrap.
+            env.number = U256::from(prev_number.unwrap_or(spec.number)) + U256::from(1);
+            env.timestamp = U256::from(prev_time.unwrap_or(spec.timestamp)) + U256::from(2);
         }
         apply_block_overrides(&mut env, b.get("blockOverrides").unwrap_or(&Value::Null))?;
         let too_large = |what: &str| invalid(format!("blockOverrides.{what}: too large"));

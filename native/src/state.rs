@@ -280,7 +280,7 @@ impl Shared {
             let nonce: u64 = quantity(&nonce)?.try_into().map_err(|_| DbError(format!("{}: the node's nonce is over 2^64", what())))?;
             let bal = quantity(&bal)?;
             match &answers[3 * i + 2] {
-                Ok(code) => infos.push((*a, self.account_info(bal, nonce, data(code)?))),
+                Ok(code) => infos.push((*a, self.account_info(bal, nonce, data(code)?)?)),
                 Err(_) => codeless.push((*a, bal, nonce)),
             }
         }
@@ -320,28 +320,30 @@ impl Shared {
         Ok(())
     }
 
-    fn account_info(&self, balance: U256, nonce: u64, code: Vec<u8>) -> Option<AccountInfo> {
+    /// A node's code that does not decode (an 0xef01 prefix that is not an EIP-7702 delegation) is the node's error.
+    fn account_info(&self, balance: U256, nonce: u64, code: Vec<u8>) -> Result<Option<AccountInfo>, DbError> {
         if balance.is_zero() && nonce == 0 && code.is_empty() {
-            return None;
+            return Ok(None);
         }
         let (code_hash, bytecode) = if code.is_empty() {
             (KECCAK_EMPTY, Bytecode::default())
         } else {
-            let bc = Bytecode::new_raw(code.into());
+            let bc = Bytecode::new_raw_checked(code.into()).map_err(|e| DbError(format!("the node's code does not decode: {e}")))?;
             let h = bc.hash_slow();
             if let Ok(mut c) = self.codes.write() {
                 c.entry(h).or_insert_with(|| bc.clone());
             }
             (h, bc)
         };
-        Some(AccountInfo { balance, nonce, code_hash, account_id: None, code: Some(bytecode) })
+        Ok(Some(AccountInfo { balance, nonce, code_hash, account_id: None, code: Some(bytecode) }))
     }
 
     /// An account whose code bytes the node could not give: its code hash only (`code: None`). Executing its code
     /// asks `code_by_hash`, which fails the apply unless the bytes are known from elsewhere ([`Db::code`]).
     fn account_without_code(&self, balance: U256, nonce: u64, code_hash: B256) -> Option<AccountInfo> {
         if code_hash == KECCAK_EMPTY || code_hash == B256::ZERO {
-            return self.account_info(balance, nonce, Vec::new());
+            // Empty code always decodes.
+            return self.account_info(balance, nonce, Vec::new()).ok().flatten();
         }
         let code = self.codes.read().unwrap_or_else(|e| e.into_inner()).get(&code_hash).cloned();
         Some(AccountInfo { balance, nonce, code_hash, account_id: None, code })

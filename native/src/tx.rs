@@ -102,7 +102,7 @@ pub fn prepare(raw: &[u8], base_fee: u64, sender: Option<Address>) -> Result<Pre
         authorization_list: env.authorization_list().into_iter().flatten().cloned().map(Either::Left).collect(),
         ..Default::default()
     };
-    let effective_gas_price = b.gas_priority_fee.map_or(b.gas_price, |tip| b.gas_price.min(base_fee as u128 + tip));
+    let effective_gas_price = b.gas_priority_fee.map_or(b.gas_price, |tip| b.gas_price.min((base_fee as u128).saturating_add(tip)));
     let tx = OpTransaction { base: b, enveloped_tx: (!is_deposit).then(|| Bytes::copy_from_slice(raw)), deposit };
     Ok(Prepared { hash, ty: env.ty(), from, to: env.to(), nonce: env.nonce(), tx: Some(tx), is_deposit, effective_gas_price })
 }
