@@ -20,7 +20,8 @@ use alloy_rpc_types_trace::parity::TraceType;
 use op_revm::revm::context_interface::result::ResultAndState;
 use op_revm::revm::database::CacheDB;
 use op_revm::revm::interpreter::interpreter::EthInterpreter;
-use op_revm::revm::interpreter::{CallInputs, CallOutcome, Interpreter, InterpreterTypes};
+use op_revm::revm::interpreter::interpreter_types::StackTr;
+use op_revm::revm::interpreter::{CallInputs, CallOutcome, CreateInputs, CreateOutcome, Gas, InstructionResult, Interpreter, InterpreterResult, InterpreterTypes};
 use op_revm::revm::{DatabaseCommit, ExecuteCommitEvm, InspectEvm, Inspector};
 use op_revm::{L1BlockInfo, OpHaltReason};
 use revm_inspectors::tracing::{DebugInspector, DebugInspectorError, TracingInspector, TracingInspectorConfig, TransactionContext};
@@ -65,20 +66,31 @@ enum Stop {
     TooLarge,
 }
 
-/// Stops a trace past its deadline (checked every 256 steps) or past `max_steps` recorded steps: every frame then
-/// halts out of gas, and the trace answers an error. It observes only; a trace within its bounds is exactly the
+/// Stops a trace past its deadline (checked every 256 steps), past `max_steps` recorded steps, or once what the
+/// tracers copy passes `max_bytes` (each call's or create's input; each recorded step's stack, 32 bytes a word): every
+/// frame then halts out of gas, and the trace answers an error. A tracer's memory so never outgrows the answer bound,
+/// whatever a transaction passes around in a loop. It observes only; a trace within its bounds is exactly the
 /// execution without it.
 struct Guard {
     deadline: Instant,
     max_steps: u64,
     steps: u64,
+    /// Step records hold the stack (the struct logger, a mux holding it).
+    records_steps: bool,
+    max_bytes: usize,
+    bytes: usize,
     stop: Option<Stop>,
 }
 
 impl Guard {
+    /// Counts `n` bytes the tracers copy.
+    fn charge(&mut self, n: usize) {
+        self.bytes = self.bytes.saturating_add(n);
+    }
+
     fn check(&mut self) {
         if self.stop.is_none() {
-            if self.steps > self.max_steps {
+            if self.steps > self.max_steps || self.bytes > self.max_bytes {
                 self.stop = Some(Stop::TooLarge);
             } else if self.steps.is_multiple_of(256) && Instant::now() >= self.deadline {
                 self.stop = Some(Stop::Timeout);
@@ -90,6 +102,9 @@ impl Guard {
 impl<CTX, INTR: InterpreterTypes> Inspector<CTX, INTR> for Guard {
     fn step(&mut self, interp: &mut Interpreter<INTR>, _context: &mut CTX) {
         self.steps += 1;
+        if self.records_steps {
+            self.charge(interp.stack.len() * 32);
+        }
         self.check();
         if self.stop.is_some() {
             interp.halt_oog();
@@ -97,8 +112,15 @@ impl<CTX, INTR: InterpreterTypes> Inspector<CTX, INTR> for Guard {
     }
 
     fn call(&mut self, _context: &mut CTX, inputs: &mut CallInputs) -> Option<CallOutcome> {
+        self.charge(inputs.input.len());
         self.check();
         self.stop.map(|_| CallOutcome::new_oog(inputs.gas_limit, inputs.return_memory_offset.clone()))
+    }
+
+    fn create(&mut self, _context: &mut CTX, inputs: &mut CreateInputs) -> Option<CreateOutcome> {
+        self.charge(inputs.init_code().len());
+        self.check();
+        self.stop.map(|_| CreateOutcome::new(InterpreterResult::new(InstructionResult::OutOfGas, alloy_primitives::Bytes::new(), Gas::new(inputs.gas_limit())), None))
     }
 }
 
@@ -117,7 +139,7 @@ impl Bounds {
 
     fn guard(&self, records_steps: bool) -> Guard {
         let max_steps = if records_steps { (self.max_bytes / MIN_STEP_BYTES) as u64 } else { u64::MAX };
-        Guard { deadline: self.deadline, max_steps, steps: 0, stop: None }
+        Guard { deadline: self.deadline, max_steps, steps: 0, records_steps, max_bytes: self.max_bytes, bytes: 0, stop: None }
     }
 
     fn check_time(&self) -> Result<(), ReadError> {
@@ -764,5 +786,20 @@ mod tests {
         assert!(e.message.contains("not found"), "{}", e.message);
         let e = err(s.ask(json!({"method": "traceReplayTransaction", "hash": s.hash(1), "traceTypes": []})));
         assert_eq!(e.code, "E_INPUT");
+    }
+
+    #[test]
+    fn a_call_loop_passing_large_inputs_stops_at_the_byte_bound_not_at_the_deadline_or_the_memory() {
+        let s = setup();
+        // 64 KiB of memory, then CALL(gas, 0xdead, 0, 0, 64 KiB, 0, 0) in a loop until the gas runs out: a callTracer
+        // copies every input (30 M gas: ~200,000 calls, ~13 GB), where the steps are few and cheap.
+        let code = "0x600161ffe0525b60006000620100006000600061dead5af150600656";
+        let looper = "0x00000000000000000000000000000000000000aa";
+        let req = |tracer: &str| json!({"method": "traceCall", "tx": {"from": format!("{:#x}", addr(0x01)), "to": looper, "gas": "0x1c9c380"},
+            "stateOverrides": {looper: {"code": code}}, "options": {"tracer": tracer}, "maxBytes": 1 << 20, "timeoutMs": 600_000});
+        for tracer in ["callTracer", "flatCallTracer"] {
+            let e = err(s.ask(req(tracer)));
+            assert_eq!(e.code, "E_TOO_LARGE", "{tracer}: {}", e.message);
+        }
     }
 }
