@@ -526,3 +526,12 @@ t.test('a nonce query waits for the native recovery; recoverQueued() recovers on
   await b.senders.drained();
   t.ok(b.state.nextNonce(user) !== null, 'the late native answers change nothing');
 });
+
+t.test('a frame nested millions deep is declined by the native decoder (its parser recurses) and refused by the JS one, as any bad frame', async (t) => {
+  // Millions of levels overflowed the native parser's stack: an abort of the daemon, not an error.
+  const deep = Buffer.from(`{"index":${'['.repeat(8_000_000)}${']'.repeat(8_000_000)}}`);
+  const js = decodeFrame(deep, 2 * MAX, false, null);
+  const nat = decodeFrame(deep, 2 * MAX, false, native);
+  t.equal(js.ok, false, 'not a flashblock');
+  t.same(nat, js, 'the same refusal, worded by the JS decoder');
+});

@@ -47,9 +47,40 @@ thread_local! {
     static SCRATCH: RefCell<Out> = RefCell::new(Out::default());
 }
 
+/// Nesting deeper than any frame's: sonic-rs builds its DOM by recursion without a depth limit, so a frame nested
+/// millions deep would overflow this thread's stack (an abort, not a panic). Such a frame goes to the JS decoder.
+const MAX_DEPTH: u32 = 64;
+
+/// Whether `json` nests deeper than MAX_DEPTH, counting brackets inside strings too (a frame's strings hold none, so
+/// this only ever over-counts text that is no frame). The depth is the parser's while the text parses: opens minus
+/// closes so far. By 64-byte chunks (counts the compiler vectorises); a chunk that could pass the limit byte by byte.
+fn too_deep(json: &[u8]) -> bool {
+    let limit = MAX_DEPTH as i64;
+    let mut depth = 0i64;
+    for chunk in json.chunks(64) {
+        // '[' and '{' are 0x5b and 0x7b, ']' and '}' 0x5d and 0x7d: one compare each with bit 5 set.
+        let opens = chunk.iter().map(|&b| ((b | 0x20) == b'{') as u8).sum::<u8>() as i64;
+        let closes = chunk.iter().map(|&b| ((b | 0x20) == b'}') as u8).sum::<u8>() as i64;
+        if depth + opens > limit {
+            for &b in chunk {
+                depth += matches!(b, b'[' | b'{') as i64 - matches!(b, b']' | b'}') as i64;
+                if depth > limit {
+                    return true;
+                }
+            }
+        } else {
+            depth += opens - closes;
+        }
+    }
+    false
+}
+
 /// Decodes a frame's JSON text (already inflated when it came as brotli) into the scratch layout; its size, or the
 /// reason it declines.
 pub(crate) fn decode(json: &[u8]) -> std::result::Result<usize, Decline> {
+    if too_deep(json) {
+        return Err("nested too deep");
+    }
     SCRATCH.with(|cell| {
         let mut out = cell.borrow_mut();
         out.clear();
@@ -100,6 +131,18 @@ pub fn take_layout(mut mem: BufferSlice, at: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_nested_too_deep_is_declined_before_it_is_parsed() {
+        // Two million levels overflowed the stack inside sonic-rs (the test thread's 2 MiB sooner than that).
+        let deep = format!("{{\"index\":{}{}}}", "[".repeat(2_000_000), "]".repeat(2_000_000));
+        assert_eq!(decode(deep.as_bytes()), Err("nested too deep"));
+        let shallow = format!("{{\"index\":{}1{}}}", "[".repeat(40), "]".repeat(40));
+        assert_eq!(decode(shallow.as_bytes()).err().map(|why| why != "nested too deep"), Some(true), "declined for its shape, not its depth");
+        // The depth at a chunk's end carries into the next: 40 opens, 30 closes, 40 opens is 50 deep, 70 is too deep.
+        let carried = |more: usize| format!("{}{}{}", "[".repeat(40), "]".repeat(30), "[".repeat(more));
+        assert!(!too_deep(carried(40).as_bytes()) && too_deep(carried(60).as_bytes()));
+    }
 
     #[test]
     fn an_accepted_layout_is_written_where_it_fits_or_kept_for_later() {
