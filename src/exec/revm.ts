@@ -209,10 +209,15 @@ export class RevmEngine implements ExecutionEngine {
   private stopped = false;
   private ready = false;
   private readsInline = 0;
-  /** A read ran inline in this turn of the event loop (cleared in the turn's check phase, see fromMemory). */
+  /** A read ran inline in this turn of the event loop (cleared at the turn's end, see fromMemory). */
   private inlineTurn = false;
+  /** endTurn is scheduled for this turn's check phase. */
+  private turnEnds = false;
+  /** The end of a turn in which reads ran: the next read may run inline again; the reads left waiting go over. */
   private readonly endTurn = (): void => {
+    this.turnEnds = false;
     this.inlineTurn = false;
+    this.sendReads();
   };
   private readsThreads = 0;
   /** Reads waiting to go to the read threads together (sendReads). */
@@ -609,14 +614,21 @@ export class RevmEngine implements ExecutionEngine {
     const memo = this.memo;
     const epoch = memo.epoch;
     const text = await new Promise<string>((resolve, reject) => {
-      if (this.toThreads.push({ body, resolve, reject }) === 1) setImmediate(this.sendReads);
-      else if (this.toThreads.length === READ_BATCH) this.sendReads();
+      if (this.toThreads.push({ body, resolve, reject }) === READ_BATCH) this.sendReads();
+      else this.atTurnEnd();
     });
     const out = JSON.parse(text) as ReadAnswer;
     // Kept when no flashblock was executed meanwhile and the answer is the state's (a result or a revert), not a
     // failed node read.
     if (memoised && memo.epoch === epoch && (out.result !== undefined || out.error?.code === 'E_REVERT')) memo.put(body, out, text.length);
     return this.outcome(`eth_${method}`, out);
+  }
+
+  /** Schedules endTurn once for this turn (its check phase, after the requests that arrived together). */
+  private atTurnEnd(): void {
+    if (this.turnEnds) return;
+    this.turnEnds = true;
+    setImmediate(this.endTurn);
   }
 
   /**
@@ -664,7 +676,7 @@ export class RevmEngine implements ExecutionEngine {
     // waited behind it and go to the read threads, which run them on another core while this thread goes on (one
     // client at a time: every read inline, no thread hop).
     this.inlineTurn = true;
-    setImmediate(this.endTurn);
+    this.atTurnEnd();
     this.readsInline++;
     const out = JSON.parse(text) as ReadAnswer;
     if (memoised) this.memo.put(key, out, text.length);
