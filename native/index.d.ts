@@ -51,9 +51,10 @@ export declare class Engine {
    * State reads at the newest executed flashblock, one JSON request `{method, ...}` a line, run in order on one
    * read thread (a batch costs the JS thread one hand-over and one answer, however many reads it holds). Resolves
    * with their answers, one a line in the same order: `{"result": …}`, `{"error": {code, message, data}}` or
-   * `{"unavailable": true}`.
+   * `{"unavailable": true}`. A read not answered `timeout_ms` after this call (waiting included) stops and answers
+   * E_TIMEOUT.
    */
-  read(reqs: string): Promise<string>
+  read(reqs: string, timeoutMs: number): Promise<string>
   /** A trace (`trace::answer`'s requests), on the trace thread; answered as `read` answers. */
   trace(req: string): Promise<string>
   /**

@@ -96,6 +96,8 @@ export interface Config {
   /** A pending read answerable from memory within this many µs runs on the RPC thread; 0 = always on read threads. */
   executionInlineReadUs: number;
   executionReadMemo: number;
+  /** The longest a pending read may take on the engine's read threads (its wait included); past it: a timeout error. */
+  executionReadTimeoutMs: number;
   executionHardfork: ExecutionHardfork;
   executionWaitMs: number;
   /** Above this share (percent) of diverging flashblocks among the last 100 executed, no executed state is served. */
@@ -180,6 +182,7 @@ export const SETTINGS: readonly Setting[] = [
   { flag: 'execution', key: 'execution', kind: 'bool', def: 'true', help: 'Execute every flashblock in the native engine (op-revm, in process), so pending state reads (eth_call, eth_getCode, …) answer from executed state; false = they answer as latest' },
   { flag: 'execution-cache-mb', key: 'executionCacheMb', kind: 'int', def: '512', min: 16, max: 65536, help: 'Bound of the native engine\'s cache of the node\'s state, MiB (dropped and read again above it)' },
   { flag: 'execution-inline-read-us', key: 'executionInlineReadUs', kind: 'int', def: '500', min: 0, max: 100000, help: 'A pending eth_call or state read that the engine can answer from memory within this many µs runs at once on the RPC thread (no thread hop); longer ones, ones needing the node, and all but the first of the reads handled in one turn of the event loop go to the engine\'s read threads; 0 = always the read threads' },
+  { flag: 'execution-read-timeout-ms', key: 'executionReadTimeoutMs', kind: 'int', def: '5000', min: 10, max: 600000, help: "The longest a pending eth_call, eth_estimateGas, eth_createAccessList or eth_simulateV1 may take on the engine's read threads, its wait for a thread included (geth's --rpc.evmtimeout); past it the EVM stops and the request answers -32000 'execution aborted (timeout = …)'" },
   { flag: 'execution-read-memo', key: 'executionReadMemo', kind: 'int', def: '1024', min: 0, max: 1000000, help: 'Distinct pending reads (eth_call, eth_getCode, …, same parameters) whose answers are kept until the next executed flashblock, so the same read asked again is not executed again; 0 = none' },
   { flag: 'execution-hardfork', key: 'executionHardfork', kind: 'enum', values: ['auto', ...OP_HARDFORKS], def: 'auto', help: "The EVM spec blocks are executed with: auto = the chain's own hardfork schedule by block timestamp (from its chain preset; a chain without one runs the fork the node's eth_config names, else no execution); a hardfork name = that spec for every block" },
   { flag: 'execution-wait-ms', key: 'executionWaitMs', kind: 'int', def: '1000', min: 0, max: 60000, help: 'How long a pending state read waits for the engine to execute the newest served flashblock before it answers as latest' },

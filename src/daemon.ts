@@ -135,6 +135,7 @@ function makeEngine(config: Readonly<Config>, log: Logger, specNow: () => SpecCh
     },
     cacheCapBytes: config.executionCacheMb * 1024 * 1024,
     inlineReadUs: config.executionInlineReadUs,
+    readTimeoutMs: config.executionReadTimeoutMs,
     readMemoEntries: config.executionReadMemo,
     nodeTimeoutMs: config.nodeTimeoutMs,
     log: logTo,

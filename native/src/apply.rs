@@ -446,7 +446,7 @@ mod tests {
         assert_eq!(node.calls("eth_getProof"), 1, "only the account without code is proved");
         // Its code stays unknown: a read of it is an error, never an empty code.
         let snap = Snapshot { layers: vec![Arc::new(layer)], l1: Default::default() };
-        let e = read(&shared, &block.spec, &snap, &json!({"method": "getCode", "address": format!("{lazy:#x}")})).expect_err("getCode fails");
+        let e = read(&shared, &block.spec, &snap, &json!({"method": "getCode", "address": format!("{lazy:#x}")}), crate::call::Limit::timeout(5_000)).expect_err("getCode fails");
         assert!(e.message.contains("is not known to the engine"), "{}", e.message);
     }
 
@@ -480,7 +480,7 @@ mod tests {
         let node = StubNode::start([(bad, StubAccount { code: Some(vec![0xef, 0x01]), ..Default::default() })].into_iter().collect());
         let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
         let snap = Snapshot { layers: Vec::new(), l1: Default::default() };
-        let e = read(&shared, &spec(), &snap, &json!({"method": "getCode", "address": format!("{bad:#x}")})).expect_err("fails");
+        let e = read(&shared, &spec(), &snap, &json!({"method": "getCode", "address": format!("{bad:#x}")}), crate::call::Limit::timeout(5_000)).expect_err("fails");
         assert_eq!(e.code, "E_NODE");
         assert!(e.message.contains("does not decode"), "{}", e.message);
     }

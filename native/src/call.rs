@@ -13,12 +13,12 @@ use op_revm::revm::{
     database::WrapDatabaseRef,
     state::{Account, EvmState},
     inspector::{InspectEvm, Inspector},
-    interpreter::{interpreter::EthInterpreter, CallInputs, CallOutcome, Interpreter}, ExecuteEvm,
+    interpreter::{interpreter::EthInterpreter, CallInputs, CallOutcome, Interpreter},
 };
 use op_revm::revm::context_interface::Cfg as _;
 use op_revm::{L1BlockInfo, OpHaltReason, OpSpecId, OpTransaction};
 use serde_json::{json, Map, Value};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// geth's default gas cap for eth_call / eth_estimateGas.
 const RPC_GAS_CAP: u64 = 50_000_000;
@@ -182,21 +182,59 @@ pub(crate) fn call_setup(db: &Db, spec: &BlockSpec, req: &Value, block_overrides
     Ok(CallSetup { tx, cfg, block, chain })
 }
 
-pub(crate) fn run(db: Db, s: &CallSetup, gas: u64) -> Result<(ExecutionResult<OpHaltReason>, EvmState), ReadError> {
+/// Runs the call with `gas` within `limit`: past it the read stops (see [`Limit`]).
+pub(crate) fn run(db: Db, s: &CallSetup, gas: u64, limit: Limit) -> Result<(ExecutionResult<OpHaltReason>, EvmState), ReadError> {
+    if Instant::now() >= limit.deadline {
+        return Err(limit.exceeded());
+    }
     let mut tx = s.tx.clone();
     tx.base.gas_limit = gas;
-    let mut evm = engine_evm(WrapDatabaseRef(db), s.cfg.clone(), s.block.clone(), s.chain.clone(), ());
-    evm.transact(tx).map(|r| (r.result, r.state)).map_err(|e| failed(e.to_string()))
+    let precompile_gas = if limit.timeout.is_none() { INLINE_PRECOMPILE_GAS } else { u64::MAX };
+    let budget = Budget { deadline: limit.deadline, precompile_gas, steps: 0, over: false };
+    let mut evm = engine_evm(WrapDatabaseRef(db), s.cfg.clone(), s.block.clone(), s.chain.clone(), budget);
+    let out = evm.inspect_tx(tx);
+    if evm.0.inspector.over {
+        return Err(limit.exceeded());
+    }
+    out.map(|r| (r.result, r.state)).map_err(|e| failed(e.to_string()))
 }
 
-/// Bounds a read answered inline, on the JS thread: past its deadline (checked every 256 instructions), or at a
-/// precompile call given more than [`INLINE_PRECOMPILE_GAS`] (one precompile run is not interruptible), every frame
-/// halts and the read is answered on a read thread instead. It observes only; an execution within the budget is
-/// exactly the one without it.
-pub(crate) struct Budget {
+/// How long a read may run. Inline on the JS thread (`timeout` None): until `deadline`, and no precompile call given
+/// more than [`INLINE_PRECOMPILE_GAS`] (one precompile run is not interruptible); past either it answers
+/// [`OVER_BUDGET`] and runs again on a read thread. On a read thread: until `deadline` (`timeout` after the read was
+/// handed over, every run of an estimate or a simulation counted), past it `E_TIMEOUT`, as geth's --rpc.evmtimeout.
+#[derive(Clone, Copy)]
+pub(crate) struct Limit {
+    pub(crate) deadline: Instant,
+    pub(crate) timeout: Option<Duration>,
+}
+
+impl Limit {
+    pub(crate) fn inline(budget: Duration) -> Self {
+        Limit { deadline: Instant::now() + budget, timeout: None }
+    }
+
+    pub(crate) fn timeout(ms: u32) -> Self {
+        let t = Duration::from_millis(ms as u64);
+        Limit { deadline: Instant::now() + t, timeout: Some(t) }
+    }
+
+    pub(crate) fn exceeded(&self) -> ReadError {
+        match self.timeout {
+            None => ReadError { code: OVER_BUDGET, message: "over the inline budget".into(), data: None },
+            Some(t) => ReadError { code: TIMEOUT, message: format!("execution aborted (timeout = {t:?})"), data: None },
+        }
+    }
+}
+
+/// Stops a call at its [`Limit`]: past the deadline (checked every 256 instructions), or at a precompile call given
+/// more than `precompile_gas`, every frame halts. It observes only; an execution within the limit is exactly the one
+/// without it.
+struct Budget {
     deadline: Instant,
+    precompile_gas: u64,
     steps: u32,
-    pub(crate) over: bool,
+    over: bool,
 }
 
 /// The largest gas a precompile call may get in an inline read (a precompile's run time is about its gas).
@@ -215,7 +253,7 @@ impl<CTX> Inspector<CTX, EthInterpreter> for Budget {
 
     fn call(&mut self, _context: &mut CTX, inputs: &mut CallInputs) -> Option<CallOutcome> {
         let low = inputs.bytecode_address.0[..18].iter().all(|b| *b == 0);
-        if self.over || (low && inputs.gas_limit > INLINE_PRECOMPILE_GAS) {
+        if self.over || (low && inputs.gas_limit > self.precompile_gas) {
             self.over = true;
             return Some(CallOutcome::new_oog(inputs.gas_limit, inputs.return_memory_offset.clone()));
         }
@@ -223,18 +261,10 @@ impl<CTX> Inspector<CTX, EthInterpreter> for Budget {
     }
 }
 
-/// The JSON-RPC code of an inline read that ran out of its budget (never sent: the read runs again elsewhere).
+/// The code of an inline read that ran out of its budget (never sent: the read runs again elsewhere).
 pub(crate) const OVER_BUDGET: &str = "E_OVER_BUDGET";
-
-pub(crate) fn run_budgeted(db: Db, s: &CallSetup, deadline: Instant) -> Result<ExecutionResult<OpHaltReason>, ReadError> {
-    let budget = Budget { deadline, steps: 0, over: false };
-    let mut evm = engine_evm(WrapDatabaseRef(db), s.cfg.clone(), s.block.clone(), s.chain.clone(), budget);
-    let out = evm.inspect_one_tx(s.tx.clone());
-    if evm.0.inspector.over {
-        return Err(ReadError { code: OVER_BUDGET, message: "over the inline budget".into(), data: None });
-    }
-    out.map_err(|e| failed(e.to_string()))
-}
+/// The code of a read past its timeout.
+pub(crate) const TIMEOUT: &str = "E_TIMEOUT";
 
 pub(crate) fn failure(r: &ExecutionResult<OpHaltReason>) -> ReadError {
     match r {
@@ -266,7 +296,7 @@ fn decode_revert_reason(out: &Bytes) -> Option<String> {
     String::from_utf8(out[68..end].to_vec()).ok()
 }
 
-pub(crate) fn estimate<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_overrides: &Value, l1: Option<&std::sync::OnceLock<L1BlockInfo>>) -> Result<Value, ReadError> {
+pub(crate) fn estimate<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_overrides: &Value, l1: Option<&std::sync::OnceLock<L1BlockInfo>>, limit: Limit) -> Result<Value, ReadError> {
     let s = call_setup(&db(), spec, tx, block_overrides, l1)?;
     let mut hi = s.tx.base.gas_limit;
     // With a fee, the caller's balance bounds the gas it can buy (geth does the same).
@@ -277,7 +307,7 @@ pub(crate) fn estimate<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value
             hi = avail.to::<u64>();
         }
     }
-    let (first, _) = run(db(), &s, hi)?;
+    let (first, _) = run(db(), &s, hi, limit)?;
     if !first.is_success() {
         return Err(failure(&first));
     }
@@ -289,7 +319,7 @@ pub(crate) fn estimate<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value
     let mut guess = Some(((used + refunded) * 64 / 63).min(hi)).filter(|&g| g > lo && g < hi);
     while lo + 1 < hi {
         let mid = guess.take().unwrap_or(lo + (hi - lo) / 2);
-        let (r, _) = run(db(), &s, mid)?;
+        let (r, _) = run(db(), &s, mid, limit)?;
         if r.is_success() {
             hi = mid;
         } else {
@@ -299,7 +329,7 @@ pub(crate) fn estimate<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value
     Ok(json!(format!("0x{hi:x}")))
 }
 
-pub(crate) fn access_list<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_overrides: &Value, l1: Option<&std::sync::OnceLock<L1BlockInfo>>) -> Result<Value, ReadError> {
+pub(crate) fn access_list<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Value, block_overrides: &Value, l1: Option<&std::sync::OnceLock<L1BlockInfo>>, limit: Limit) -> Result<Value, ReadError> {
     let mut s = call_setup(&db(), spec, tx, block_overrides, l1)?;
     let from = s.tx.base.caller;
     let to = s.tx.base.kind.to().copied();
@@ -318,7 +348,7 @@ pub(crate) fn access_list<'a>(db: &dyn Fn() -> Db<'a>, spec: &BlockSpec, tx: &Va
         if s.tx.base.tx_type == 0 {
             s.tx.base.tx_type = 1;
         }
-        let (r, state) = run(db(), &s, s.tx.base.gas_limit)?;
+        let (r, state) = run(db(), &s, s.tx.base.gas_limit, limit)?;
         let mut items: Vec<AccessListItem> = Vec::new();
         let mut addrs: Vec<&Address> = state.keys().collect();
         addrs.sort();
@@ -379,12 +409,12 @@ mod tests {
         let snap = Snapshot { layers: Vec::new(), l1: Default::default() };
         for (field, value) in [("number", format!("{:#x}", U256::from(u64::MAX) + U256::from(1))), ("time", "0x1".to_string() + &"0".repeat(20))] {
             let payload = json!({ "blockStateCalls": [{ "blockOverrides": { field: value } }] });
-            let e = crate::simulate::simulate(&shared, &spec, &snap, &payload).expect_err("refused");
+            let e = crate::simulate::simulate(&shared, &spec, &snap, &payload, Limit::timeout(5_000)).expect_err("refused");
             assert_eq!((e.code, e.message.as_str()), ("E_INPUT", format!("blockOverrides.{field}: too large").as_str()));
         }
         // The block after one at u64::MAX: too large, not a wrap to block 0.
         let payload = json!({ "blockStateCalls": [{ "blockOverrides": { "number": format!("{:#x}", u64::MAX) } }, {}] });
-        let e = crate::simulate::simulate(&shared, &spec, &snap, &payload).expect_err("refused");
+        let e = crate::simulate::simulate(&shared, &spec, &snap, &payload, Limit::timeout(5_000)).expect_err("refused");
         assert_eq!((e.code, e.message.as_str()), ("E_INPUT", "blockOverrides.number: too large"));
     }
 

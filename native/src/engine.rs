@@ -6,6 +6,7 @@
 //! an apply and never see half a flashblock. A panic is caught at the thread boundary, rejects its Promise with code
 //! E_PANIC and poisons the engine (the TypeScript side starts a new one); it never aborts the process.
 use crate::apply::OpenBlock;
+use crate::call::Limit;
 use crate::error::{EngineError, ReadError};
 use crate::spec::BlockSpec;
 use crate::tx::Txs;
@@ -251,16 +252,19 @@ impl Engine {
     /// State reads at the newest executed flashblock, one JSON request `{method, ...}` a line, run in order on one
     /// read thread (a batch costs the JS thread one hand-over and one answer, however many reads it holds). Resolves
     /// with their answers, one a line in the same order: `{"result": …}`, `{"error": {code, message, data}}` or
-    /// `{"unavailable": true}`.
+    /// `{"unavailable": true}`. A read not answered `timeout_ms` after this call (waiting included) stops and answers
+    /// E_TIMEOUT.
     #[napi(ts_return_type = "Promise<string>")]
-    pub fn read(&self, env: &Env, reqs: String) -> Result<Object<'static>> {
-        submit(env, &self.read_tx, self.inner.clone(), move |inner| Ok(reqs.split('\n').map(|r| read(inner, r)).collect::<Vec<_>>().join("\n")))
+    pub fn read(&self, env: &Env, reqs: String, timeout_ms: u32) -> Result<Object<'static>> {
+        let limit = Limit::timeout(timeout_ms);
+        submit(env, &self.read_tx, self.inner.clone(), move |inner| Ok(reqs.split('\n').map(|r| read(inner, r, limit)).collect::<Vec<_>>().join("\n")))
     }
 
     /// A trace (`trace::answer`'s requests), on the trace thread; answered as `read` answers.
     #[napi(ts_return_type = "Promise<string>")]
     pub fn trace(&self, env: &Env, req: String) -> Result<Object<'static>> {
-        submit(env, &self.trace_tx, self.inner.clone(), move |inner| Ok(read(inner, &req)))
+        // A trace is bounded by its own request's timeoutMs (trace.rs); this limit is for reads only.
+        submit(env, &self.trace_tx, self.inner.clone(), move |inner| Ok(read(inner, &req, Limit::timeout(u32::MAX))))
     }
 
     /// The same read answered on the calling thread when it can be within `budget_us` from memory (state reads and
@@ -555,7 +559,7 @@ fn head_for(inner: &Inner, v: &Value, wait: bool) -> Option<Arc<Head>> {
     }
 }
 
-fn read(inner: &Inner, req: &str) -> String {
+fn read(inner: &Inner, req: &str, limit: Limit) -> String {
     let v: Value = match serde_json::from_str(req) {
         Ok(v) => v,
         Err(e) => return json!({"error": {"code": "E_INPUT", "message": e.to_string()}}).to_string(),
@@ -579,7 +583,7 @@ fn read(inner: &Inner, req: &str) -> String {
         let fbs: Vec<trace::Flashblock> = heads.iter().map(|h| h.flashblock()).collect();
         return read_answer(trace::answer(&inner.shared, &fbs, &head.spec, &head.snap, &v), &head);
     }
-    read_answer(reads::read(&inner.shared, &head.spec, &head.snap, &v), &head)
+    read_answer(reads::read(&inner.shared, &head.spec, &head.snap, &v, limit), &head)
 }
 
 fn read_answer(r: std::result::Result<Value, ReadError>, head: &Head) -> String {

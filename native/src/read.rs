@@ -1,23 +1,22 @@
 //! Reads at a snapshot, by method: state (balance, nonce, code, storage), calls (call.rs), simulations
 //! (simulate.rs); inline on the calling thread when they can be answered from memory within a budget.
-use crate::call::{access_list, call_setup, estimate, failure, override_layer, run, run_budgeted, OVER_BUDGET};
+use crate::call::{access_list, call_setup, estimate, failure, override_layer, run, Limit, OVER_BUDGET};
 use crate::error::ReadError;
 use crate::spec::{hex_u256, parse, BlockSpec};
 use crate::state::{no_wait, Db, Shared, Snapshot};
 use alloy_primitives::{hex, Address, Bytes, B256};
 use op_revm::revm::context_interface::result::ExecutionResult;
 use serde_json::{json, Value};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Answers a read inline (on the calling thread) when it can within `budget` from what is in memory: state reads and
 /// eth_call only, no node read, no lock another thread holds, no longer than `budget`. None: answer it on a read
 /// thread (the work done here is dropped; nothing was changed).
-pub fn read_inline(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value, budget: Duration) -> Option<Result<Value, ReadError>> {
+pub(crate) fn read_inline(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value, budget: Duration) -> Option<Result<Value, ReadError>> {
     if !matches!(req["method"].as_str(), Some("call" | "getBalance" | "getTransactionCount" | "getCode" | "getStorageAt")) {
         return None;
     }
-    let deadline = Instant::now() + budget;
-    let (out, waited) = no_wait(|| read_at(shared, spec, snap, req, Some(deadline)));
+    let (out, waited) = no_wait(|| read(shared, spec, snap, req, Limit::inline(budget)));
     match out {
         _ if waited => None,
         Err(e) if e.code == OVER_BUDGET => None,
@@ -25,12 +24,8 @@ pub fn read_inline(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Val
     }
 }
 
-/// Answers one read on `snap` (JSON request `{method, params...}`). Returns the JSON-RPC result value.
-pub fn read(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value) -> Result<Value, ReadError> {
-    read_at(shared, spec, snap, req, None)
-}
-
-fn read_at(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value, deadline: Option<Instant>) -> Result<Value, ReadError> {
+/// Answers one read on `snap` (JSON request `{method, params...}`) within `limit`. Returns the JSON-RPC result value.
+pub(crate) fn read(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value, limit: Limit) -> Result<Value, ReadError> {
     let method = req["method"].as_str().unwrap_or("");
     let base = Db { top: None, below: &snap.layers, shared };
     let overrides = override_layer(&base, &req["stateOverrides"])?;
@@ -65,18 +60,52 @@ fn read_at(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, req: &Value, dead
         }
         "call" => {
             let s = call_setup(&db(), spec, &req["tx"], &req["blockOverrides"], l1)?;
-            let r = match deadline {
-                Some(d) => run_budgeted(db(), &s, d)?,
-                None => run(db(), &s, s.tx.base.gas_limit)?.0,
-            };
-            match &r {
+            match &run(db(), &s, s.tx.base.gas_limit, limit)?.0 {
                 ExecutionResult::Success { output, .. } => Ok(json!(format!("0x{}", hex::encode(output.data())))),
                 other => Err(failure(other)),
             }
         }
-        "estimateGas" => estimate(&db, spec, &req["tx"], &req["blockOverrides"], l1),
-        "simulateV1" => crate::simulate::simulate(shared, spec, snap, &req["payload"]),
-        "createAccessList" => access_list(&db, spec, &req["tx"], &req["blockOverrides"], l1),
+        "estimateGas" => estimate(&db, spec, &req["tx"], &req["blockOverrides"], l1, limit),
+        "simulateV1" => crate::simulate::simulate(shared, spec, snap, &req["payload"], limit),
+        "createAccessList" => access_list(&db, spec, &req["tx"], &req["blockOverrides"], l1, limit),
         _ => Err(ReadError { code: "E_UNSUPPORTED", message: format!("engine read {method:?} not supported"), data: None }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::TIMEOUT;
+    use crate::node::NodeClient;
+    use crate::stubnode::StubNode;
+
+    #[test]
+    fn a_read_past_its_timeout_stops_and_answers_timeout() {
+        let node = StubNode::start(Default::default());
+        let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
+        let spec = BlockSpec::for_tests();
+        let snap = Snapshot { layers: Vec::new(), l1: Default::default() };
+        // JUMPDEST PUSH1 0 JUMP: a loop until the gas (the block's 30M) runs out, millions of instructions.
+        let looping = "0x0000000000000000000000000000000000001009";
+        let overrides = json!({ looping: { "code": "0x5b600056" } });
+        let call = json!({ "method": "call", "tx": { "to": looping }, "stateOverrides": overrides });
+        let code = |req: &Value, limit: Limit| read(&shared, &spec, &snap, req, limit).err().map(|e| (e.code, e.message));
+        let out_of_gas = code(&call, Limit::timeout(60_000));
+        assert_eq!(out_of_gas, Some(("E_FAILED", "out of gas".to_string())), "within its time the loop runs out of gas");
+        assert_eq!(code(&call, Limit::timeout(1)), Some((TIMEOUT, "execution aborted (timeout = 1ms)".to_string())));
+        let estimate = json!({ "method": "estimateGas", "tx": { "to": looping }, "stateOverrides": overrides });
+        assert_eq!(code(&estimate, Limit::timeout(1)).map(|c| c.0), Some(TIMEOUT));
+        // 200 blocks of such a call (each block has its own gas) would keep a read thread busy for seconds; the
+        // timeout covers them all.
+        let mut blocks: Vec<Value> = (0..200).map(|_| json!({ "calls": [{ "to": looping }] })).collect();
+        blocks[0]["stateOverrides"] = overrides.clone();
+        let sim = json!({ "method": "simulateV1", "payload": { "blockStateCalls": blocks } });
+        assert_eq!(code(&sim, Limit::timeout(50)).map(|c| c.0), Some(TIMEOUT));
+        // A read whose time ran out while it waited for a thread does not start.
+        let quick = json!({ "method": "call", "tx": { "to": looping, "gas": "0x5208" }, "stateOverrides": overrides });
+        let mut expired = Limit::timeout(60_000);
+        expired.deadline = std::time::Instant::now();
+        assert_eq!(code(&quick, Limit::timeout(60_000)), Some(("E_FAILED", "out of gas".to_string())), "21,000 gas: out of gas at once");
+        assert_eq!(code(&quick, expired).map(|c| c.0), Some(TIMEOUT));
     }
 }

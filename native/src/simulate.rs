@@ -1,10 +1,11 @@
 //! eth_simulateV1 on the pending state: several blocks of calls, each block with its own state and block overrides,
 //! on top of the newest executed flashblock and with the pending block's own env (number, timestamp, base fee,
 //! fee recipient, prev_randao) as the first simulated block's defaults. State carries from call to call and block
-//! to block. Without `validation`, fees and nonces are not checked (a call may have gas price 0); BASEFEE is still the
-//! pending block's base fee (or the block override's), as NUMBER, TIMESTAMP, COINBASE and PREVRANDAO are its own.
+//! to block. Without `validation` a call runs as eth_call does: nonces are not checked, a call without a fee is free
+//! (gas price 0), one with a fee pays it as a transaction would; BASEFEE is still the pending block's base fee (or the
+//! block override's), as NUMBER, TIMESTAMP, COINBASE and PREVRANDAO are its own.
 //! The state, transactions and receipts roots are not computed (the simulated state has no trie) and are omitted.
-use crate::call::{apply_block_overrides, call_setup, failure, override_layer, run};
+use crate::call::{apply_block_overrides, call_setup, failure, override_layer, run, Limit, TIMEOUT};
 use crate::error::{invalid, ReadError};
 use crate::spec::BlockSpec;
 use crate::receipt::log_json;
@@ -23,7 +24,7 @@ const MAX_BLOCKS: usize = 256;
 const MAX_CALLS: usize = 1000;
 
 /// Answers `eth_simulateV1(payload, "pending")`: the list of simulated blocks with their call results.
-pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Value) -> Result<Value, ReadError> {
+pub(crate) fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Value, limit: Limit) -> Result<Value, ReadError> {
     let blocks = payload.get("blockStateCalls").and_then(|b| b.as_array()).ok_or_else(|| invalid("eth_simulateV1: blockStateCalls is required"))?;
     if blocks.len() > MAX_BLOCKS {
         return Err(invalid(format!("eth_simulateV1: at most {MAX_BLOCKS} blocks")));
@@ -74,17 +75,14 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
             let db = Db { top: Some(&layer), below: &below, shared };
             let mut s = call_setup(&db, spec, call, &Value::Null, None)?;
             s.block = env.clone();
-            if !validation {
-                s.cfg.disable_base_fee = true;
-                s.cfg.disable_fee_charge = true;
-                s.cfg.disable_balance_check = true;
-            } else {
-                s.cfg.disable_nonce_check = false;
-            }
+            // Without validation a call runs as eth_call runs it (call_setup): free when it gives no fee, charged and
+            // refunded as a transaction when it gives one (as geth). With validation its nonce is checked too.
+            s.cfg.disable_nonce_check = !validation;
             let gas = if call.get("gas").is_some_and(|g| !g.is_null()) { s.tx.base.gas_limit } else { env.gas_limit.saturating_sub(gas_used_block).min(s.tx.base.gas_limit) };
             // The call's L1 block info is none given (call_setup without the snapshot's): op-revm reads it from the state.
-            let (result, state) = match run(db, &s, gas) {
+            let (result, state) = match run(db, &s, gas, limit) {
                 Ok(v) => v,
+                Err(e) if e.code == TIMEOUT => return Err(e),
                 Err(e) => {
                     if validation {
                         return Err(ReadError { code: "E_SIM_CALL", message: format!("call {ci} of block {bi}: {}", e.message), data: None });
@@ -161,4 +159,45 @@ pub fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, payload: &Va
         prev_time = Some(time);
     }
     Ok(Value::Array(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::NodeClient;
+    use crate::stubnode::{StubAccount, StubNode};
+    use alloy_primitives::Address;
+
+    /// Code returning BALANCE(`who`) as one word.
+    fn balance_of(who: Address) -> String {
+        format!("0x73{}3160005260206000f3", hex::encode(who))
+    }
+
+    #[test]
+    fn without_validation_a_call_that_gives_a_fee_pays_it_and_one_that_gives_none_is_free() {
+        let sender = Address::with_last_byte(0x5e);
+        let reader = Address::with_last_byte(0xba);
+        let start = U256::from(10u128.pow(18));
+        let node = StubNode::start([(sender, StubAccount { balance: start, ..Default::default() })].into_iter().collect());
+        let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
+        let snap = Snapshot { layers: Vec::new(), l1: Default::default() };
+        let from = format!("{sender:#x}");
+        let to = format!("{:#x}", Address::with_last_byte(0xde));
+        let payload = json!({ "blockStateCalls": [{
+            "stateOverrides": { format!("{reader:#x}"): { "code": balance_of(sender) } },
+            "calls": [
+                { "from": from, "to": to, "gas": "0x186a0", "gasPrice": "0x3b9aca00" },
+                { "to": format!("{reader:#x}") },
+                { "from": from, "to": to, "gas": "0x186a0" },
+                { "to": format!("{reader:#x}") },
+            ],
+        }]});
+        let out = simulate(&shared, &BlockSpec::for_tests(), &snap, &payload, Limit::timeout(5_000)).expect("simulated");
+        let calls = out[0]["calls"].as_array().unwrap();
+        let balance = |i: usize| U256::from_str_radix(calls[i]["returnData"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
+        assert_eq!(calls[0]["gasUsed"], "0x5208");
+        // 21,000 gas at 1 gwei, charged once: not refunded the 79,000 it did not use on top of a charge never made.
+        assert_eq!(balance(1), start - U256::from(21_000u64 * 1_000_000_000));
+        assert_eq!(balance(3), balance(1), "a call without a fee costs nothing");
+    }
 }

@@ -37,6 +37,8 @@ export interface RevmEngineOptions {
    * thread (no thread hop); anything longer, or needing the node, goes to the read threads. 0: always the threads.
    */
   inlineReadUs?: number;
+  /** The longest a read may take on the read threads, from its hand-over; past it the engine answers E_TIMEOUT. */
+  readTimeoutMs?: number;
   /**
    * Answers of pending reads kept for the flashblock they were read at (src/exec/memo.ts), at most this many; 0: none.
    */
@@ -138,6 +140,8 @@ interface WireReceipt {
 
 /** See RevmEngineOptions.inlineReadUs. */
 export const DEFAULT_INLINE_READ_US = 500;
+/** See RevmEngineOptions.readTimeoutMs (geth's --rpc.evmtimeout default). */
+const DEFAULT_READ_TIMEOUT_MS = 5000;
 /** See RevmEngineOptions.readMemoEntries. */
 export const DEFAULT_READ_MEMO_ENTRIES = 1024;
 /** The memo's bound on keys + answers, bytes. */
@@ -646,7 +650,7 @@ export class RevmEngine implements ExecutionEngine {
       return;
     }
     // A throw (the engine refusing the call) rejects the batch like a rejection: never out of this turn's callback.
-    new Promise<string>((resolve) => resolve(native.read(batch.map((r) => r.body).join('\n')))).then(
+    new Promise<string>((resolve) => resolve(native.read(batch.map((r) => r.body).join('\n'), this.o.readTimeoutMs ?? DEFAULT_READ_TIMEOUT_MS))).then(
       (text) => {
         const answers = text.split('\n');
         for (let i = 0; i < batch.length; i++) batch[i]!.resolve(answers[i]!);

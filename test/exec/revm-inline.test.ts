@@ -191,9 +191,9 @@ t.test('the reads a turn sends to the read threads go over in batches, each answ
   const proto = addon.Engine.prototype;
   const send = proto.read;
   const sent: number[] = [];
-  proto.read = function (this: typeof proto, reqs: string) {
+  proto.read = function (this: typeof proto, reqs: string, timeoutMs: number) {
     sent.push(reqs.split('\n').length);
-    return send.call(this, reqs);
+    return send.call(this, reqs, timeoutMs);
   };
   t.teardown(() => {
     proto.read = send;
@@ -222,4 +222,17 @@ t.test('the reads a turn sends to the read threads go over in batches, each answ
   const [first, ...waiting] = await Promise.all(pending);
   t.equal(first, want, 'the first read of the turn: answered inline before the stop');
   t.same(waiting, ['unavailable', 'unavailable'], 'the reads waiting for their batch when the engine stops: unavailable, not left hanging');
+});
+
+t.test('a read on the read threads past its timeout stops and answers -32000, and the thread goes on to the next read', async (t) => {
+  const { node, c, blocks } = await net(t, 1, 1, 6);
+  const e = anvilEngine(t, node, { inlineReadUs: 0, readTimeoutMs: 10 });
+  const b = blocks[0]!;
+  await e.start(b.number - 1);
+  for (const fb of b.flashblocks) t.ok((await e.applyFlashblock(fb)).ok, `${b.number}/${fb.index} executed`);
+  // 200 blocks of a call looping until its block's gas runs out: seconds of EVM without the timeout.
+  const loops = Array.from({ length: 200 }, (_, i) => ({ ...(i === 0 ? { stateOverrides: overrides } : {}), calls: [{ to: LOOP }] }));
+  t.equal(await outcome(e.simulateV1({ blockStateCalls: loops })), 'error -32000 execution aborted (timeout = 10ms) ', 'eth_simulateV1: the timeout');
+  t.equal(await outcome(e.call({ to: NUMRET }, overrides)), `result 0x${b.number.toString(16).padStart(64, '0')}`, 'the next read is answered');
+  t.equal(await outcome(e.call({ to: c.reader, data: '0x00000000' })), `result 0x${b.sinkBalances.at(-1)!.toString(16).padStart(64, '0')}`, 'and one that reads the state');
 });
