@@ -5,7 +5,9 @@ import { fileURLToPath } from 'node:url';
 import { ESLint } from 'eslint';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-const eslint = new ESLint({ cwd: root });
+// The repository's own config, running only the rule under test (its options as the config sets them per folder):
+// the other rules' results were filtered out anyway, and running them over src/ was about a fifth of this file's CPU.
+const eslint = new ESLint({ cwd: root, ruleFilter: ({ ruleId }) => ruleId === 'no-restricted-imports' });
 
 /** The no-restricted-imports messages for `code` placed at `filePath` (relative to the repository). */
 async function arrowErrors(filePath: string, code: string): Promise<string[]> {

@@ -46,7 +46,11 @@ export function connect(url: string, headers: Record<string, string | string[]> 
   return new Sub(new WebSocket(url, { headers, perMessageDeflate: false }));
 }
 
-/** HTTP status and body of a refused upgrade. */
+/**
+ * HTTP status and body of a refused upgrade. The connection is closed once the body is read: `ws` leaves a refused
+ * handshake's socket to whoever handles 'unexpected-response', and the server keeps it alive (~10 s of uWS idle
+ * timeout), which held the test process open after its last test.
+ */
 export function refusal(url: string, headers: Record<string, string | string[]> = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { headers });
@@ -56,9 +60,13 @@ export function refusal(url: string, headers: Record<string, string | string[]> 
     });
     ws.on('error', () => {});
     ws.on('unexpected-response', (_req, res) => {
+      const socket = res.socket;
       let body = '';
       res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('end', () => {
+        socket.destroy();
+        resolve({ status: res.statusCode ?? 0, body });
+      });
     });
   });
 }

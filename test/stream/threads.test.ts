@@ -230,11 +230,10 @@ t.test('a stream thread whose admission gets no answer in time refuses with 503;
   const h = await startPorts({ streamMaxPerIp: 1 }, 1, '', 200);
   t.teardown(() => h.close());
   const port = Number(new URL(h.url).port);
-  // The handshake is written; then this (main) thread, which answers admissions, stays busy far past the thread's
-  // 200 ms wait.
+  // The handshake is written; then this (main) thread, which answers admissions, stays blocked far past the thread's
+  // 200 ms wait (asleep in Atomics.wait, not spinning: the same 3 s in which it answers nothing, without a core).
   const refused = await rawUpgrade(port, 'Upgrade', () => {
-    const busyUntil = Date.now() + 3000;
-    while (Date.now() < busyUntil);
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 3000);
   });
   t.match(refused.head, /^HTTP\/1\.1 503/, 'refused with 503');
   refused.socket.destroy();
