@@ -583,7 +583,8 @@ fn read(inner: &Inner, req: &str, limit: Limit) -> String {
         let fbs: Vec<trace::Flashblock> = heads.iter().map(|h| h.flashblock()).collect();
         return read_answer(trace::answer(&inner.shared, &fbs, &head.spec, &head.snap, &v), &head);
     }
-    read_answer(reads::read(&inner.shared, &head.spec, &head.snap, &v, limit), &head)
+    let (r, timed_out) = state::within(limit.deadline, || reads::read(&inner.shared, &head.spec, &head.snap, &v, limit));
+    read_answer(if timed_out { Err(limit.exceeded()) } else { r }, &head)
 }
 
 fn read_answer(r: std::result::Result<Value, ReadError>, head: &Head) -> String {

@@ -77,7 +77,9 @@ mod tests {
     use super::*;
     use crate::call::TIMEOUT;
     use crate::node::NodeClient;
+    use crate::state::within;
     use crate::stubnode::StubNode;
+    use std::time::Instant;
 
     #[test]
     fn a_read_past_its_timeout_stops_and_answers_timeout() {
@@ -85,27 +87,36 @@ mod tests {
         let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
         let spec = BlockSpec::for_tests();
         let snap = Snapshot { layers: Vec::new(), l1: Default::default() };
+        let code = |req: &Value, limit: Limit| read(&shared, &spec, &snap, req, limit).err().map(|e| (e.code, e.message));
         // JUMPDEST PUSH1 0 JUMP: a loop until the gas (the block's 30M) runs out, millions of instructions.
         let looping = "0x0000000000000000000000000000000000001009";
-        let overrides = json!({ looping: { "code": "0x5b600056" } });
+        // 300,000 turns of a counted loop, then STOP: 12M gas, a success.
+        let counted = "0x000000000000000000000000000000000000100a";
+        let overrides = json!({ looping: { "code": "0x5b600056" }, counted: { "code": "0x620493e05b8015601157600190036004565b00" } });
         let call = json!({ "method": "call", "tx": { "to": looping }, "stateOverrides": overrides });
-        let code = |req: &Value, limit: Limit| read(&shared, &spec, &snap, req, limit).err().map(|e| (e.code, e.message));
-        let out_of_gas = code(&call, Limit::timeout(60_000));
-        assert_eq!(out_of_gas, Some(("E_FAILED", "out of gas".to_string())), "within its time the loop runs out of gas");
-        assert_eq!(code(&call, Limit::timeout(1)), Some((TIMEOUT, "execution aborted (timeout = 1ms)".to_string())));
-        let estimate = json!({ "method": "estimateGas", "tx": { "to": looping }, "stateOverrides": overrides });
+        assert_eq!(code(&call, Limit::timeout(60_000)), Some(("E_FAILED", "out of gas".to_string())), "within its time the loop runs out of gas");
+        // A read whose time ran out while it waited for a thread does not start.
+        let mut expired = Limit::timeout(60_000);
+        expired.deadline = Instant::now();
+        assert_eq!(code(&call, expired), Some((TIMEOUT, "execution aborted (timeout = 60s)".to_string())));
+        // Every run of an estimate counts: the first takes milliseconds, the bisection's next run is refused.
+        let estimate = json!({ "method": "estimateGas", "tx": { "to": counted }, "stateOverrides": overrides });
+        assert!(read(&shared, &spec, &snap, &estimate, Limit::timeout(60_000)).is_ok(), "the counted loop is estimated in time");
         assert_eq!(code(&estimate, Limit::timeout(1)).map(|c| c.0), Some(TIMEOUT));
-        // 200 blocks of such a call (each block has its own gas) would keep a read thread busy for seconds; the
-        // timeout covers them all.
+        // 200 blocks of the loop (each block has its own gas) would keep a read thread busy for seconds; the timeout
+        // covers every call.
         let mut blocks: Vec<Value> = (0..200).map(|_| json!({ "calls": [{ "to": looping }] })).collect();
         blocks[0]["stateOverrides"] = overrides.clone();
         let sim = json!({ "method": "simulateV1", "payload": { "blockStateCalls": blocks } });
         assert_eq!(code(&sim, Limit::timeout(50)).map(|c| c.0), Some(TIMEOUT));
-        // A read whose time ran out while it waited for a thread does not start.
-        let quick = json!({ "method": "call", "tx": { "to": looping, "gas": "0x5208" }, "stateOverrides": overrides });
-        let mut expired = Limit::timeout(60_000);
-        expired.deadline = std::time::Instant::now();
-        assert_eq!(code(&quick, Limit::timeout(60_000)), Some(("E_FAILED", "out of gas".to_string())), "21,000 gas: out of gas at once");
-        assert_eq!(code(&quick, expired).map(|c| c.0), Some(TIMEOUT));
+        // Past its deadline a read starts no node read (the account is not cached: it would be one).
+        let balance = json!({ "method": "getBalance", "address": "0x00000000000000000000000000000000000000b0" });
+        let asked = || node.state.lock().unwrap().calls.values().sum::<usize>();
+        let before = asked();
+        let (r, timed_out) = within(Instant::now(), || read(&shared, &spec, &snap, &balance, Limit::timeout(60_000)));
+        assert!(r.is_err() && timed_out, "refused for its deadline");
+        assert_eq!(asked(), before, "the node was not asked");
+        let (r, timed_out) = within(Instant::now() + Duration::from_secs(60), || read(&shared, &spec, &snap, &balance, Limit::timeout(60_000)));
+        assert!(r.is_ok() && !timed_out, "in time: read from the node");
     }
 }

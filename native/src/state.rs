@@ -10,6 +10,7 @@ use op_revm::revm::{
 };
 use serde_json::{json, Value};
 use std::cell::Cell;
+use std::time::Instant;
 use std::collections::BTreeMap;
 
 /// The state maps' hash map: foldhash (per-process random seed), several times faster than SipHash on 20- and
@@ -24,6 +25,10 @@ thread_local! {
     static NO_WAIT: Cell<bool> = const { Cell::new(false) };
     /// Whether the inline read in progress hit something it would have had to wait for.
     static WAITED: Cell<bool> = const { Cell::new(false) };
+    /// Set while this thread answers a read with a deadline (a read thread): past it no node read starts.
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// Whether the read in progress was refused a node read for its deadline.
+    static TIMED_OUT: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The error of a read that would have waited (see [`no_wait`]).
@@ -38,8 +43,30 @@ pub fn no_wait<R>(f: impl FnOnce() -> R) -> (R, bool) {
     (r, WAITED.with(|c| c.replace(false)))
 }
 
+/// Runs `f` with node reads refused past `deadline` on this thread; returns its result and whether one was refused.
+pub fn within<R>(deadline: Instant, f: impl FnOnce() -> R) -> (R, bool) {
+    DEADLINE.with(|c| c.set(Some(deadline)));
+    TIMED_OUT.with(|c| c.set(false));
+    let r = f();
+    DEADLINE.with(|c| c.set(None));
+    (r, TIMED_OUT.with(|c| c.replace(false)))
+}
+
 fn waiting() -> bool {
     NO_WAIT.with(|c| c.get())
+}
+
+/// Whether this thread may read the node now: not answering inline (see [`no_wait`]), not past a deadline (see
+/// [`within`]).
+fn may_read_node() -> Result<(), DbError> {
+    if waiting() {
+        return Err(would_wait());
+    }
+    if DEADLINE.with(|c| c.get()).is_some_and(|d| Instant::now() >= d) {
+        TIMED_OUT.with(|c| c.set(true));
+        return Err(DbError("the read's time ran out before a node read".into()));
+    }
+    Ok(())
 }
 
 fn would_wait() -> DbError {
@@ -361,9 +388,7 @@ impl Shared {
         if let Some(v) = self.cached_account(&a)? {
             return Ok(v);
         }
-        if waiting() {
-            return Err(would_wait());
-        }
+        may_read_node()?;
         self.fetch(&[a], &[], true)?;
         if let Some(v) = self.cached_account(&a)? {
             return Ok(v);
@@ -377,9 +402,7 @@ impl Shared {
         if let Some(v) = self.cached_slot(&a, &k)? {
             return Ok(v);
         }
-        if waiting() {
-            return Err(would_wait());
-        }
+        may_read_node()?;
         self.fetch(&[], &[(a, k)], true)?;
         if let Some(v) = self.cached_slot(&a, &k)? {
             return Ok(v);
@@ -393,9 +416,7 @@ impl Shared {
         if let Some(h) = read_lock(&self.hashes)?.get(&number) {
             return Ok(*h);
         }
-        if waiting() {
-            return Err(would_wait());
-        }
+        may_read_node()?;
         let b = self.node.call("eth_getBlockByNumber", json!([format!("0x{number:x}"), false]))?;
         let h = b.get("hash").and_then(|h| h.as_str()).ok_or_else(|| DbError(format!("node has no block {number}")))?;
         let h: B256 = h.parse().map_err(|_| DbError("bad block hash from node".into()))?;
