@@ -151,6 +151,7 @@ export class ExecutionFeed {
   private stopped = false;
   private restartsSeen = 0;
   private nodeReadsSeen = 0;
+  private readTimeoutsSeen = 0;
   private readsSeen = { inline: 0, threads: 0, memo: 0 };
   /** Flashblocks handed to the engine, and how many it verified (the verified share is their ratio). */
   private handed = 0;
@@ -703,6 +704,8 @@ export class ExecutionFeed {
       if (st.reads[where] > this.readsSeen[where]) m.executionReads[where].inc(st.reads[where] - this.readsSeen[where]);
     }
     this.readsSeen = { ...st.reads };
+    if (st.readTimeouts > this.readTimeoutsSeen) m.executionReadTimeouts.inc(st.readTimeouts - this.readTimeoutsSeen);
+    this.readTimeoutsSeen = st.readTimeouts;
     if (st.cacheBytes != null) m.executionCacheBytes.set(st.cacheBytes);
     if (this.phase === 'up' || this.phase === 'restarting') {
       // The engine restarts itself after a panic (and re-executes what it holds); reads wait for it meanwhile.

@@ -154,6 +154,8 @@ export interface EngineStatus {
   cacheBytes: number | null;
   /** Reads answered where they ran: at once on the calling thread, on the engine's read threads, or from the memo. */
   reads: { inline: number; threads: number; memo: number };
+  /** Reads stopped past the read timeout (native E_TIMEOUT, answered -32000). */
+  readTimeouts: number;
   lastError: string | null;
   /**
    * Canonical height through which settling is done, the blocks held above it re-executed on the node's state where

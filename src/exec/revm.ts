@@ -227,6 +227,7 @@ export class RevmEngine implements ExecutionEngine {
   /** Reads waiting to go to the read threads together (sendReads). */
   private toThreads: { body: string; resolve: (answer: string) => void; reject: (e: unknown) => void }[] = [];
   private readsMemo = 0;
+  private readTimeouts = 0;
   /** Answers at the newest head, for the current native engine (a new one with each). */
   private memo: ReadMemo;
   private last: { number: number; index: number } | null = null;
@@ -598,6 +599,7 @@ export class RevmEngine implements ExecutionEngine {
       },
       cacheBytes,
       reads: { inline: this.readsInline, threads: this.readsThreads, memo: this.readsMemo },
+      readTimeouts: this.readTimeouts,
       lastError: this.lastError,
     };
   }
@@ -622,6 +624,7 @@ export class RevmEngine implements ExecutionEngine {
       else this.atTurnEnd();
     });
     const out = JSON.parse(text) as ReadAnswer;
+    if (out.error?.code === 'E_TIMEOUT') this.readTimeouts++;
     // Kept when no flashblock was executed meanwhile and the answer is the state's (a result or a revert), not a
     // failed node read.
     if (memoised && memo.epoch === epoch && (out.result !== undefined || out.error?.code === 'E_REVERT')) memo.put(body, out, text.length);

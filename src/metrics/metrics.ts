@@ -405,6 +405,7 @@ export interface Metrics {
   readonly executionDivergences: Readonly<Record<ExecutionDivergenceSource, CounterCell>>;
   readonly executionRestarts: CounterCell;
   readonly executionNodeReads: CounterCell;
+  readonly executionReadTimeouts: CounterCell;
   readonly executionReads: Readonly<Record<ExecutionReadThread, CounterCell>>;
   readonly executionVerifiedRatio: GaugeCell;
   readonly executionDivergenceRatio: GaugeCell;
@@ -722,6 +723,9 @@ export function createMetrics(opts: MetricsOptions): Metrics {
     executionDivergences: keyed(EXECUTION_DIVERGENCE_SOURCES, (s) => execDivF.child(s)),
     executionRestarts: counter('execution_restarts_total', 'Execution engine restarts after a panic in the native core (held pending blocks are executed again).').child(),
     executionReads: keyed(EXECUTION_READ_THREADS, (k) => execReadsF.child(k)),
+    executionReadTimeouts: counter('execution_read_timeouts_total',
+      'Pending eth_call, eth_estimateGas, eth_createAccessList and eth_simulateV1 stopped past ' +
+      '--execution-read-timeout-ms on the engine\'s read threads (answered -32000 "execution aborted").').child(),
     executionNodeReads: counter('execution_node_reads_total',
       'JSON-RPC calls the execution engine made to the node: canonical state it read (cold accounts, slots, code, ' +
       'ancestors\' hashes) and block headers.').child(),

@@ -37,7 +37,8 @@ const devnet = await startDevnet({ blockTimeMs: 2000, flashblockMs: 200 });
 t.teardown(() => devnet.stop());
 
 async function boot(t: Test): Promise<{ daemon: Daemon; rpc: string }> {
-  const config = loadConfig(['--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', '2000', '--log-level', 'warn'], {});
+  // A read timeout short enough for the test of it below, far above what the other simulations here take.
+  const config = loadConfig(['--flashblocks-url', devnet.flashblocksUrl, '--node-rpc-url', devnet.nodeRpcUrl, '--port', '0', '--metrics-port', '0', '--block-time-ms', '2000', '--log-level', 'warn', '--execution-read-timeout-ms', '1500'], {});
   const daemon = await startDaemon(config, { log });
   t.teardown(() => daemon.stop());
   await until(() => daemon.execution?.executed != null, 30_000, 'the engine executes a flashblock');
@@ -57,12 +58,15 @@ async function raw(url: string, method: string, params: unknown): Promise<{ resu
   return (await res.json()) as { result?: any; error?: { code: number; message: string } };
 }
 
-/** eth_simulateV1 answers counted with `source`. */
-async function sourceOf(daemon: Daemon, source: string): Promise<number> {
+/** The value of the series `series` (name and labels as exposed), 0 when absent. */
+async function metric(daemon: Daemon, series: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${daemon.metricsPort}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`flashblocksd_rpc_requests_total{method="eth_simulateV1",source="${source}"} `));
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
   return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
 }
+
+/** eth_simulateV1 answers counted with `source`. */
+const sourceOf = (daemon: Daemon, source: string): Promise<number> => metric(daemon, `flashblocksd_rpc_requests_total{method="eth_simulateV1",source="${source}"}`);
 
 const { daemon, rpc } = await boot(t);
 const chain = defineChain({ ...optimism, id: devnet.chainId, name: 'devnet', rpcUrls: { default: { http: [rpc] } } });
@@ -179,4 +183,18 @@ t.test('malformed eth_simulateV1 params are -32602', async (t) => {
     t.equal(r.error?.code, -32602, `${what}: -32602 (${r.error?.message})`);
   }
   t.ok(daemon.execution?.executed, 'the engine still executes');
+});
+
+t.test('a simulation past --execution-read-timeout-ms answers -32000 execution aborted, counted; the daemon answers on', async (t) => {
+  const LOOP = '0x' + '55'.repeat(20);
+  // 250 blocks (each with its own gas) of a call looping until its gas runs out: seconds of EVM without the timeout.
+  const blockStateCalls = Array.from({ length: 250 }, (_, i) => ({ ...(i === 0 ? { stateOverrides: { [LOOP]: { code: '0x5b600056' } } } : {}), calls: [{ to: LOOP }] }));
+  const series = 'flashblocksd_execution_read_timeouts_total';
+  const before = await metric(daemon, series);
+  const r = await raw(rpc, 'eth_simulateV1', [{ blockStateCalls }, 'pending']);
+  t.same(r.error, { code: -32000, message: 'execution aborted (timeout = 1.5s)' }, 'the timeout, as geth words it');
+  await until(async () => (await metric(daemon, series)) === before + 1, 5000, 'the timeout counted');
+  t.pass(`${series} counted it`);
+  const after = await raw(rpc, 'eth_simulateV1', [{ blockStateCalls: [{ calls: [{ to: LOOP, gas: '0x5208' }] }] }, 'pending']);
+  t.equal(after.result?.[0]?.calls?.length, 1, 'the next simulation is answered');
 });
