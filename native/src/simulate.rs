@@ -2,8 +2,9 @@
 //! on top of the newest executed flashblock and with the pending block's own env (number, timestamp, base fee,
 //! fee recipient, prev_randao) as the first simulated block's defaults. State carries from call to call and block
 //! to block. Without `validation` a call runs as eth_call does: nonces are not checked, a call without a fee is free
-//! (gas price 0), one with a fee pays it as a transaction would; BASEFEE is still the pending block's base fee (or the
-//! block override's), as NUMBER, TIMESTAMP, COINBASE and PREVRANDAO are its own.
+//! (gas price 0), one with a fee pays it as a transaction would; with it, nonce, fee (none given is 0, below any base
+//! fee) and balance are checked as a transaction's, and a call that fails them fails the request. BASEFEE is the
+//! pending block's base fee (or the block override's), as NUMBER, TIMESTAMP, COINBASE and PREVRANDAO are its own.
 //! The state, transactions and receipts roots are not computed (the simulated state has no trie) and are omitted.
 use crate::call::{apply_block_overrides, call_setup, failure, override_layer, run, Limit, TIMEOUT};
 use crate::error::{invalid, ReadError};
@@ -76,8 +77,13 @@ pub(crate) fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, paylo
             let mut s = call_setup(&db, spec, call, &Value::Null, None)?;
             s.block = env.clone();
             // Without validation a call runs as eth_call runs it (call_setup): free when it gives no fee, charged and
-            // refunded as a transaction when it gives one (as geth). With validation its nonce is checked too.
-            s.cfg.disable_nonce_check = !validation;
+            // refunded as a transaction when it gives one (as geth). With validation it is checked as a transaction:
+            // its nonce, and its fee against the base fee even when it gives none (a fee of 0, as geth refuses it).
+            if validation {
+                s.cfg.disable_nonce_check = false;
+                s.cfg.disable_base_fee = false;
+                s.cfg.disable_fee_charge = false;
+            }
             let gas = if call.get("gas").is_some_and(|g| !g.is_null()) { s.tx.base.gas_limit } else { env.gas_limit.saturating_sub(gas_used_block).min(s.tx.base.gas_limit) };
             // The call's L1 block info is none given (call_setup without the snapshot's): op-revm reads it from the state.
             let (result, state) = match run(db, &s, gas, limit) {
@@ -199,5 +205,29 @@ mod tests {
         // 21,000 gas at 1 gwei, charged once: not refunded the 79,000 it did not use on top of a charge never made.
         assert_eq!(balance(1), start - U256::from(21_000u64 * 1_000_000_000));
         assert_eq!(balance(3), balance(1), "a call without a fee costs nothing");
+    }
+
+    #[test]
+    fn with_validation_a_call_is_checked_as_a_transaction() {
+        let sender = Address::with_last_byte(0x5e);
+        let node = StubNode::start([(sender, StubAccount { balance: U256::from(10u128.pow(18)), nonce: 3, ..Default::default() })].into_iter().collect());
+        let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
+        let snap = Snapshot { layers: Vec::new(), l1: Default::default() };
+        let from = format!("{sender:#x}");
+        let to = format!("{:#x}", Address::with_last_byte(0xde));
+        let sim = |call: Value, validation: bool| {
+            let payload = json!({ "validation": validation, "blockStateCalls": [{ "calls": [call] }] });
+            simulate(&shared, &BlockSpec::for_tests(), &snap, &payload, Limit::timeout(5_000)).map_err(|e| (e.code, e.message))
+        };
+        // The pending block's base fee is 1: a call without a fee pays 0, which a transaction may not.
+        let free = json!({ "from": from, "to": to });
+        assert!(sim(free.clone(), false).is_ok(), "without validation: a free call");
+        let e = sim(free, true).expect_err("refused");
+        assert!(e.0 == "E_SIM_CALL" && e.1.contains("basefee"), "{e:?}");
+        let paid = json!({ "from": from, "to": to, "maxFeePerGas": "0x2", "maxPriorityFeePerGas": "0x1" });
+        assert_eq!(sim(paid.clone(), true).map(|v| v[0]["calls"][0]["status"].clone()), Ok(json!("0x1")));
+        let mut stale = paid;
+        stale["nonce"] = json!("0x2");
+        assert!(sim(stale, true).expect_err("refused").1.contains("nonce"), "a nonce below the account's");
     }
 }
