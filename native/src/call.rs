@@ -9,14 +9,14 @@ use alloy_primitives::{hex, Address, Bytes, TxKind, B256, U256};
 use op_revm::revm::{
     bytecode::Bytecode,
     context::{BlockEnv, CfgEnv, TxEnv},
-    context_interface::result::ExecutionResult,
+    context_interface::result::{EVMError, ExecutionResult},
     database::WrapDatabaseRef,
     state::{Account, EvmState},
     inspector::{InspectEvm, Inspector},
     interpreter::{interpreter::EthInterpreter, CallInputs, CallOutcome, Interpreter}, ExecuteEvm,
 };
 use op_revm::revm::context_interface::Cfg as _;
-use op_revm::{L1BlockInfo, OpHaltReason, OpSpecId, OpTransaction};
+use op_revm::{L1BlockInfo, OpHaltReason, OpSpecId, OpTransaction, OpTransactionError};
 use serde_json::{json, Map, Value};
 use std::time::{Duration, Instant};
 
@@ -200,7 +200,25 @@ pub(crate) fn run(db: Db, s: &CallSetup, gas: u64, limit: Limit) -> Result<(Exec
         }
         out
     };
-    out.map(|r| (r.result, r.state)).map_err(|e| failed(e.to_string()))
+    out.map(|r| (r.result, r.state)).map_err(|e| ReadError { code: refused_as(&e), message: e.to_string(), data: None })
+}
+
+/// The stable code of a call refused as a transaction (eth_simulateV1 with validation tells them apart; eth_call
+/// answers any of them -32000 with its message); E_FAILED for anything else.
+fn refused_as<D>(e: &EVMError<D, OpTransactionError>) -> &'static str {
+    use op_revm::revm::context_interface::result::InvalidTransaction as T;
+    match e {
+        EVMError::Transaction(OpTransactionError::Base(t)) => match t {
+            T::NonceTooLow { .. } => "E_NONCE_LOW",
+            T::NonceTooHigh { .. } => "E_NONCE_HIGH",
+            T::GasPriceLessThanBasefee => "E_FEE_LOW",
+            T::CallGasCostMoreThanGasLimit { .. } | T::GasFloorMoreThanGasLimit { .. } => "E_INTRINSIC_GAS",
+            T::LackOfFundForMaxFee { .. } => "E_FUNDS",
+            T::CallerGasLimitMoreThanBlock => "E_BLOCK_GAS",
+            _ => "E_FAILED",
+        },
+        _ => "E_FAILED",
+    }
 }
 
 /// How long a read may run.

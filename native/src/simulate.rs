@@ -91,7 +91,16 @@ pub(crate) fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, paylo
                 Err(e) if e.code == TIMEOUT => return Err(e),
                 Err(e) => {
                     if validation {
-                        return Err(ReadError { code: "E_SIM_CALL", message: format!("call {ci} of block {bi}: {}", e.message), data: None });
+                        // eth_simulateV1's codes for a call that is no valid transaction (src/exec/addon.ts maps them).
+                        let code = match e.code {
+                            "E_NONCE_LOW" => "E_SIM_NONCE_LOW",
+                            "E_NONCE_HIGH" => "E_SIM_NONCE_HIGH",
+                            "E_FEE_LOW" => "E_SIM_FEE_LOW",
+                            "E_INTRINSIC_GAS" => "E_SIM_INTRINSIC_GAS",
+                            "E_BLOCK_GAS" => "E_SIM_BLOCK_GAS",
+                            _ => "E_SIM_CALL",
+                        };
+                        return Err(ReadError { code, message: format!("call {ci} of block {bi}: {}", e.message), data: None });
                     }
                     results.push(json!({"returnData": "0x", "logs": [], "gasUsed": "0x0", "status": "0x0", "error": {"code": -32000, "message": e.message}}));
                     continue;
@@ -223,11 +232,20 @@ mod tests {
         let free = json!({ "from": from, "to": to });
         assert!(sim(free.clone(), false).is_ok(), "without validation: a free call");
         let e = sim(free, true).expect_err("refused");
-        assert!(e.0 == "E_SIM_CALL" && e.1.contains("basefee"), "{e:?}");
+        assert!(e.0 == "E_SIM_FEE_LOW" && e.1.contains("basefee"), "{e:?}");
         let paid = json!({ "from": from, "to": to, "maxFeePerGas": "0x2", "maxPriorityFeePerGas": "0x1" });
         assert_eq!(sim(paid.clone(), true).map(|v| v[0]["calls"][0]["status"].clone()), Ok(json!("0x1")));
-        let mut stale = paid;
+        let mut stale = paid.clone();
         stale["nonce"] = json!("0x2");
-        assert!(sim(stale, true).expect_err("refused").1.contains("nonce"), "a nonce below the account's");
+        assert_eq!(sim(stale, true).expect_err("refused").0, "E_SIM_NONCE_LOW", "a nonce below the account's");
+        let mut ahead = paid.clone();
+        ahead["nonce"] = json!("0x4");
+        assert_eq!(sim(ahead, true).expect_err("refused").0, "E_SIM_NONCE_HIGH");
+        let mut short = paid.clone();
+        short["gas"] = json!("0x5207");
+        assert_eq!(sim(short, true).expect_err("refused").0, "E_SIM_INTRINSIC_GAS", "below 21,000 gas");
+        let mut rich = paid;
+        rich["value"] = json!("0xde0b6b3a7640000");
+        assert_eq!(sim(rich, true).expect_err("refused").0, "E_SIM_CALL", "more value than its balance: insufficient funds");
     }
 }

@@ -47,7 +47,13 @@ const RPC_CODES: Record<string, number> = {
   E_UNSUPPORTED: -32601,
   E_REVERT: 3,
   E_TOO_LARGE: -32005,
+  // eth_simulateV1 with validation, a call that is no valid transaction (execution-apis' codes, as geth's).
+  E_SIM_NONCE_LOW: -38010,
+  E_SIM_NONCE_HIGH: -38011,
+  E_SIM_FEE_LOW: -38012,
+  E_SIM_INTRINSIC_GAS: -38013,
   E_SIM_CALL: -38014,
+  E_SIM_BLOCK_GAS: -38015,
   E_SIM_NUMBER: -38020,
   E_SIM_TIMESTAMP: -38021,
 };
