@@ -22,8 +22,9 @@ impl From<DbError> for EngineError {
 }
 
 /// A read's failure: a stable code the TypeScript side maps to a JSON-RPC error (src/exec/addon.ts rpcCodeOf: E_INPUT
-/// invalid params, E_UNSUPPORTED method not found, E_REVERT 3 with the revert data, E_TOO_LARGE limit exceeded, E_TIMEOUT,
-/// E_SIM_* eth_simulateV1's own codes, E_FAILED and E_NODE -32000), its message, and data for a revert.
+/// invalid params, E_UNSUPPORTED method not found, E_REVERT 3 with the revert data, E_TOO_LARGE limit exceeded,
+/// E_SIM_* eth_simulateV1's own codes; E_TIMEOUT, E_FAILED, E_NODE and the rest -32000), its message, and data for a
+/// revert.
 #[derive(Debug)]
 pub struct ReadError {
     pub code: &'static str,
