@@ -53,10 +53,11 @@ t.test('a devnet run (default 2 s blocks, 200 ms flashblocks): the daemon counts
   t.ok(observed >= 15, `lateness observed for ${observed} flashblocks`);
   // The devnet's own schedule is the reference: on a machine that keeps up it reports 0 and 0, and so must the
   // daemon. (Before the fix every flashblock was ~2 s "late": its timestamp was the start of its build, not the end.)
-  t.ok(late <= stats.lateFlashblocks, `timestamp misses ${late} ≤ flashblocks the devnet published late ${stats.lateFlashblocks}`);
-  // Intervals are measured where each side sees them: a frame the busy machine delivers late makes one gap at the
-  // daemon the devnet did not make at publish. Bounded by a tenth of the flashblocks: the old bug counted them all.
+  // Both are measured where each side sees them: a frame the busy machine delivers late is late at the daemon, and
+  // makes one gap there, that the devnet did not make at publish. Bounded by a tenth of the flashblocks: the old bug
+  // counted them all.
   const jitter = Math.ceil(observed / 10);
+  t.ok(late <= stats.lateFlashblocks + jitter, `timestamp misses ${late} ≤ flashblocks the devnet published late ${stats.lateFlashblocks} + ${jitter} delivered late`);
   t.ok(gaps <= stats.longGaps + jitter, `interval misses ${gaps} ≤ long gaps the devnet made ${stats.longGaps} + ${jitter} delivered late (build cycles max ${Math.round(stats.cycleMsMax)} ms)`);
   t.comment(`devnet late ${stats.lateFlashblocks}, long gaps ${stats.longGaps}; daemon timestamp misses ${late}, interval misses ${gaps}, early ${count(/^flashblocksd_flashblock_early_total (\d+)/m)}`);
 });
