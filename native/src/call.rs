@@ -204,7 +204,8 @@ pub(crate) fn run(db: Db, s: &CallSetup, gas: u64, limit: Limit) -> Result<(Exec
 }
 
 /// The stable code of a call refused as a transaction (eth_simulateV1 with validation tells them apart; eth_call
-/// answers any of them -32000 with its message); E_FAILED for anything else.
+/// answers any of them -32000 with its message); E_FAILED for anything else (insufficient funds included: -38014 in a
+/// simulation).
 fn refused_as<D>(e: &EVMError<D, OpTransactionError>) -> &'static str {
     use op_revm::revm::context_interface::result::InvalidTransaction as T;
     match e {
@@ -213,7 +214,6 @@ fn refused_as<D>(e: &EVMError<D, OpTransactionError>) -> &'static str {
             T::NonceTooHigh { .. } => "E_NONCE_HIGH",
             T::GasPriceLessThanBasefee => "E_FEE_LOW",
             T::CallGasCostMoreThanGasLimit { .. } | T::GasFloorMoreThanGasLimit { .. } => "E_INTRINSIC_GAS",
-            T::LackOfFundForMaxFee { .. } => "E_FUNDS",
             T::CallerGasLimitMoreThanBlock => "E_BLOCK_GAS",
             _ => "E_FAILED",
         },

@@ -19,59 +19,66 @@ pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomS
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
+/// What a read on this thread may wait for.
+#[derive(Clone, Copy)]
+enum Gate {
+    /// Anything (applies, traces).
+    Open,
+    /// Nothing: an inline read on the JS thread — no node read, no lock another thread holds. A read that would wait
+    /// fails with [`WOULD_WAIT`] and is run again on a read thread.
+    NoWait,
+    /// Node reads until this deadline (a read thread's read timeout).
+    Until(Instant),
+}
+
 thread_local! {
-    /// Set while this thread answers a read inline (the JS thread): nothing may wait — no node read, no lock that
-    /// another thread holds. A read that would wait fails with [`WOULD_WAIT`] and is run again on a read thread.
-    static NO_WAIT: Cell<bool> = const { Cell::new(false) };
-    /// Whether the inline read in progress hit something it would have had to wait for.
-    static WAITED: Cell<bool> = const { Cell::new(false) };
-    /// Set while this thread answers a read with a deadline (a read thread): past it no node read starts.
-    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
-    /// Whether the read in progress was refused a node read for its deadline.
-    static TIMED_OUT: Cell<bool> = const { Cell::new(false) };
+    static GATE: Cell<Gate> = const { Cell::new(Gate::Open) };
+    /// Whether the read in progress was refused something by its gate.
+    static REFUSED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The error of a read that would have waited (see [`no_wait`]).
 pub const WOULD_WAIT: &str = "E_WOULD_WAIT";
 
+/// Runs `f` behind `gate`; returns its result and whether the gate refused it something.
+fn gated<R>(gate: Gate, f: impl FnOnce() -> R) -> (R, bool) {
+    GATE.with(|c| c.set(gate));
+    REFUSED.with(|c| c.set(false));
+    let r = f();
+    GATE.with(|c| c.set(Gate::Open));
+    (r, REFUSED.with(|c| c.replace(false)))
+}
+
 /// Runs `f` with this thread in no-wait mode; returns its result and whether it would have waited somewhere.
 pub fn no_wait<R>(f: impl FnOnce() -> R) -> (R, bool) {
-    NO_WAIT.with(|c| c.set(true));
-    WAITED.with(|c| c.set(false));
-    let r = f();
-    NO_WAIT.with(|c| c.set(false));
-    (r, WAITED.with(|c| c.replace(false)))
+    gated(Gate::NoWait, f)
 }
 
 /// Runs `f` with node reads refused past `deadline` on this thread; returns its result and whether one was refused.
 pub fn within<R>(deadline: Instant, f: impl FnOnce() -> R) -> (R, bool) {
-    DEADLINE.with(|c| c.set(Some(deadline)));
-    TIMED_OUT.with(|c| c.set(false));
-    let r = f();
-    DEADLINE.with(|c| c.set(None));
-    (r, TIMED_OUT.with(|c| c.replace(false)))
+    gated(Gate::Until(deadline), f)
 }
 
 fn waiting() -> bool {
-    NO_WAIT.with(|c| c.get())
+    matches!(GATE.with(|c| c.get()), Gate::NoWait)
 }
 
-/// Whether this thread may read the node now: not answering inline (see [`no_wait`]), not past a deadline (see
-/// [`within`]).
+/// Whether this thread may read the node now (see [`Gate`]).
 fn may_read_node() -> Result<(), DbError> {
-    if waiting() {
-        return Err(would_wait());
+    match GATE.with(|c| c.get()) {
+        Gate::NoWait => Err(would_wait()),
+        Gate::Until(d) if Instant::now() >= d => Err(refused("the read's time ran out before a node read")),
+        _ => Ok(()),
     }
-    if DEADLINE.with(|c| c.get()).is_some_and(|d| Instant::now() >= d) {
-        TIMED_OUT.with(|c| c.set(true));
-        return Err(DbError("the read's time ran out before a node read".into()));
-    }
-    Ok(())
+}
+
+fn refused(why: &str) -> DbError {
+    REFUSED.with(|c| c.set(true));
+    DbError(why.into())
 }
 
 fn would_wait() -> DbError {
-    WAITED.with(|c| c.set(true));
-    DbError(WOULD_WAIT.into())
+    refused(WOULD_WAIT)
 }
 
 /// A read lock; in no-wait mode only when free at once.
