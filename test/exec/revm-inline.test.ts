@@ -226,14 +226,16 @@ t.test('the reads a turn sends to the read threads go over in batches, each answ
 
 t.test('a read on the read threads past its timeout stops and answers -32000, and the thread goes on to the next read', async (t) => {
   const { node, c, blocks } = await net(t, 1, 1, 6);
-  const e = anvilEngine(t, node, { inlineReadUs: 0, readTimeoutMs: 10 });
+  // Roomy for the reads after it on a busy machine (the timeout counts a read's wait for a thread), far below the
+  // seconds the simulation below needs.
+  const e = anvilEngine(t, node, { inlineReadUs: 0, readTimeoutMs: 1000 });
   const b = blocks[0]!;
   await e.start(b.number - 1);
   for (const fb of b.flashblocks) t.ok((await e.applyFlashblock(fb)).ok, `${b.number}/${fb.index} executed`);
   // 200 blocks of a call looping until its block's gas runs out: seconds of EVM without the timeout.
   const loops = Array.from({ length: 200 }, (_, i) => ({ ...(i === 0 ? { stateOverrides: overrides } : {}), calls: [{ to: LOOP }] }));
   const timeouts = e.status().readTimeouts;
-  t.equal(await outcome(e.simulateV1({ blockStateCalls: loops })), 'error -32000 execution aborted (timeout = 10ms) ', 'eth_simulateV1: the timeout');
+  t.equal(await outcome(e.simulateV1({ blockStateCalls: loops })), 'error -32000 execution aborted (timeout = 1s) ', 'eth_simulateV1: the timeout');
   t.equal(e.status().readTimeouts - timeouts, 1, 'counted (flashblocksd_execution_read_timeouts_total)');
   t.equal(await outcome(e.call({ to: NUMRET }, overrides)), `result 0x${b.number.toString(16).padStart(64, '0')}`, 'the next read is answered');
   t.equal(await outcome(e.call({ to: c.reader, data: '0x00000000' })), `result 0x${b.sinkBalances.at(-1)!.toString(16).padStart(64, '0')}`, 'and one that reads the state');
