@@ -20,7 +20,7 @@ import {
   type TraceRequest,
 } from './engine.js';
 import { ReadMemo, type ReadAnswer } from './memo.js';
-import { nativeNode, NodeCaller, type EngineNode, type NativeNode } from './endpoint.js';
+import { nativeNode, type EngineNode, type NativeNode } from './endpoint.js';
 import type { ExecutedLog, ExecutedReceipt } from './receipts.js';
 
 export interface RevmEngineOptions {
@@ -197,8 +197,6 @@ export class RevmEngine implements ExecutionEngine {
   private native: AddonEngine | null = null;
   /** The node as given to each native engine (its CA read once, at the first start). */
   private node: NativeNode | null = null;
-  /** This side's own node calls. */
-  private caller: NodeCaller | null = null;
   /** Node calls the current native engine's count leaves out: this side's own, and those of engines closed since. */
   private nodeReadsElsewhere = 0;
   /** Applies and settles, in call order (the native side serialises too; this keeps the bookkeeping in step). */
@@ -265,11 +263,10 @@ export class RevmEngine implements ExecutionEngine {
     const addon = loadAddon();
     if (addon instanceof Error) throw new Error(`execution engine cannot run: ${addon.message}`);
     try {
-      this.node ??= nativeNode(this.o.node);
+      this.node ??= nativeNode(this.o.node, this.o.nodeTimeoutMs ?? 5000);
     } catch (e) {
       throw new Error(`execution engine cannot run: ${(e as Error).message}`, { cause: e });
     }
-    this.caller ??= new NodeCaller(this.node, this.o.nodeTimeoutMs ?? 5000);
     await this.enqueue(async () => {
       this.ready = false;
       this.closeNative();
@@ -289,8 +286,7 @@ export class RevmEngine implements ExecutionEngine {
     this.stopped = true;
     this.ready = false;
     this.closeNative();
-    await this.caller?.close();
-    this.caller = null;
+    this.node?.client.close();
   }
 
   private newNative(addon: Addon, node: NativeNode): AddonEngine {
@@ -562,9 +558,9 @@ export class RevmEngine implements ExecutionEngine {
   }
 
   private nodeCall<T>(method: string, params: unknown[]): Promise<T> {
-    if (this.caller === null) return Promise.reject(new Error('execution engine stopped'));
+    if (this.node === null || this.stopped) return Promise.reject(new Error('execution engine stopped'));
     this.nodeReadsElsewhere++;
-    return this.caller.call<T>(method, params);
+    return this.node.client.call<T>(method, params);
   }
 
   status(): EngineStatus {

@@ -65,8 +65,13 @@ export interface NodeClientOptions {
   maxResponseBytes?: number;
   /** Keep-alive idle cap (default {@link DEFAULT_KEEPALIVE_IDLE_MS}). */
   keepAliveIdleMs?: number;
-  /** Extra trusted CA certificates (PEM) for an https node; tests use a self-signed one. */
-  ca?: string | Buffer;
+  /** Trusted CA certificates (PEM) for an https node instead of Node's defaults; tests use a self-signed one. */
+  ca?: string | Buffer | (string | Buffer)[];
+  /**
+   * Extra headers sent with every call (an API key); an `authorization` here wins over the URL's credentials. A
+   * name or value that could break the request (CR, LF) makes the client unusable, as a bad URL does.
+   */
+  headers?: Record<string, string>;
   /** Called after every request with its duration (seconds) and outcome; for metrics. */
   observe?: (seconds: number, error: NodeErrorReason | null) => void;
 }
@@ -100,8 +105,16 @@ export class NodeClient {
       this.unusable = new NodeError('connect', `node URL is not an http:// or https:// URL${target === null ? '' : ` (${target.protocol})`}`);
       return;
     }
-    const authorization =
-      target.username === '' ? '' : 'Basic ' + Buffer.from(`${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`).toString('base64');
+    const headers: Record<string, string> = {};
+    if (target.username !== '') headers.authorization = 'Basic ' + Buffer.from(`${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`).toString('base64');
+    for (const [k, v] of Object.entries(opts.headers ?? {})) {
+      if (/[\r\n:]/.test(k) || /[\r\n]/.test(v)) {
+        this.transport = null;
+        this.unusable = new NodeError('connect', `node header ${JSON.stringify(k)} holds a line break or colon`);
+        return;
+      }
+      headers[k.toLowerCase()] = v;
+    }
     const common = {
       maxSockets: opts.maxSockets,
       maxResponseBytes: opts.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES,
@@ -110,8 +123,8 @@ export class NodeClient {
     };
     this.transport =
       target.protocol === 'http:'
-        ? new Http1Pool(target, authorization, common)
-        : new UndiciPool(target, authorization, opts.ca === undefined ? common : { ...common, ca: opts.ca });
+        ? new Http1Pool(target, headers, common)
+        : new UndiciPool(target, headers, opts.ca === undefined ? common : { ...common, ca: opts.ca });
   }
 
   /** Whether a node URL is configured. */

@@ -82,15 +82,15 @@ export class Http1Pool {
 
   constructor(
     target: URL,
-    /** Authorization header value ('' = none). */
-    authorization: string,
+    /** Headers besides Host, Content-Type and Content-Length (lower-case names). */
+    headers: Record<string, string>,
     private readonly opts: Http1Options,
   ) {
     this.host = target.hostname.replace(/^\[|\]$/g, '');
     this.port = target.port === '' ? 80 : Number(target.port);
     this.head =
       `POST ${target.pathname}${target.search} HTTP/1.1\r\nHost: ${target.host}\r\nContent-Type: application/json\r\n` +
-      (authorization === '' ? '' : `Authorization: ${authorization}\r\n`) +
+      Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('') +
       'Content-Length: ';
   }
 

@@ -9,8 +9,8 @@ export interface UndiciOptions {
   maxSockets: number;
   maxResponseBytes: number;
   idleMs: number;
-  /** Extra trusted CA certificates (PEM); tests use a self-signed one. */
-  ca?: string | Buffer;
+  /** Trusted CA certificates (PEM) instead of Node's defaults; tests use a self-signed one. */
+  ca?: string | Buffer | (string | Buffer)[];
   observe?: Observe;
 }
 
@@ -72,7 +72,7 @@ class UndiciCall extends NodeCall implements Dispatcher.DispatchHandlers {
       this.chunks = [];
       this.abort = null;
       this.pool.dispatch(this);
-    } else this.broke(`node unreachable (${code ?? 'error'})`);
+    } else this.broke(code !== undefined && /CERT|SIGNATURE|SSL|TLS|ISSUER/.test(code) ? `node TLS failed: ${code}` : `node unreachable (${code ?? 'error'})`);
   }
 }
 
@@ -85,8 +85,8 @@ export class UndiciPool {
 
   constructor(
     target: URL,
-    /** Authorization header value ('' = none). */
-    authorization: string,
+    /** Headers besides Content-Type (lower-case names). */
+    headers: Record<string, string>,
     private readonly opts: UndiciOptions,
   ) {
     this.maxResponseBytes = opts.maxResponseBytes;
@@ -98,8 +98,7 @@ export class UndiciPool {
       ...(opts.ca === undefined ? {} : { connect: { ca: opts.ca } }),
     });
     this.path = target.pathname + target.search;
-    this.headers = { 'content-type': 'application/json' };
-    if (authorization !== '') this.headers.authorization = authorization;
+    this.headers = { 'content-type': 'application/json', ...headers };
   }
 
   /** Sends `body`; settles through resolve/reject exactly once (NodeError only). */

@@ -199,7 +199,7 @@ t.test('node unreachable: start rejects with a clear error; an apply that needs 
   const dead = new RevmEngine({ node: { url: 'http://user:secret@127.0.0.1:9/key123' }, specAt: () => 'isthmus' });
   t.teardown(() => dead.stop());
   const why = await dead.start(5).then(() => 'started', (e: unknown) => (e as Error).message);
-  t.match(why, /node unreachable: ECONNREFUSED/, `start rejects and says why: ${why}`);
+  t.match(why, /node unreachable \(ECONNREFUSED\)/, `start rejects and says why: ${why}`);
   t.notMatch(why, /secret|key123|127\.0\.0\.1/, 'without the URL');
   await dead.getCode('0x' + '11'.repeat(20)).then(
     () => t.fail('answered without an engine'),

@@ -118,6 +118,23 @@ t.test('a call that times out while queued behind a slow one is dropped; the slo
   t.same(seen, ['timeout', null, null]);
 });
 
+t.test('extra headers reach the node with every call, an authorization among them over the URL credentials; a header that would break the request makes the client unusable', async (t) => {
+  const seen: Array<[string | undefined, string | undefined]> = [];
+  const node = await serve((req, body, res) => {
+    seen.push([req.headers.authorization, req.headers['x-api-key'] as string | undefined]);
+    res.end(JSON.stringify({ jsonrpc: '2.0', id: (JSON.parse(body) as { id: number }).id, result: 1 }));
+  });
+  t.teardown(() => node.close());
+  const client = new NodeClient({ url: node.url.replace('http://', 'http://u:p@'), timeoutMs: 2000, maxSockets: 1, headers: { Authorization: 'Bearer t0k', 'X-Api-Key': 'k1' } });
+  t.teardown(() => client.close());
+  t.equal(await client.call('a', []), 1);
+  t.equal(await client.call('b', []), 1);
+  t.same(seen, [['Bearer t0k', 'k1'], ['Bearer t0k', 'k1']], 'both calls carried both headers, the header over the URL credentials');
+  const bad = new NodeClient({ url: node.url, timeoutMs: 2000, maxSockets: 1, headers: { 'x-api-key': 'k1\r\nx-evil: 1' } });
+  t.match(await bad.call('a', []).then(() => null, (e: unknown) => e), { reason: 'connect', message: /node header "x-api-key" holds a line break/ });
+  t.equal(seen.length, 2, 'nothing was sent');
+});
+
 t.test('node unreachable: reason connect with the errno', async (t) => {
   const node = await serve(() => {});
   const url = node.url;
