@@ -581,7 +581,7 @@ export class ExecutionFeed {
   /** true: reads may answer for flashblock (n, i); false: they cannot (fall back); null: not yet, wait. */
   private verdict(n: number, i: number): boolean | null {
     // Not ready (restarting after a panic, or nothing executed yet): answer as latest at once rather than wait.
-    if (this.phase !== 'up' || this.stopped || !this.d.engine.status().ready) return false;
+    if (this.phase !== 'up' || this.stopped || !this.d.engine.ready) return false;
     const f = this.fed.get(n);
     if (f !== undefined && f.failed) return false;
     if (this.divergedFor(n, i)) return false;

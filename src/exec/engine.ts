@@ -231,6 +231,8 @@ export interface ExecutionEngine {
    */
   onCanonicalVerdict?(fn: (blockNumber: number, verdict: CanonicalVerdict) => void): () => void;
   status(): EngineStatus;
+  /** status().ready without building the status: asked on every pending read. */
+  readonly ready: boolean;
 
   /** eth_call at the newest executed flashblock; geth-style state and block overrides pass through. */
   call(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<string>;

@@ -209,7 +209,7 @@ export class RevmEngine implements ExecutionEngine {
   private settledThrough = 0;
   private readonly verdictListeners = new Set<(blockNumber: number, verdict: CanonicalVerdict) => void>();
   private stopped = false;
-  private ready = false;
+  private up = false;
   private readsInline = 0;
   /** A read ran inline in this turn of the event loop (cleared at the turn's end, see fromMemory). */
   private inlineTurn = false;
@@ -268,7 +268,7 @@ export class RevmEngine implements ExecutionEngine {
       throw new Error(`execution engine cannot run: ${(e as Error).message}`, { cause: e });
     }
     await this.enqueue(async () => {
-      this.ready = false;
+      this.up = false;
       this.closeNative();
       for (const n of [...this.held.keys()]) this.dropHeld(n);
       this.canonical = canonical;
@@ -277,14 +277,14 @@ export class RevmEngine implements ExecutionEngine {
       this.native = this.newNative(addon, this.node!);
       this.memo = this.newMemo();
       await this.native.reset(canonical);
-      this.ready = true;
+      this.up = true;
       this.lastError = null;
     });
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    this.ready = false;
+    this.up = false;
     this.closeNative();
     this.node?.client.close();
   }
@@ -420,7 +420,7 @@ export class RevmEngine implements ExecutionEngine {
   /** A new native engine after a panic: reset at the canonical head, the held blocks below `failedBlock` replayed. */
   private async restart(failedBlock: number): Promise<void> {
     this.restarts++;
-    this.ready = false;
+    this.up = false;
     this.closeNative();
     const addon = loadAddon();
     if (addon instanceof Error || this.node === null || this.stopped) return;
@@ -433,7 +433,7 @@ export class RevmEngine implements ExecutionEngine {
         await this.replay(n);
       }
       this.settledThrough = this.canonical;
-      this.ready = true;
+      this.up = true;
     } catch (e) {
       this.lastError = (e as Error).message;
       this.log('execution engine restart failed', { error: this.lastError }, 'error');
@@ -563,6 +563,10 @@ export class RevmEngine implements ExecutionEngine {
     return this.node.client.call<T>(method, params);
   }
 
+  get ready(): boolean {
+    return this.up && this.native !== null;
+  }
+
   status(): EngineStatus {
     // status() is asked on every pending read (readiness): the native stats (a lock and a JSON string) at most
     // every 250 ms.
@@ -579,7 +583,7 @@ export class RevmEngine implements ExecutionEngine {
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const engine = this;
     return {
-      ready: this.ready && this.native !== null,
+      ready: this.ready,
       blockNumber: this.last?.number ?? null,
       index: this.last?.index ?? null,
       canonical: this.canonical,
@@ -607,7 +611,7 @@ export class RevmEngine implements ExecutionEngine {
 
   private async read(method: string, req: Record<string, unknown>): Promise<unknown> {
     const native = this.native;
-    if (native === null || !this.ready) throw new EngineUnavailableError('execution engine not ready');
+    if (native === null || !this.up) throw new EngineUnavailableError('execution engine not ready');
     const body = JSON.stringify({ method, ...req });
     const memoised = req.at === undefined && MEMO_METHODS.has(method) && body.length <= READ_MEMO_MAX_KEY;
     const now = this.fromMemory(native, body, memoised);
@@ -644,7 +648,7 @@ export class RevmEngine implements ExecutionEngine {
     this.toThreads = [];
     const native = this.native;
     // Stopped or restarting since these reads were asked: nothing executed to read yet.
-    if (native === null || !this.ready) {
+    if (native === null || !this.up) {
       for (const r of batch) r.reject(new EngineUnavailableError('execution engine not ready'));
       return;
     }
@@ -695,7 +699,7 @@ export class RevmEngine implements ExecutionEngine {
 
   readNow(read: NowRead): string | undefined {
     const native = this.native;
-    if (native === null || !this.ready || (this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US) === 0) return undefined;
+    if (native === null || !this.up || (this.o.inlineReadUs ?? DEFAULT_INLINE_READ_US) === 0) return undefined;
     const key = JSON.stringify(read);
     const out = this.fromMemory(native, key, key.length <= READ_MEMO_MAX_KEY);
     if (out === null) return undefined;
@@ -710,7 +714,7 @@ export class RevmEngine implements ExecutionEngine {
   /** A trace (see ExecutionEngine.trace): on the engine's trace thread, never the memo or the inline path. */
   async trace(req: TraceRequest): Promise<unknown> {
     const native = this.native;
-    if (native === null || !this.ready) throw new EngineUnavailableError('execution engine not ready');
+    if (native === null || !this.up) throw new EngineUnavailableError('execution engine not ready');
     this.readsThreads++;
     const out = JSON.parse(await native.trace(JSON.stringify(req))) as ReadAnswer;
     return this.outcome(req.method, out, 'the flashblock is no longer held by the engine');
