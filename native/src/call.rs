@@ -203,9 +203,9 @@ pub(crate) fn run(db: Db, s: &CallSetup, gas: u64, limit: Limit) -> Result<(Exec
     out.map(|r| (r.result, r.state)).map_err(|e| ReadError { code: refused_as(&e), message: e.to_string(), data: None })
 }
 
-/// The stable code of a call refused as a transaction (eth_simulateV1 with validation tells them apart; eth_call
-/// answers any of them -32000 with its message); E_FAILED for anything else (insufficient funds included: -38014 in a
-/// simulation).
+/// The stable code of a call refused as a transaction (eth_simulateV1 with validation tells them apart, as geth's
+/// txValidationError; eth_call answers any of them -32000 with its message); E_FAILED for anything else (an
+/// invalid transaction of another kind, a node read that failed).
 fn refused_as<D>(e: &EVMError<D, OpTransactionError>) -> &'static str {
     use op_revm::revm::context_interface::result::InvalidTransaction as T;
     match e {
@@ -215,6 +215,12 @@ fn refused_as<D>(e: &EVMError<D, OpTransactionError>) -> &'static str {
             T::GasPriceLessThanBasefee => "E_FEE_LOW",
             T::CallGasCostMoreThanGasLimit { .. } | T::GasFloorMoreThanGasLimit { .. } => "E_INTRINSIC_GAS",
             T::CallerGasLimitMoreThanBlock => "E_BLOCK_GAS",
+            // gas × fee cap + value over the balance, or over 256 bits (geth: insufficient funds either way).
+            T::LackOfFundForMaxFee { .. } | T::OverflowPaymentInTransaction => "E_FUNDS",
+            T::RejectCallerWithCode => "E_NOT_EOA",
+            T::CreateInitCodeSizeLimit => "E_INITCODE",
+            // The fee fields contradict each other (geth: tip above fee cap, invalid params).
+            T::PriorityFeeGreaterThanMaxFee => "E_FEE_PARAMS",
             _ => "E_FAILED",
         },
         _ => "E_FAILED",

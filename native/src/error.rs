@@ -22,8 +22,13 @@ impl From<DbError> for EngineError {
 }
 
 /// A read's failure: a stable code the TypeScript side maps to a JSON-RPC error (src/exec/addon.ts rpcCodeOf: E_INPUT
-/// invalid params, E_UNSUPPORTED method not found, E_REVERT 3 with the revert data, E_TOO_LARGE limit exceeded,
-/// E_SIM_* eth_simulateV1's own codes; E_TIMEOUT, E_FAILED, E_NODE and the rest -32000), its message, and data for a
+/// invalid params, E_UNSUPPORTED method not found, E_REVERT 3 with the revert data, E_TOO_LARGE limit exceeded;
+/// eth_simulateV1's, as geth's: E_SIM_NONCE_LOW -38010, E_SIM_NONCE_HIGH -38011, E_SIM_FEE_LOW -38012,
+/// E_SIM_INTRINSIC_GAS -38013, E_SIM_FUNDS -38014, E_SIM_BLOCK_GAS -38015, E_SIM_NUMBER -38020, E_SIM_TIMESTAMP
+/// -38021, E_SIM_NOT_EOA -38024, E_SIM_INITCODE -38025, E_SIM_FEE_PARAMS invalid params, E_SIM_INTERNAL internal
+/// error; E_TIMEOUT, E_FAILED, E_NODE and the rest -32000, a call's refusals as a transaction included: E_NONCE_LOW,
+/// E_NONCE_HIGH, E_FEE_LOW, E_INTRINSIC_GAS, E_FUNDS, E_BLOCK_GAS, E_NOT_EOA, E_INITCODE, E_FEE_PARAMS, which
+/// eth_call answers as geth does and eth_simulateV1 with validation turns into its own), its message, and data for a
 /// revert.
 #[derive(Debug)]
 pub struct ReadError {

@@ -3,7 +3,8 @@
 //! fee recipient, prev_randao) as the first simulated block's defaults. State carries from call to call and block
 //! to block. Without `validation` a call runs as eth_call does: nonces are not checked, a call without a fee is free
 //! (gas price 0), one with a fee pays it as a transaction would; with it, nonce, fee (none given is 0, below any base
-//! fee) and balance are checked as a transaction's, and a call that fails them fails the request. BASEFEE is the
+//! fee), balance, init code size and the sender (an account with code other than an EIP-7702 delegation may not send,
+//! EIP-3607) are checked as a transaction's, and a call that fails them fails the request. BASEFEE is the
 //! pending block's base fee (or the block override's), as NUMBER, TIMESTAMP, COINBASE and PREVRANDAO are its own.
 //! The state, transactions and receipts roots are not computed (the simulated state has no trie) and are omitted.
 use crate::call::{apply_block_overrides, call_setup, failure, override_layer, run, Limit, TIMEOUT};
@@ -78,11 +79,13 @@ pub(crate) fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, paylo
             s.block = env.clone();
             // Without validation a call runs as eth_call runs it (call_setup): free when it gives no fee, charged and
             // refunded as a transaction when it gives one (as geth). With validation it is checked as a transaction:
-            // its nonce, and its fee against the base fee even when it gives none (a fee of 0, as geth refuses it).
+            // its nonce, its fee against the base fee even when it gives none (a fee of 0, as geth refuses it), and its
+            // sender's code (EIP-3607, which eth_call skips).
             if validation {
                 s.cfg.disable_nonce_check = false;
                 s.cfg.disable_base_fee = false;
                 s.cfg.disable_fee_charge = false;
+                s.cfg.disable_eip3607 = false;
             }
             let gas = if call.get("gas").is_some_and(|g| !g.is_null()) { s.tx.base.gas_limit } else { env.gas_limit.saturating_sub(gas_used_block).min(s.tx.base.gas_limit) };
             // The call's L1 block info is none given (call_setup without the snapshot's): op-revm reads it from the state.
@@ -91,14 +94,20 @@ pub(crate) fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, paylo
                 Err(e) if e.code == TIMEOUT => return Err(e),
                 Err(e) => {
                     if validation {
-                        // eth_simulateV1's codes for a call that is no valid transaction (src/exec/addon.ts maps them).
+                        // eth_simulateV1's codes for a call that is no valid transaction, as geth's txValidationError
+                        // (src/exec/addon.ts maps them): execution-apis' -380xx, invalid params for contradicting
+                        // fee fields, internal error for any other refusal.
                         let code = match e.code {
                             "E_NONCE_LOW" => "E_SIM_NONCE_LOW",
                             "E_NONCE_HIGH" => "E_SIM_NONCE_HIGH",
                             "E_FEE_LOW" => "E_SIM_FEE_LOW",
                             "E_INTRINSIC_GAS" => "E_SIM_INTRINSIC_GAS",
+                            "E_FUNDS" => "E_SIM_FUNDS",
                             "E_BLOCK_GAS" => "E_SIM_BLOCK_GAS",
-                            _ => "E_SIM_CALL",
+                            "E_NOT_EOA" => "E_SIM_NOT_EOA",
+                            "E_INITCODE" => "E_SIM_INITCODE",
+                            "E_FEE_PARAMS" => "E_SIM_FEE_PARAMS",
+                            _ => "E_SIM_INTERNAL",
                         };
                         return Err(ReadError { code, message: format!("call {ci} of block {bi}: {}", e.message), data: None });
                     }
@@ -246,6 +255,56 @@ mod tests {
         assert_eq!(sim(short, true).expect_err("refused").0, "E_SIM_INTRINSIC_GAS", "below 21,000 gas");
         let mut rich = paid;
         rich["value"] = json!("0xde0b6b3a7640000");
-        assert_eq!(sim(rich, true).expect_err("refused").0, "E_SIM_CALL", "more value than its balance: insufficient funds");
+        assert_eq!(sim(rich, true).expect_err("refused").0, "E_SIM_FUNDS", "more value than its balance: insufficient funds");
+    }
+
+    /// Simulates `calls` with validation in one block (with `overrides`) for a sender (0x5e: 1 ETH, nonce 3) on a stub
+    /// node.
+    fn validated(overrides: Value, calls: Value) -> Result<Value, (&'static str, String)> {
+        let sender = Address::with_last_byte(0x5e);
+        let node = StubNode::start([(sender, StubAccount { balance: U256::from(10u128.pow(18)), nonce: 3, ..Default::default() })].into_iter().collect());
+        let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
+        let snap = Snapshot { layers: Vec::new(), l1: Default::default() };
+        let payload = json!({ "validation": true, "blockStateCalls": [{ "stateOverrides": overrides, "calls": calls }] });
+        simulate(&shared, &BlockSpec::for_tests(), &snap, &payload, Limit::timeout(5_000)).map_err(|e| (e.code, e.message))
+    }
+
+    /// A call from 0x5e with a fee above the base fee (1).
+    fn paid() -> Value {
+        json!({ "from": format!("{:#x}", Address::with_last_byte(0x5e)), "to": format!("{:#x}", Address::with_last_byte(0xde)), "maxFeePerGas": "0x2", "maxPriorityFeePerGas": "0x1" })
+    }
+
+    fn status(out: Result<Value, (&'static str, String)>) -> Result<Value, (&'static str, String)> {
+        out.map(|v| v[0]["calls"][0]["status"].clone())
+    }
+
+    #[test]
+    fn with_validation_a_tip_above_the_fee_cap_is_invalid_params() {
+        let mut tipped = paid();
+        tipped["maxPriorityFeePerGas"] = json!("0x3");
+        let e = validated(Value::Null, json!([tipped])).expect_err("refused");
+        assert!(e.0 == "E_SIM_FEE_PARAMS" && e.1.contains("priority fee is greater than max fee"), "{e:?}");
+    }
+
+    #[test]
+    fn with_validation_init_code_over_the_limit_is_refused() {
+        // EIP-3860: at most 2 × 24,576 bytes.
+        let mut create = paid();
+        create.as_object_mut().unwrap().remove("to");
+        create["input"] = json!(format!("0x{}", "00".repeat(49_153)));
+        let e = validated(Value::Null, json!([create.clone()])).expect_err("refused");
+        assert!(e.0 == "E_SIM_INITCODE" && e.1.contains("initcode size limit"), "{e:?}");
+        create["input"] = json!(format!("0x{}", "00".repeat(49_152)));
+        assert_eq!(status(validated(Value::Null, json!([create]))), Ok(json!("0x1")), "init code at the limit");
+    }
+
+    #[test]
+    fn with_validation_a_sender_with_code_is_no_eoa() {
+        let from = format!("{:#x}", Address::with_last_byte(0x5e));
+        let e = validated(json!({ from.clone(): { "code": "0x00" } }), json!([paid()])).expect_err("refused");
+        assert!(e.0 == "E_SIM_NOT_EOA" && e.1.contains("senders with deployed code"), "{e:?}");
+        // An EIP-7702 delegation is still an EOA's.
+        let delegated = json!({ from: { "code": format!("0xef0100{}", "11".repeat(20)) } });
+        assert_eq!(status(validated(delegated, json!([paid()]))), Ok(json!("0x1")), "a delegated EOA sends");
     }
 }

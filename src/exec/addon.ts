@@ -47,15 +47,21 @@ const RPC_CODES: Record<string, number> = {
   E_UNSUPPORTED: -32601,
   E_REVERT: 3,
   E_TOO_LARGE: -32005,
-  // eth_simulateV1 with validation, a call that is no valid transaction (execution-apis' codes, as geth's).
+  // eth_simulateV1 with validation, a call that is no valid transaction (execution-apis' codes, as geth's
+  // txValidationError: contradicting fee fields are invalid params, any other refusal an internal error). The engine's
+  // codes for the same refusals in eth_call (E_NONCE_LOW, E_FUNDS, E_NOT_EOA, …) are not here: -32000, as geth.
   E_SIM_NONCE_LOW: -38010,
   E_SIM_NONCE_HIGH: -38011,
   E_SIM_FEE_LOW: -38012,
   E_SIM_INTRINSIC_GAS: -38013,
-  E_SIM_CALL: -38014,
+  E_SIM_FUNDS: -38014,
   E_SIM_BLOCK_GAS: -38015,
   E_SIM_NUMBER: -38020,
   E_SIM_TIMESTAMP: -38021,
+  E_SIM_NOT_EOA: -38024,
+  E_SIM_INITCODE: -38025,
+  E_SIM_FEE_PARAMS: -32602,
+  E_SIM_INTERNAL: -32603,
 };
 
 /** One account of a block's post-state diff (native/src/changes.rs); quantities and words are 0x-hex. */

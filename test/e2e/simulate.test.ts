@@ -168,16 +168,22 @@ t.test("the response has the shape of the node's own eth_simulateV1 (same state:
   t.equal(mine.result[1].logsBloom, `0x${'00'.repeat(256)}`, 'a block without logs: an empty bloom');
 });
 
-t.test('with validation a call is checked as a transaction: no fee is below the base fee (-38012), a stale nonce -38010', async (t) => {
+t.test('with validation a call is checked as a transaction: no fee is below the base fee (-38012), a stale nonce -38010, …', async (t) => {
   const from = devnet.accounts[7]!.address;
   const nonce = Number(await rpcCall<string>(rpc, 'eth_getTransactionCount', [from, 'pending']));
-  const sim = (call: Record<string, unknown>) => raw(rpc, 'eth_simulateV1', [{ validation: true, blockStateCalls: [{ calls: [{ from, to: RICH, ...call }] }] }, 'pending']);
+  const sim = (call: Record<string, unknown>, stateOverrides?: unknown) => raw(rpc, 'eth_simulateV1', [{ validation: true, blockStateCalls: [{ stateOverrides, calls: [{ from, to: RICH, ...call }] }] }, 'pending']);
   t.equal((await sim({})).error?.code, -38012, 'no fee given: fee cap too low');
   const fees = { maxFeePerGas: '0x2540be400', maxPriorityFeePerGas: '0x1' };
   t.equal((await sim(fees)).result?.[0]?.calls?.[0]?.status, '0x1', 'with a fee: a valid transaction');
   if (nonce > 0) t.equal((await sim({ ...fees, nonce: '0x' + (nonce - 1).toString(16) })).error?.code, -38010, 'a nonce already used: nonce too low');
   t.equal((await sim({ ...fees, nonce: '0x' + (nonce + 5).toString(16) })).error?.code, -38011, 'a nonce ahead: nonce too high');
   t.equal((await sim({ ...fees, gas: '0x5207' })).error?.code, -38013, 'below 21,000 gas: intrinsic gas');
+  t.equal((await sim({ ...fees, value: '0x' + (10n ** 30n).toString(16) })).error?.code, -38014, 'more value than its balance: insufficient funds');
+  t.equal((await sim(fees, { [from]: { code: '0x00' } })).error?.code, -38024, 'a sender with code: not an EOA');
+  t.equal((await sim({ ...fees, to: null, input: '0x' + '00'.repeat(49_153) })).error?.code, -38025, 'init code over 49,152 bytes');
+  t.equal((await sim({ maxFeePerGas: '0x2540be400', maxPriorityFeePerGas: '0x2540be401' })).error?.code, -32602, 'a priority fee above the max fee: invalid params (as geth)');
+  const call = await raw(rpc, 'eth_call', [{ from, to: RICH, ...fees, value: '0x' + (10n ** 30n).toString(16) }, 'pending']);
+  t.equal(call.error?.code, -32000, `eth_call answers the same refusal -32000, as geth (${call.error?.message})`);
 });
 
 t.test('malformed eth_simulateV1 params are -32602', async (t) => {

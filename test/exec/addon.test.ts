@@ -58,7 +58,12 @@ t.test('one error convention: CODE: message of a rejection, code strings of read
   t.same(engineErrorOf(new Error('something else')), { code: 'E_UNKNOWN', message: 'something else' });
   t.same(engineErrorOf('a string'), { code: 'E_UNKNOWN', message: 'a string' });
   t.same(
-    ['E_INPUT', 'E_UNSUPPORTED', 'E_REVERT', 'E_TOO_LARGE', 'E_SIM_CALL', 'E_SIM_NUMBER', 'E_SIM_TIMESTAMP', 'E_FAILED', 'E_NODE', 'E_WHATEVER'].map(rpcCodeOf),
-    [-32602, -32601, 3, -32005, -38014, -38020, -38021, -32000, -32000, -32000],
+    ['E_INPUT', 'E_UNSUPPORTED', 'E_REVERT', 'E_TOO_LARGE', 'E_SIM_NUMBER', 'E_SIM_TIMESTAMP', 'E_FAILED', 'E_NODE', 'E_WHATEVER'].map(rpcCodeOf),
+    [-32602, -32601, 3, -32005, -38020, -38021, -32000, -32000, -32000],
   );
+  // eth_simulateV1 with validation: execution-apis' codes, geth's for the rest (native/src/simulate.rs).
+  const sim = { E_SIM_NONCE_LOW: -38010, E_SIM_NONCE_HIGH: -38011, E_SIM_FEE_LOW: -38012, E_SIM_INTRINSIC_GAS: -38013, E_SIM_FUNDS: -38014, E_SIM_BLOCK_GAS: -38015, E_SIM_NOT_EOA: -38024, E_SIM_INITCODE: -38025, E_SIM_FEE_PARAMS: -32602, E_SIM_INTERNAL: -32603 };
+  t.same(Object.keys(sim).map(rpcCodeOf), Object.values(sim));
+  // The same refusals in eth_call / eth_estimateGas: -32000 with the message, as geth.
+  t.same(['E_NONCE_LOW', 'E_NONCE_HIGH', 'E_FEE_LOW', 'E_INTRINSIC_GAS', 'E_FUNDS', 'E_BLOCK_GAS', 'E_NOT_EOA', 'E_INITCODE', 'E_FEE_PARAMS'].map(rpcCodeOf), Array(9).fill(-32000));
 });
