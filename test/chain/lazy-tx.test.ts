@@ -12,6 +12,7 @@ import { recoverSender } from '../../src/chain/sender.js';
 import { encodeRlp } from '../../src/chain/rlp.js';
 import { decodeRlp, type RlpItem } from '../helpers/rlp-oracle.js';
 import type { DecodedTx } from '../../src/chain/types.js';
+import { lcg } from '../helpers/rand.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/', import.meta.url));
 const json = (rel: string): any => JSON.parse(readFileSync(fixtures + rel, 'utf8'));
@@ -91,8 +92,7 @@ t.test('single-byte changes, truncations and extensions of real transactions: th
   const raws = realTransactions();
   const byType = new Map<string, string>();
   for (const raw of raws) if (!byType.has(raw.slice(0, 4))) byType.set(raw.slice(0, 4), raw);
-  let seed = 7;
-  const rand = (n: number): number => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n);
+  const rand = lcg(7);
   const failures: string[] = [];
   let accepted = 0;
   let checked = 0;

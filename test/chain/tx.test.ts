@@ -9,6 +9,7 @@ import { keccak256Hex } from '../../src/chain/keccak.js';
 import { encodeRlp } from '../../src/chain/rlp.js';
 import { decodeRlp, type RlpItem } from '../helpers/rlp-oracle.js';
 import type { DecodedTx } from '../../src/chain/types.js';
+import { lcg } from '../helpers/rand.js';
 
 const fixtures = fileURLToPath(new URL('../fixtures/', import.meta.url));
 const json = (rel: string): any => JSON.parse(readFileSync(fixtures + rel, 'utf8'));
@@ -152,8 +153,7 @@ t.test('malformed input is a reason value, never an exception', async (t) => {
 t.test('mutated and truncated real transactions never throw', async (t) => {
   const chain = json('execution-apis-derived/chain-transactions.json');
   const raws: string[] = chain.blocks.flatMap((b: any) => b.transactions.map((x: any) => x.raw as string));
-  let seed = 12345;
-  const rand = (n: number): number => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n);
+  const rand = lcg(12345);
   let accepted = 0;
   let rejected = 0;
   for (let i = 0; i < 3000; i++) {

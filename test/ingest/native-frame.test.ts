@@ -18,6 +18,7 @@ import { asOpRbuilder, asSubblocks, asXLayer, postExecTx } from '../helpers/dial
 import { transactionTestBytes, unichainMessages, unichainRpcBlock } from '../helpers/fixtures.js';
 import { feed, makePipeline } from '../helpers/ingest.js';
 import { fbBalances, fbReceipts, fbTxs } from '../helpers/views.js';
+import { lcg } from '../helpers/rand.js';
 
 const native = nativeDecoder();
 const fixtures = fileURLToPath(new URL('../fixtures/', import.meta.url));
@@ -219,18 +220,6 @@ function realTransactions(): string[] {
     ...deposits.rawTransactions.map((v: any) => v.raw as string),
     ...unichain().flatMap((m: any) => m.diff.transactions as string[]),
   ];
-}
-
-/**
- * A seeded generator of integers in [0, n): glibc's LCG, scaled from its high bits (its low bits repeat with a short
- * period: `% 16` of them was one fixed cycle, so `rand(16) === 0` held for 1,940 of 2,000 mutations, and `rand(2)`
- * alternated).
- */
-function lcg(seed: number): (n: number) => number {
-  return (n) => {
-    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
-    return Math.floor((seed / 0x80000000) * n);
-  };
 }
 
 t.test('every ethereum/tests vector and real transaction, and single-byte mutations of them, in a frame', async (t) => {
