@@ -69,8 +69,13 @@ export declare class Engine {
    * Runs on the apply thread, after every apply and settle submitted before it.
    */
   blockChanges(number: number): Promise<string>
-  /** Counters for metrics, as JSON. */
-  stats(): string
+  /** JSON-RPC calls this engine made to its node so far (a batch counts its length). Takes no lock. */
+  nodeReads(): number
+  /**
+   * The state cache's size (its estimate, bytes), or null while the apply thread holds it (the JS thread never
+   * waits for it).
+   */
+  cacheBytes(): number | null
   /** Test hook: the next apply panics inside the engine (proves a panic is an error and a restart, not an abort). */
   panicNextApply(): void
   /** Stops the engine's threads once their queued work is done. */

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::state::{Shared, Snapshot};
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
@@ -62,9 +62,6 @@ struct Inner {
     recent: RwLock<std::collections::VecDeque<Arc<Head>>>,
     panic_next: AtomicBool,
     poisoned: AtomicBool,
-    /// Open blocks, for stats (the JS thread must never wait on `blocks`: the apply thread holds it across node
-    /// reads, which can take up to the node timeout).
-    open_blocks: AtomicUsize,
     /// Heads published so far (Head::seq).
     head_seq: AtomicU64,
     /// The chain's deposit-nonce convention as learned from its roots (receipt::DepositNonce): 1 when "after".
@@ -193,7 +190,6 @@ impl Engine {
             recent: RwLock::new(std::collections::VecDeque::new()),
             panic_next: AtomicBool::new(false),
             poisoned: AtomicBool::new(false),
-            open_blocks: AtomicUsize::new(0),
             head_seq: AtomicU64::new(0),
             deposit_after: AtomicBool::new(false),
         });
@@ -215,7 +211,6 @@ impl Engine {
         let h = height as u64;
         submit(env, &self.apply_tx, self.inner.clone(), move |inner| {
             lock(&inner.blocks).clear();
-            inner.open_blocks.store(0, Ordering::Relaxed);
             *inner.head.write().unwrap_or_else(|e| e.into_inner()) = None;
             inner.recent.write().unwrap_or_else(|e| e.into_inner()).clear();
             inner.shared.cache.write().unwrap_or_else(|e| e.into_inner()).clear(h);
@@ -308,23 +303,17 @@ impl Engine {
         })
     }
 
-    /// Counters for metrics, as JSON.
+    /// JSON-RPC calls this engine made to its node so far (a batch counts its length). Takes no lock.
     #[napi]
-    pub fn stats(&self) -> String {
-        let s = &self.inner.shared;
-        let c = s.cache.read().unwrap_or_else(|e| e.into_inner());
-        let (accounts, slots) = c.entries();
-        json!({
-            "nodeReads": s.node.reads(),
-            "cacheBytes": c.bytes(),
-            "cacheAccounts": accounts,
-            "cacheSlots": slots,
-            "cacheHeight": c.height,
-            "cacheDrops": s.cache_drops.load(Ordering::Relaxed),
-            "openBlocks": self.inner.open_blocks.load(Ordering::Relaxed),
-            "poisoned": self.inner.poisoned.load(Ordering::Relaxed),
-        })
-        .to_string()
+    pub fn node_reads(&self) -> f64 {
+        self.inner.shared.node.reads() as f64
+    }
+
+    /// The state cache's size (its estimate, bytes), or null while the apply thread holds it (the JS thread never
+    /// waits for it).
+    #[napi]
+    pub fn cache_bytes(&self) -> Option<f64> {
+        self.inner.shared.cache.try_read().ok().map(|c| c.bytes() as f64)
     }
 
     /// Test hook: the next apply panics inside the engine (proves a panic is an error and a restart, not an abort).
@@ -465,7 +454,6 @@ fn apply(inner: &Inner, work: &str, txs: Txs, senders: Option<&[u8]>) -> std::re
             r.pop_front();
         }
     }
-    inner.open_blocks.store(blocks.len(), Ordering::Relaxed);
     let (hashes, ends, body) = answer;
     Ok(format!("{}\n{body}", json!({ "verified": verified, "depositNonce": decided.map(receipt::DepositNonce::name), "hashes": hashes, "ends": ends })))
 }
@@ -525,7 +513,6 @@ fn settle(inner: &Inner, number: u64, hash: &str, receipts_root: &str) -> std::r
     for k in blocks.range(..=number).map(|(k, _)| *k).collect::<Vec<_>>() {
         blocks.remove(&k);
     }
-    inner.open_blocks.store(blocks.len(), Ordering::Relaxed);
     {
         let mut h = inner.head.write().unwrap_or_else(|e| e.into_inner());
         if h.as_ref().is_some_and(|h| h.number <= number || dropped.contains(&h.number)) {

@@ -16,7 +16,6 @@ use std::collections::BTreeMap;
 /// The state maps' hash map: foldhash (per-process random seed), several times faster than SipHash on 20- and
 /// 32-byte keys, which every account and slot lookup of every layer pays.
 pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 /// What a read on this thread may wait for.
@@ -134,9 +133,6 @@ impl Cache {
     pub fn bytes(&self) -> usize {
         self.bytes
     }
-    pub fn entries(&self) -> (usize, usize) {
-        (self.accounts.len(), self.storage.values().map(|s| s.len()).sum())
-    }
     fn put_account(&mut self, a: Address, info: Option<AccountInfo>) {
         if self.accounts.insert(a, info).is_none() {
             self.bytes += ACCOUNT_BYTES;
@@ -224,7 +220,6 @@ pub struct Shared {
     /// Canonical and pending block hashes known (parent hashes from `base`, settled blocks, node reads).
     pub hashes: RwLock<BTreeMap<u64, B256>>,
     pub cap_bytes: usize,
-    pub cache_drops: AtomicU64,
 }
 
 impl Shared {
@@ -235,7 +230,6 @@ impl Shared {
             codes: RwLock::new(HashMap::default()),
             hashes: RwLock::new(BTreeMap::new()),
             cap_bytes,
-            cache_drops: AtomicU64::new(0),
         }
     }
 
@@ -255,7 +249,6 @@ impl Shared {
         if c.bytes > self.cap_bytes {
             let h = c.height;
             c.clear(h);
-            self.cache_drops.fetch_add(1, Ordering::Relaxed);
         }
     }
 

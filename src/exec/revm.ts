@@ -183,15 +183,6 @@ function sameTransactions(h: Held, canonical: readonly unknown[] | undefined): b
   return i === canonical.length;
 }
 
-/** JSON-RPC calls native engine `e` made to the node (a batch counts its length). */
-function nativeNodeReads(e: AddonEngine): number {
-  try {
-    return (JSON.parse(e.stats()) as { nodeReads: number }).nodeReads;
-  } catch {
-    return 0;
-  }
-}
-
 
 export class RevmEngine implements ExecutionEngine {
   private native: AddonEngine | null = null;
@@ -240,7 +231,6 @@ export class RevmEngine implements ExecutionEngine {
    */
   private depositNonceMode: 'pre' | 'reported' = 'pre';
   private chainId = 0;
-  private statsAtMs = -Infinity;
   private cacheBytes: number | null = null;
 
   constructor(private readonly o: RevmEngineOptions) {
@@ -297,7 +287,7 @@ export class RevmEngine implements ExecutionEngine {
   /** Closes the native engine, its node calls kept in the count. */
   private closeNative(): void {
     if (this.native === null) return;
-    this.nodeReadsElsewhere += nativeNodeReads(this.native);
+    this.nodeReadsElsewhere += this.native.nodeReads();
     this.native.close();
     this.native = null;
   }
@@ -568,20 +558,8 @@ export class RevmEngine implements ExecutionEngine {
   }
 
   status(): EngineStatus {
-    // status() is asked on every pending read (readiness): the native stats (a lock and a JSON string) at most
-    // every 250 ms.
-    const now = performance.now();
-    if (this.native !== null && now - this.statsAtMs > 250) {
-      this.statsAtMs = now;
-      try {
-        this.cacheBytes = (JSON.parse(this.native.stats()) as { cacheBytes: number }).cacheBytes;
-      } catch {
-        // stats are best effort
-      }
-    }
-    const cacheBytes = this.native === null ? null : this.cacheBytes;
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const engine = this;
+    // The cache's size when the apply thread does not hold it (else the last one seen).
+    this.cacheBytes = this.native?.cacheBytes() ?? this.cacheBytes;
     return {
       ready: this.ready,
       blockNumber: this.last?.number ?? null,
@@ -592,12 +570,8 @@ export class RevmEngine implements ExecutionEngine {
       divergences: this.divergences,
       verified: this.verified,
       applied: this.applied,
-      // A getter: the native count is in its stats, which take the state cache's lock (status() is asked on every
-      // pending read, the node reads a few times a second).
-      get nodeReads(): number {
-        return engine.nodeReadsElsewhere + (engine.native === null ? 0 : nativeNodeReads(engine.native));
-      },
-      cacheBytes,
+      nodeReads: this.nodeReadsElsewhere + (this.native?.nodeReads() ?? 0),
+      cacheBytes: this.native === null ? null : this.cacheBytes,
       reads: { inline: this.readsInline, threads: this.readsThreads, memo: this.readsMemo },
       readTimeouts: this.readTimeouts,
       lastError: this.lastError,
