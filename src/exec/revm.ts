@@ -183,7 +183,6 @@ function sameTransactions(h: Held, canonical: readonly unknown[] | undefined): b
   return i === canonical.length;
 }
 
-
 export class RevmEngine implements ExecutionEngine {
   private native: AddonEngine | null = null;
   /** The node as given to each native engine (its CA read once, at the first start). */
