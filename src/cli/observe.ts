@@ -12,7 +12,11 @@ export interface VerifyOptions {
   pollIntervalMs: number;
   /** Per-request timeout. */
   timeoutMs: number;
-  /** Transactions whose receipts are looked up while they are only in pending. */
+  /**
+   * Transactions whose receipts are looked up while they are only in pending. A lookup that gets no answer (a timeout,
+   * an error) or a receipt only once latest has the transaction (a slow answer on a busy machine) proves nothing either
+   * way: its place goes to another transaction, up to RECEIPT_LOOKUPS_PER_TX times this many transactions in all.
+   */
   maxReceiptTxs: number;
 }
 
@@ -40,8 +44,15 @@ export interface VerifyReport {
   pendingUpdates: number;
   flashblockIntervalMs: Spread | null;
   transactions: { seenInPending: number; reachedLatest: number; leadMs: Spread | null };
-  receipts: { checked: number; beforeLatest: number; delayMs: Spread | null };
+  /**
+   * `inconclusive`: lookups answered only once latest had the transaction, or not at all (see
+   * VerifyOptions.maxReceiptTxs).
+   */
+  receipts: { checked: number; beforeLatest: number; inconclusive: number; delayMs: Spread | null };
 }
+
+/** See VerifyOptions.maxReceiptTxs. */
+const RECEIPT_LOOKUPS_PER_TX = 5;
 
 /** The endpoint could not be asked (unreachable, timed out, not JSON-RPC, or an error answer). */
 export class VerifyError extends Error {}
@@ -60,6 +71,8 @@ interface Tracked {
   receiptInFlight: boolean;
   /** Counted against maxReceiptTxs. */
   receiptTracked: boolean;
+  /** Its lookup got no answer, or a receipt only once latest had it: not looked up again. */
+  inconclusive: boolean;
 }
 
 const round = (x: number): number => Math.round(x);
@@ -76,9 +89,11 @@ const hashOf = (t: string | { hash: string }): string => (typeof t === 'string' 
 /** Watches an endpoint's pending and latest blocks and reports whether it preconfirms. Throws VerifyError. */
 export async function observePreconfirmations(opts: VerifyOptions): Promise<VerifyReport> {
   const client = new NodeClient({ url: opts.url, timeoutMs: opts.timeoutMs, maxSockets: 8 });
-  const call = async <T>(method: string, params: unknown[]): Promise<T> => {
+  // Receipt lookups on connections of their own: slow ones never hold up the polls of pending and latest.
+  const lookups = new NodeClient({ url: opts.url, timeoutMs: opts.timeoutMs, maxSockets: 4 });
+  const call = async <T>(method: string, params: unknown[], over = client): Promise<T> => {
     try {
-      return await client.call<T>(method, params);
+      return await over.call<T>(method, params);
     } catch (e) {
       if (e instanceof NodeError && e.reason === 'rpc') throw new VerifyError(`${method} answered with an error: ${e.message} (${e.rpcCode ?? '?'})`);
       if (e instanceof NodeError) throw new VerifyError(`cannot verify ${redactUrl(opts.url)}: ${e.message.replace(/^node /, 'endpoint ')} (${method})`);
@@ -104,18 +119,26 @@ export async function observePreconfirmations(opts: VerifyOptions): Promise<Veri
   let lastPending: number | null = null;
   let prevKey = '';
   let receiptsChecked = 0;
+  let receiptsInconclusive = 0;
   const inflight = new Set<Promise<void>>();
 
   const lookUpReceipt = (hash: string, tr: Tracked): void => {
     tr.receiptInFlight = true;
     const p = (async () => {
-      const receipt = await call<{ blockNumber?: string } | null>('eth_getTransactionReceipt', [hash]).catch(() => null);
+      const receipt = await call<{ blockNumber?: string } | null>('eth_getTransactionReceipt', [hash], lookups).catch(() => undefined);
       const atMs = performance.now();
-      if (receipt !== null && tr.receiptAtMs === null) {
+      if (receipt === undefined) {
+        tr.inconclusive = true;
+        receiptsInconclusive++;
+      } else if (receipt !== null && tr.receiptAtMs === null) {
         // Latest asked after the receipt arrived: a receipt for a block above it was served before latest had it.
         const latest = await getBlock('latest', false).catch(() => null);
         tr.receiptAtMs = atMs;
         tr.receiptBeforeLatest = latest !== null && receipt.blockNumber !== undefined && num(receipt.blockNumber) > num(latest.number);
+        if (!tr.receiptBeforeLatest) {
+          tr.inconclusive = true;
+          receiptsInconclusive++;
+        }
       }
       tr.receiptInFlight = false;
     })();
@@ -148,7 +171,7 @@ export async function observePreconfirmations(opts: VerifyOptions): Promise<Veri
       const h = hashOf(t);
       if (inLatest.has(h)) continue;
       newTxs = true;
-      if (!tracked.has(h)) tracked.set(h, { firstSeenMs: nowMs, latestAtMs: null, receiptAtMs: null, receiptBeforeLatest: null, receiptInFlight: false, receiptTracked: false });
+      if (!tracked.has(h)) tracked.set(h, { firstSeenMs: nowMs, latestAtMs: null, receiptAtMs: null, receiptBeforeLatest: null, receiptInFlight: false, receiptTracked: false, inconclusive: false });
     }
     if (newTxs) withNewTxsPolls++;
   };
@@ -189,9 +212,9 @@ export async function observePreconfirmations(opts: VerifyOptions): Promise<Veri
         failedPolls++;
       }
       for (const [h, tr] of tracked) {
-        if (tr.latestAtMs !== null || tr.receiptAtMs !== null || tr.receiptInFlight) continue;
+        if (tr.latestAtMs !== null || tr.receiptAtMs !== null || tr.receiptInFlight || tr.inconclusive) continue;
         if (!tr.receiptTracked) {
-          if (receiptsChecked >= opts.maxReceiptTxs) continue;
+          if (receiptsChecked - receiptsInconclusive >= opts.maxReceiptTxs || receiptsChecked >= RECEIPT_LOOKUPS_PER_TX * opts.maxReceiptTxs) continue;
           receiptsChecked++;
           tr.receiptTracked = true;
         }
@@ -206,6 +229,7 @@ export async function observePreconfirmations(opts: VerifyOptions): Promise<Veri
     await Promise.all([...inflight]);
   } finally {
     client.close();
+    lookups.close();
   }
 
   const all = [...tracked.values()];
@@ -225,7 +249,7 @@ export async function observePreconfirmations(opts: VerifyOptions): Promise<Veri
     pendingUpdates,
     flashblockIntervalMs: spread(intervals),
     transactions: { seenInPending: all.length, reachedLatest: reached.length, leadMs: spread(reached.map((t) => (t.latestAtMs as number) - t.firstSeenMs)) },
-    receipts: { checked: receiptsChecked, beforeLatest: receipted.length, delayMs: spread(receipted.map((t) => (t.receiptAtMs as number) - t.firstSeenMs)) },
+    receipts: { checked: receiptsChecked, beforeLatest: receipted.length, inconclusive: receiptsInconclusive, delayMs: spread(receipted.map((t) => (t.receiptAtMs as number) - t.firstSeenMs)) },
   };
   report.summary = summarize(report);
   return report;

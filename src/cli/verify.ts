@@ -29,7 +29,8 @@ export function formatReport(r: VerifyReport & { chain?: VerifiedChain | null })
     `  heights:       pending ${r.pending.last ?? 'null'} vs latest ${r.latest.last}; pending ahead of latest in ${r.pending.aheadPolls} of ${r.polls} polls`,
     `  flashblocks:   pending changed ${r.pendingUpdates} times; interval ${s(r.flashblockIntervalMs)}`,
     `  transactions:  ${r.transactions.seenInPending} seen in pending ahead of latest; ${r.transactions.reachedLatest} of them reached latest while watched, ${s(r.transactions.leadMs)} later`,
-    `  receipts:      ${r.receipts.beforeLatest} of ${r.receipts.checked} looked up were served before latest had the transaction; ${s(r.receipts.delayMs)} after it first appeared in pending`,
+    `  receipts:      ${r.receipts.beforeLatest} of ${r.receipts.checked} looked up were served before latest had the transaction` +
+      `${r.receipts.inconclusive > 0 ? ` (${r.receipts.inconclusive} answered only once latest had it, or not at all: inconclusive)` : ''}; ${s(r.receipts.delayMs)} after it first appeared in pending`,
     ...(r.chain === undefined || r.chain === null ? [] : [`  chain:         ${r.chain.id}${r.chain.name === null ? '' : ` (${r.chain.name})`}`]),
     (r.servesPreconfirmations ? 'OK: ' : 'NO: ') + r.summary,
   ].join('\n');

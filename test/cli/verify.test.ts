@@ -3,6 +3,8 @@
 // latest but no early receipt, exit 1), against nothing (exit 2), and through the real CLI process.
 import t from 'tap';
 import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startAnvil } from '../../scripts/devnet/anvil.js';
@@ -56,6 +58,34 @@ t.test('the daemon on the devnet serves preconfirmations: exit 0 with heights, i
   t.match(text.out, /flashblocks: +pending changed \d+ times; interval median \d+ ms/);
   t.match(text.out, /receipts: +\d+ of \d+ looked up were served before latest/);
   t.match(text.out, /^OK: preconfirmations observed/m);
+
+  // A busy machine: the first 10 receipt lookups answer only once latest has the transaction (held 1.2 s, block time
+  // 1 s). Those prove nothing either way: their places go to later transactions (more than verify's 20 are looked
+  // up), and the verdict is still OK.
+  let held = 0;
+  const slow = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+    req.on('end', () => {
+      const hold = body.includes('eth_getTransactionReceipt') && held++ < 10 ? 1200 : 0;
+      setTimeout(() => {
+        fetch(rpc, { method: 'POST', headers: { 'content-type': 'application/json' }, body }).then(
+          async (r) => res.writeHead(r.status, { 'content-type': 'application/json' }).end(await r.text()),
+          () => res.writeHead(502).end(),
+        );
+      }, hold);
+    });
+  });
+  await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => {
+    slow.closeAllConnections();
+    slow.close(() => resolve());
+  }));
+  const late = await verify([`http://127.0.0.1:${(slow.address() as AddressInfo).port}/`, '--duration-ms', '4000', '--json']);
+  const lr = JSON.parse(late.out) as VerifyReport;
+  t.equal(late.code, VerifyExit.PRECONFIRMING, `late receipts are inconclusive, later ones decide: ${lr.summary}`);
+  t.ok(lr.receipts.inconclusive >= 5, `the held lookups counted as inconclusive (${lr.receipts.inconclusive})`);
+  t.ok(lr.receipts.beforeLatest > 0 && lr.receipts.checked > 20, `${lr.receipts.beforeLatest} of ${lr.receipts.checked} before latest`);
 });
 
 t.test('plain anvil (no flashblocks): exit 1, "pending equals latest"', async (t) => {
