@@ -105,7 +105,10 @@ export class CanonicalTracker {
     ws.on('message', (data: Buffer) => {
       this.wsBackoff.reset(); // the node answered: a later drop is retried from the start
       try {
-        const msg = JSON.parse(data.toString('utf8')) as { params?: { result?: { number?: string } } };
+        const msg = JSON.parse(data.toString('utf8')) as { id?: number; result?: unknown; params?: { result?: { number?: string } } };
+        // The subscription is live from its answer on: a head the node made before it (while the socket connected)
+        // comes with no notification, so poll once now rather than wait for the next poll.
+        if (msg.id === 1 && typeof msg.result === 'string') void this.poll();
         const num = msg.params?.result?.number;
         if (typeof num === 'string') this.advance(Number.parseInt(num.slice(2), 16));
       } catch {

@@ -91,3 +91,27 @@ t.test('the newHeads socket is reconnected (shared backoff) after the node drops
   await until(() => tracker.head === 20);
   t.equal(state.canonical, 20, 'heads received over the reconnected socket settle');
 });
+
+t.test('newHeads: a head made before the subscription was answered is picked up once it is (one poll then, not at the next poll)', async (t) => {
+  const anvil = await startAnvil({});
+  const fakeWs = await startReplayServer();
+  const node = new NodeClient({ url: anvil.url, timeoutMs: 2000, maxSockets: 2 });
+  const { state, pipeline } = makePipeline();
+  const tracker = new CanonicalTracker(node, { settle: (n, h) => pipeline.settle(n, h), holds: () => false, canonical: () => state.canonical }, { pollMs: 60_000, wsUrl: fakeWs.url, maxCatchUpBlocks: 8, ...wsTimings }, silentLogger);
+  t.teardown(async () => {
+    tracker.stop();
+    node.close();
+    await fakeWs.close();
+    await anvil.stop();
+  });
+  tracker.start();
+  await until(() => state.canonical === 0);
+  await fakeWs.waitForClients(1, 15_000);
+  // The node makes block 1 while the subscription is not answered yet: no notification will come for it.
+  await rpcCall(anvil.url, 'anvil_mine', ['0x1']);
+  await sleep(300);
+  t.equal(state.canonical, 0, 'nothing told the tracker yet (polling is a minute away)');
+  fakeWs.send(JSON.stringify({ jsonrpc: '2.0', id: 1, result: '0x9' }));
+  await until(() => state.canonical === 1, 3000);
+  t.equal(state.canonical, 1, 'the subscription answer brought a poll: block 1 settled');
+});
