@@ -204,8 +204,8 @@ pub(crate) fn run(db: Db, s: &CallSetup, gas: u64, limit: Limit) -> Result<(Exec
 }
 
 /// The stable code of a call refused as a transaction (eth_simulateV1 with validation tells them apart, as geth's
-/// txValidationError; eth_call answers any of them -32000 with its message); E_FAILED for anything else (an
-/// invalid transaction of another kind, a node read that failed).
+/// txValidationError; eth_call answers any of them -32000 with its message); E_NODE when the state could not be read;
+/// E_FAILED for anything else (an invalid transaction of another kind).
 fn refused_as<D>(e: &EVMError<D, OpTransactionError>) -> &'static str {
     use op_revm::revm::context_interface::result::InvalidTransaction as T;
     match e {
@@ -223,6 +223,8 @@ fn refused_as<D>(e: &EVMError<D, OpTransactionError>) -> &'static str {
             T::PriorityFeeGreaterThanMaxFee => "E_FEE_PARAMS",
             _ => "E_FAILED",
         },
+        // The state could not be read (the node failed, or a read was refused): no verdict on the call at all.
+        EVMError::Database(_) => "E_NODE",
         _ => "E_FAILED",
     }
 }

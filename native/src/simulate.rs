@@ -91,7 +91,9 @@ pub(crate) fn simulate(shared: &Shared, spec: &BlockSpec, snap: &Snapshot, paylo
             // The call's L1 block info is none given (call_setup without the snapshot's): op-revm reads it from the state.
             let (result, state) = match run(db, &s, gas, limit) {
                 Ok(v) => v,
-                Err(e) if e.code == TIMEOUT => return Err(e),
+                // Out of time, or state that could not be read: the simulation has no answer (a call that could not
+                // read its state did not fail; the calls after it would run on the wrong state).
+                Err(e) if e.code == TIMEOUT || e.code == "E_NODE" => return Err(e),
                 Err(e) => {
                     if validation {
                         // eth_simulateV1's codes for a call that is no valid transaction, as geth's txValidationError
@@ -306,5 +308,27 @@ mod tests {
         // An EIP-7702 delegation is still an EOA's.
         let delegated = json!({ from: { "code": format!("0xef0100{}", "11".repeat(20)) } });
         assert_eq!(status(validated(delegated, json!([paid()]))), Ok(json!("0x1")), "a delegated EOA sends");
+    }
+
+    #[test]
+    fn state_the_node_cannot_give_fails_the_simulation_never_a_failed_call() {
+        let missing = Address::with_last_byte(0x77);
+        let sender = Address::with_last_byte(0x5e);
+        let accounts = [(missing, StubAccount { missing: true, ..Default::default() }), (sender, StubAccount { balance: U256::from(10u128.pow(18)), ..Default::default() })];
+        let node = StubNode::start(accounts.into_iter().collect());
+        let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), usize::MAX);
+        let snap = Snapshot { layers: Vec::new(), l1: Default::default() };
+        let reader = Address::with_last_byte(0xba);
+        for validation in [false, true] {
+            let payload = json!({ "validation": validation, "blockStateCalls": [{
+                "stateOverrides": { format!("{reader:#x}"): { "code": balance_of(missing) } },
+                "calls": [
+                    { "from": format!("{sender:#x}"), "to": format!("{reader:#x}"), "maxFeePerGas": "0x2", "maxPriorityFeePerGas": "0x1" },
+                    { "from": format!("{sender:#x}"), "to": format!("{:#x}", Address::with_last_byte(0xde)), "maxFeePerGas": "0x2", "maxPriorityFeePerGas": "0x1" },
+                ],
+            }]});
+            let e = simulate(&shared, &BlockSpec::for_tests(), &snap, &payload, Limit::timeout(5_000)).expect_err("no answer without the state");
+            assert_eq!(e.code, "E_NODE", "validation {validation}: {}", e.message);
+        }
     }
 }
