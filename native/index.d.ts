@@ -76,6 +76,8 @@ export declare class Engine {
    * waits for it).
    */
   cacheBytes(): number | null
+  /** Times the state cache passed its bound and was dropped whole (its state is read from the node again). */
+  cacheDrops(): number
   /** Test hook: the next apply panics inside the engine (proves a panic is an error and a restart, not an abort). */
   panicNextApply(): void
   /** Stops the engine's threads once their queued work is done. */

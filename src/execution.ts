@@ -152,6 +152,7 @@ export class ExecutionFeed {
   private restartsSeen = 0;
   private nodeReadsSeen = 0;
   private readTimeoutsSeen = 0;
+  private cacheDropsSeen = 0;
   private readsSeen = { inline: 0, threads: 0, memo: 0 };
   /** Flashblocks handed to the engine, and how many it verified (the verified share is their ratio). */
   private handed = 0;
@@ -707,6 +708,8 @@ export class ExecutionFeed {
     if (st.readTimeouts > this.readTimeoutsSeen) m.executionReadTimeouts.inc(st.readTimeouts - this.readTimeoutsSeen);
     this.readTimeoutsSeen = st.readTimeouts;
     if (st.cacheBytes != null) m.executionCacheBytes.set(st.cacheBytes);
+    if (st.cacheDrops > this.cacheDropsSeen) m.executionCacheDrops.inc(st.cacheDrops - this.cacheDropsSeen);
+    this.cacheDropsSeen = st.cacheDrops;
     if (this.phase === 'up' || this.phase === 'restarting') {
       // The engine restarts itself after a panic (and re-executes what it holds); reads wait for it meanwhile.
       this.phase = st.ready ? 'up' : 'restarting';

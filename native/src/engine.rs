@@ -316,6 +316,12 @@ impl Engine {
         self.inner.shared.cache.try_read().ok().map(|c| c.bytes() as f64)
     }
 
+    /// Times the state cache passed its bound and was dropped whole (its state is read from the node again).
+    #[napi]
+    pub fn cache_drops(&self) -> f64 {
+        self.inner.shared.cache_drops.load(Ordering::Relaxed) as f64
+    }
+
     /// Test hook: the next apply panics inside the engine (proves a panic is an error and a restart, not an abort).
     #[napi]
     pub fn panic_next_apply(&self) {

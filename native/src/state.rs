@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 /// 32-byte keys, which every account and slot lookup of every layer pays.
 pub type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What a read on this thread may wait for.
 #[derive(Clone, Copy)]
@@ -90,6 +91,13 @@ fn read_lock<T>(l: &RwLock<T>) -> Result<RwLockReadGuard<'_, T>, DbError> {
         };
     }
     Ok(l.read().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// What one node batch of [`Shared::fetch`] read: accounts (None: empty) and slots.
+#[derive(Default)]
+struct Fetched {
+    accounts: Vec<(Address, Option<AccountInfo>)>,
+    slots: Vec<(Address, U256, U256)>,
 }
 
 /// A database error: the node could not answer (the apply or read fails; nothing half-applied is published).
@@ -220,6 +228,8 @@ pub struct Shared {
     /// Canonical and pending block hashes known (parent hashes from `base`, settled blocks, node reads).
     pub hashes: RwLock<BTreeMap<u64, B256>>,
     pub cap_bytes: usize,
+    /// Times the cache passed `cap_bytes` and was dropped whole.
+    pub cache_drops: AtomicU64,
 }
 
 impl Shared {
@@ -230,6 +240,7 @@ impl Shared {
             codes: RwLock::new(HashMap::default()),
             hashes: RwLock::new(BTreeMap::new()),
             cap_bytes,
+            cache_drops: AtomicU64::new(0),
         }
     }
 
@@ -249,6 +260,7 @@ impl Shared {
         if c.bytes > self.cap_bytes {
             let h = c.height;
             c.clear(h);
+            self.cache_drops.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -258,11 +270,12 @@ impl Shared {
     /// then reads it ([`Self::canonical_account`], [`Self::canonical_slot`]). A node that cannot be reached at all
     /// fails it.
     pub fn prefetch(&self, addresses: &[Address], slots: &[(Address, U256)]) -> Result<(), DbError> {
-        self.fetch(addresses, slots, false)
+        self.fetch(addresses, slots, false).map(|_| ())
     }
 
-    /// `prefetch`; `strict`: an item the node cannot answer fails the read (its error, never a zero).
-    fn fetch(&self, addresses: &[Address], slots: &[(Address, U256)], strict: bool) -> Result<(), DbError> {
+    /// `prefetch`; `strict`: an item the node cannot answer fails the read (its error, never a zero). Returns what it
+    /// read from the node (nothing for what was cached already), whether or not the cache kept it.
+    fn fetch(&self, addresses: &[Address], slots: &[(Address, U256)], strict: bool) -> Result<Fetched, DbError> {
         let (height, missing, missing_slots) = {
             let c = self.cache.read().unwrap_or_else(|e| e.into_inner());
             let mut seen = std::collections::HashSet::with_hasher(foldhash::fast::RandomState::default());
@@ -275,7 +288,7 @@ impl Shared {
             (c.height, m, ms)
         };
         if missing.is_empty() && missing_slots.is_empty() {
-            return Ok(());
+            return Ok(Fetched::default());
         }
         let tag = format!("0x{height:x}");
         let mut calls = Vec::with_capacity(missing.len() * 3 + missing_slots.len());
@@ -332,19 +345,19 @@ impl Shared {
         }
         {
             let mut c = self.cache.write().unwrap_or_else(|e| e.into_inner());
-            // The cache moved to another height meanwhile (a settle): these values are of the old one, drop them.
+            // The cache moved to another height meanwhile (a settle): these values are of the old one, not kept.
             if c.height != height {
-                return Ok(());
+                return Ok(Fetched { accounts: infos, slots: vals });
             }
-            for (a, info) in infos {
-                c.put_account(a, info);
+            for (a, info) in &infos {
+                c.put_account(*a, info.clone());
             }
-            for (a, k, v) in vals {
-                c.put_slot(a, k, v);
+            for (a, k, v) in &vals {
+                c.put_slot(*a, *k, *v);
             }
         }
         self.over_cap();
-        Ok(())
+        Ok(Fetched { accounts: infos, slots: vals })
     }
 
     /// A node's code that does not decode (an 0xef01 prefix that is not an EIP-7702 delegation) is the node's error.
@@ -384,18 +397,22 @@ impl Shared {
         Ok(read_lock(&self.cache)?.storage.get(a).and_then(|s| s.get(k)).copied())
     }
 
+    // A read below a snapshot's layers may use the node's answer at any height from the cache's when the snapshot was
+    // taken to now: the blocks settled in between are among the snapshot's layers (what they touched never gets here),
+    // and what they did not touch is the same at every such height. So the node's answer is used whether or not the
+    // cache kept it (it moved to another height, or was dropped for its cap, meanwhile).
+
     fn canonical_account(&self, a: Address) -> Result<Option<AccountInfo>, DbError> {
         if let Some(v) = self.cached_account(&a)? {
             return Ok(v);
         }
         may_read_node()?;
-        self.fetch(&[a], &[], true)?;
-        if let Some(v) = self.cached_account(&a)? {
-            return Ok(v);
+        let fetched = self.fetch(&[a], &[], true)?;
+        if let Some((_, info)) = fetched.accounts.into_iter().find(|(x, _)| *x == a) {
+            return Ok(info);
         }
-        // The cache moved (or was dropped for its cap) during the read: ask once more, without caching.
-        self.fetch(&[a], &[], true)?;
-        Ok(self.cached_account(&a)?.unwrap_or(None))
+        // Cached by another thread since the first look.
+        self.cached_account(&a)?.ok_or_else(|| DbError(format!("account {a:#x}: no answer from the node")))
     }
 
     fn canonical_slot(&self, a: Address, k: U256) -> Result<U256, DbError> {
@@ -403,13 +420,11 @@ impl Shared {
             return Ok(v);
         }
         may_read_node()?;
-        self.fetch(&[], &[(a, k)], true)?;
-        if let Some(v) = self.cached_slot(&a, &k)? {
+        let fetched = self.fetch(&[], &[(a, k)], true)?;
+        if let Some((_, _, v)) = fetched.slots.into_iter().find(|(x, y, _)| *x == a && *y == k) {
             return Ok(v);
         }
-        let height = self.cache.read().unwrap_or_else(|e| e.into_inner()).height;
-        let v = self.node.call("eth_getStorageAt", json!([format!("{a:#x}"), format!("{k:#x}"), format!("0x{height:x}")]))?;
-        quantity(&v)
+        self.cached_slot(&a, &k)?.ok_or_else(|| DbError(format!("slot {k:#x} of {a:#x}: no answer from the node")))
     }
 
     fn block_hash(&self, number: u64) -> Result<B256, DbError> {
@@ -515,5 +530,25 @@ impl<'a> DatabaseRef for Db<'a> {
 
     fn block_hash_ref(&self, number: u64) -> Result<B256, DbError> {
         self.shared.block_hash(number)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stubnode::{StubAccount, StubNode};
+
+    #[test]
+    fn a_cache_dropped_for_its_bound_as_it_fills_still_answers_what_the_node_said() {
+        let (a, k) = (Address::with_last_byte(0xa1), U256::from(7));
+        let account = StubAccount { balance: U256::from(5), nonce: 3, storage: vec![(k, U256::from(9))], ..Default::default() };
+        let node = StubNode::start([(a, account)].into_iter().collect());
+        // A bound of one byte: every fill is dropped right after it is stored.
+        let shared = Shared::new(NodeClient::new(&node.url, 5_000).unwrap(), 1);
+        let db = Db { top: None, below: &[], shared: &shared };
+        let info = db.account(a).unwrap().expect("the node's account, not an empty one");
+        assert_eq!((info.nonce, info.balance), (3, U256::from(5)));
+        assert_eq!(db.slot(a, k).unwrap(), U256::from(9));
+        assert!(shared.cache_drops.load(Ordering::Relaxed) >= 2, "both fills were dropped");
     }
 }

@@ -152,6 +152,8 @@ export interface EngineStatus {
   nodeReads: number;
   /** Bytes held by the engine's state cache, or null when unknown. */
   cacheBytes: number | null;
+  /** Times the state cache passed its bound and was dropped whole. */
+  cacheDrops: number;
   /** Reads answered where they ran: at once on the calling thread, on the engine's read threads, or from the memo. */
   reads: { inline: number; threads: number; memo: number };
   /** Reads stopped past the read timeout (native E_TIMEOUT, answered -32000). */

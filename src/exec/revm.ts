@@ -189,6 +189,8 @@ export class RevmEngine implements ExecutionEngine {
   private node: NativeNode | null = null;
   /** Node calls the current native engine's count leaves out: this side's own, and those of engines closed since. */
   private nodeReadsElsewhere = 0;
+  /** Cache drops of the native engines closed since the start. */
+  private cacheDropsBefore = 0;
   /** Applies and settles, in call order (the native side serialises too; this keeps the bookkeeping in step). */
   private queue: Promise<unknown> = Promise.resolve();
   private readonly held = new Map<number, Held>();
@@ -287,6 +289,7 @@ export class RevmEngine implements ExecutionEngine {
   private closeNative(): void {
     if (this.native === null) return;
     this.nodeReadsElsewhere += this.native.nodeReads();
+    this.cacheDropsBefore += this.native.cacheDrops();
     this.native.close();
     this.native = null;
   }
@@ -571,6 +574,7 @@ export class RevmEngine implements ExecutionEngine {
       applied: this.applied,
       nodeReads: this.nodeReadsElsewhere + (this.native?.nodeReads() ?? 0),
       cacheBytes: this.native === null ? null : this.cacheBytes,
+      cacheDrops: this.cacheDropsBefore + (this.native?.cacheDrops() ?? 0),
       reads: { inline: this.readsInline, threads: this.readsThreads, memo: this.readsMemo },
       readTimeouts: this.readTimeouts,
       lastError: this.lastError,

@@ -410,6 +410,7 @@ export interface Metrics {
   readonly executionVerifiedRatio: GaugeCell;
   readonly executionDivergenceRatio: GaugeCell;
   readonly executionCacheBytes: GaugeCell;
+  readonly executionCacheDrops: CounterCell;
   readonly executionNodeReadsPerBlock: GaugeCell;
 
   readonly rpcRequests: Readonly<Record<RpcMethodLabel, Readonly<Record<RpcSource, CounterCell>>>>;
@@ -737,6 +738,9 @@ export function createMetrics(opts: MetricsOptions): Metrics {
       'above --execution-max-divergence-percent no executed state is served and /readyz is not ready.').child(),
     executionCacheBytes: gauge('execution_cache_bytes',
       'Bytes held by the in-process engine\'s cache of the node\'s state (bounded by --execution-cache-mb).').child(),
+    executionCacheDrops: counter('execution_cache_drops_total',
+      'Times the execution engine\'s cache of the node\'s state passed --execution-cache-mb and was dropped whole (the ' +
+      'next flashblocks read their state from the node again); one that keeps growing asks for a larger bound.').child(),
     executionNodeReadsPerBlock: gauge('execution_node_reads_per_block',
       'Node reads the execution engine made for the last complete block (from its first flashblock to the next ' +
       'block\'s): flat once the state cache is warm.').child(),

@@ -68,6 +68,22 @@ t.test("every flashblock verifies against diff.receipts_root; NUMBER, TIMESTAMP,
   t.equal(st.verified, 8, 'every flashblock counted as verified');
   t.equal(st.divergences, 0, 'no divergence');
   t.ok((st.cacheBytes ?? 0) > 0, `the state cache's bytes are reported (${st.cacheBytes})`);
+  t.equal(st.cacheDrops, 0, 'the cache stayed within its bound');
+});
+
+t.test('a state cache over its bound is dropped whole and counted; execution stays exact, reading the node again', async (t) => {
+  const { node, c, blocks } = await net(t, 1, 4, 12);
+  const front = await startNodeFront(node.url);
+  t.teardown(() => front.close());
+  const e = new RevmEngine({ node: { url: front.url }, specAt: () => 'isthmus', nodeTimeoutMs: 3000, cacheCapBytes: 1 });
+  t.teardown(() => e.stop());
+  const b = blocks[0]!;
+  await e.start(b.number - 1);
+  for (let i = 0; i < b.flashblocks.length; i++) {
+    await applyVerified(t, e, b, i);
+    t.equal(BigInt(await e.call({ to: c.reader })), b.sinkBalances[i], `${b.number}/${i}: eth_call at pending sees the flashblock`);
+  }
+  t.ok(e.status().cacheDrops > 0, `drops counted (${e.status().cacheDrops})`);
 });
 
 t.test('flashblocks sent without waiting are applied in call order, each verified against its own root', async (t) => {
