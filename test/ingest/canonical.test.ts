@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CanonicalTracker } from '../../src/ingest/canonical.js';
 import { loadConfig } from '../../src/config.js';
@@ -68,16 +68,22 @@ t.test('an unreachable node never throws; pending keeps serving', async (t) => {
   t.equal(tracker.lastOkMs, 0);
 });
 
-t.test('the newHeads socket is reconnected (shared backoff) after the node drops it, and heads flow again', async (t) => {
-  const fakeNode = await startReplayServer();
-  const node = new NodeClient({ url: 'http://127.0.0.1:1/', timeoutMs: 200, maxSockets: 1 });
+/** A tracker of the node at `nodeUrl` that learns heads from the WebSocket at `wsUrl` only (its polls a minute apart). */
+function wsOnlyTracker(t: Test, nodeUrl: string, wsUrl: string, nodeTimeoutMs: number): { state: ReturnType<typeof makePipeline>['state']; tracker: CanonicalTracker } {
+  const node = new NodeClient({ url: nodeUrl, timeoutMs: nodeTimeoutMs, maxSockets: 2 });
   const { state, pipeline } = makePipeline();
-  const tracker = new CanonicalTracker(node, { settle: (n, h) => pipeline.settle(n, h), holds: () => false, canonical: () => state.canonical }, { pollMs: 60_000, wsUrl: fakeNode.url, maxCatchUpBlocks: 8, ...wsTimings }, silentLogger);
-  t.teardown(async () => {
+  const tracker = new CanonicalTracker(node, { settle: (n, h) => pipeline.settle(n, h), holds: () => false, canonical: () => state.canonical }, { pollMs: 60_000, wsUrl, maxCatchUpBlocks: 8, ...wsTimings }, silentLogger);
+  t.teardown(() => {
     tracker.stop();
     node.close();
-    await fakeNode.close();
   });
+  return { state, tracker };
+}
+
+t.test('the newHeads socket is reconnected (shared backoff) after the node drops it, and heads flow again', async (t) => {
+  const fakeNode = await startReplayServer();
+  t.teardown(() => fakeNode.close());
+  const { state, tracker } = wsOnlyTracker(t, 'http://127.0.0.1:1/', fakeNode.url, 200);
   tracker.start();
   const head = (n: number): string => JSON.stringify({ jsonrpc: '2.0', method: 'eth_subscription', params: { subscription: '0x1', result: { number: '0x' + n.toString(16) } } });
   for (let n = 16; n < 20; n++) {
@@ -94,16 +100,10 @@ t.test('the newHeads socket is reconnected (shared backoff) after the node drops
 
 t.test('newHeads: a head made before the subscription was answered is picked up once it is (one poll then, not at the next poll)', async (t) => {
   const anvil = await startAnvil({});
+  t.teardown(() => anvil.stop());
   const fakeWs = await startReplayServer();
-  const node = new NodeClient({ url: anvil.url, timeoutMs: 2000, maxSockets: 2 });
-  const { state, pipeline } = makePipeline();
-  const tracker = new CanonicalTracker(node, { settle: (n, h) => pipeline.settle(n, h), holds: () => false, canonical: () => state.canonical }, { pollMs: 60_000, wsUrl: fakeWs.url, maxCatchUpBlocks: 8, ...wsTimings }, silentLogger);
-  t.teardown(async () => {
-    tracker.stop();
-    node.close();
-    await fakeWs.close();
-    await anvil.stop();
-  });
+  t.teardown(() => fakeWs.close());
+  const { state, tracker } = wsOnlyTracker(t, anvil.url, fakeWs.url, 2000);
   tracker.start();
   await until(() => state.canonical === 0);
   await fakeWs.waitForClients(1, 15_000);
@@ -112,6 +112,6 @@ t.test('newHeads: a head made before the subscription was answered is picked up 
   await sleep(300);
   t.equal(state.canonical, 0, 'nothing told the tracker yet (polling is a minute away)');
   fakeWs.send(JSON.stringify({ jsonrpc: '2.0', id: 1, result: '0x9' }));
-  await until(() => state.canonical === 1, 3000);
+  await until(() => state.canonical === 1);
   t.equal(state.canonical, 1, 'the subscription answer brought a poll: block 1 settled');
 });
