@@ -520,14 +520,10 @@ export class ExecutionFeed {
     const f = this.fed.get(n);
     if (f !== undefined && f.divergedAt !== null && i >= f.divergedAt) return true;
     if (this.divergedBlocks.size === 0) return false;
-    const settled = this.settledThrough();
+    // The engine's settled height: its blocks above a mismatch executed again.
+    const settled = this.d.engine.settled;
     for (const m of this.divergedBlocks) if (m < n && m > settled) return true;
     return false;
-  }
-
-  /** The engine's settled height (its blocks above a mismatch executed again), or its canonical one. */
-  private settledThrough(): number {
-    return this.d.engine.status().settled;
   }
 
   /**

@@ -233,8 +233,9 @@ export interface ExecutionEngine {
    */
   onCanonicalVerdict?(fn: (blockNumber: number, verdict: CanonicalVerdict) => void): () => void;
   status(): EngineStatus;
-  /** status().ready without building the status: asked on every pending read. */
+  /** status().ready and status().settled without building the status (which asks the native core for its counters): asked on pending reads. */
   readonly ready: boolean;
+  readonly settled: number;
 
   /** eth_call at the newest executed flashblock; geth-style state and block overrides pass through. */
   call(tx: CallRequest, stateOverrides?: Record<string, unknown>, blockOverrides?: Record<string, unknown>): Promise<string>;

@@ -198,7 +198,7 @@ export class RevmEngine implements ExecutionEngine {
   private readonly byHash = new Map<string, FlashblockReceipts>();
   private canonical = 0;
   /** Settled through this height, with the blocks above a dropped one executed again (EngineStatus.settled). */
-  private settledThrough = 0;
+  private settledTo = 0;
   private readonly verdictListeners = new Set<(blockNumber: number, verdict: CanonicalVerdict) => void>();
   private stopped = false;
   private up = false;
@@ -263,7 +263,7 @@ export class RevmEngine implements ExecutionEngine {
       this.closeNative();
       for (const n of [...this.held.keys()]) this.dropHeld(n);
       this.canonical = canonical;
-      this.settledThrough = canonical;
+      this.settledTo = canonical;
       this.chainId = Number(await this.nodeCall<string>('eth_chainId', []));
       this.native = this.newNative(addon, this.node!);
       this.memo = this.newMemo();
@@ -424,7 +424,7 @@ export class RevmEngine implements ExecutionEngine {
         if (n >= failedBlock) continue;
         await this.replay(n);
       }
-      this.settledThrough = this.canonical;
+      this.settledTo = this.canonical;
       this.up = true;
     } catch (e) {
       this.lastError = (e as Error).message;
@@ -499,7 +499,7 @@ export class RevmEngine implements ExecutionEngine {
     }
     // Blocks built on a parent that turned out different from the chain's: executed again from their start.
     for (const d of [...new Set(dropped)].sort((a, b) => a - b)) await this.replay(d);
-    this.settledThrough = this.canonical;
+    this.settledTo = this.canonical;
   }
 
   onCanonicalVerdict(fn: (blockNumber: number, verdict: CanonicalVerdict) => void): () => void {
@@ -559,6 +559,10 @@ export class RevmEngine implements ExecutionEngine {
     return this.up && this.native !== null;
   }
 
+  get settled(): number {
+    return this.settledTo;
+  }
+
   status(): EngineStatus {
     // The cache's size when the apply thread does not hold it (else the last one seen).
     this.cacheBytes = this.native?.cacheBytes() ?? this.cacheBytes;
@@ -567,7 +571,7 @@ export class RevmEngine implements ExecutionEngine {
       blockNumber: this.last?.number ?? null,
       index: this.last?.index ?? null,
       canonical: this.canonical,
-      settled: this.settledThrough,
+      settled: this.settledTo,
       restarts: this.restarts,
       divergences: this.divergences,
       verified: this.verified,
